@@ -1,0 +1,110 @@
+"""Everything that varies between architectures and library versions, kept in one place.
+
+TransformerLens' ``TransformerBridge`` swaps its own components into a Hugging Face model in
+place, so the HF model's forward runs through bridge blocks and fires bridge hooks. rnr_lens
+runs routes by handing that forward a different list of blocks; this module knows where the
+list lives, which config fields must follow the route, and the compatibility shims needed for
+the pinned library versions.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import DynamicCache
+
+# Config fields that hold one entry per decoder layer and must follow a route.
+_PER_LAYER_CONFIG_FIELDS = ("layer_types",)
+
+
+def decoder_layers_owner(bridge: Any) -> tuple[nn.Module, str]:
+    """Return ``(parent, attribute)`` such that ``getattr(parent, attribute)`` is the HF layer list."""
+    path = bridge.adapter.component_mapping["blocks"].name  # e.g. "model.layers"
+    parent: Any = bridge.original_model
+    *head, last = path.split(".")
+    for part in head:
+        parent = getattr(parent, part)
+    return parent, last
+
+
+def hf_config(bridge: Any) -> Any:
+    return bridge.original_model.config
+
+
+def text_config(bridge: Any) -> Any:
+    """The config that owns ``num_hidden_layers`` (multimodal models nest it)."""
+    config = hf_config(bridge)
+    return getattr(config, "text_config", None) or config
+
+
+def route_config_values(config: Any, layers: tuple[int, ...]) -> dict[str, Any]:
+    """Config values that make an HF decoder run ``layers`` in that order."""
+    values: dict[str, Any] = {"num_hidden_layers": len(layers), "use_cache": False}
+    for name in _PER_LAYER_CONFIG_FIELDS:
+        per_layer = getattr(config, name, None)
+        if isinstance(per_layer, (list, tuple)) and per_layer:
+            values[name] = [per_layer[i] for i in layers]
+    return values
+
+
+def _cache_kwarg_shim(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    # transformers >= 5.20 passes the KV cache to attention as ``cache=``; TransformerLens 4.3's
+    # attention bridges read ``past_key_values=`` and would silently skip the cache update, so
+    # cached decoding would attend only to the newest token.
+    if kwargs.get("past_key_values") is None and kwargs.get("cache") is not None:
+        kwargs["past_key_values"] = kwargs["cache"]
+    return args, kwargs
+
+
+def install_compat_shims(bridge: Any) -> None:
+    """Install the version shims on every attention bridge (idempotent)."""
+    for block in bridge.blocks:
+        attn = getattr(block, "attn", None)
+        if attn is None or getattr(attn, "_rnr_cache_shim", False):
+            continue
+        attn.register_forward_pre_hook(_cache_kwarg_shim, with_kwargs=True)
+        attn._rnr_cache_shim = True
+
+
+class RouteCache(DynamicCache):
+    """A KV cache with one slot per route position, not per block.
+
+    Under a route a repeated block runs twice per forward; its attention reports the same
+    ``layer_idx`` both times, which would make the second visit overwrite the first's keys and
+    values. Blocks on a route run in a fixed order, so the k-th ``update`` call of a forward
+    belongs to route position ``k``: this cache maps calls to slots by that order.
+    """
+
+    def __init__(self, n_slots: int, config: Any | None = None) -> None:
+        super().__init__(config=config) if config is not None else super().__init__()
+        self.n_slots = n_slots
+        self._calls = 0
+
+    def begin_forward(self) -> None:
+        """Reset the slot counter (called before every forward that uses this cache)."""
+        self._calls = 0
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any):
+        slot = self._calls % self.n_slots
+        self._calls += 1
+        return super().update(key_states, value_states, slot, *args, **kwargs)
+
+    def select_rows(self, rows: torch.Tensor) -> None:
+        """Keep only the given batch rows (used to drop finished sequences)."""
+        self.batch_select_indices(rows)
+
+
+@functools.lru_cache(maxsize=None)
+def _architecture_supported(name: str) -> bool:
+    from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
+
+    return name in SUPPORTED_ARCHITECTURES
+
+
+def supported_architectures() -> list[str]:
+    from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
+
+    return sorted(SUPPORTED_ARCHITECTURES)

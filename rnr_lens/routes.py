@@ -1,0 +1,190 @@
+"""Routes: the sequence of blocks the residual stream passes through.
+
+The identity route of an ``n``-layer model is ``0, 1, ..., n-1``. A route may skip blocks,
+repeat them, or revisit a segment, as in test-time depth adaptation (CoLa). Routes have a
+compact, stable string form used in tables, plots and the run store::
+
+    >>> r = Route.skip(30, 3, 4).then_repeat(10)
+    >>> str(r)
+    '30:0-2,5-10,10-29'
+    >>> Route.parse(str(r)) == r
+    True
+
+The string is ``n_layers:`` followed by comma-separated runs; ``a-b`` is the ascending run
+``a, a+1, ..., b`` and a bare ``a`` is a single block.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Sequence
+
+from rnr_lens.errors import RnrLensError
+
+DEFAULT_MAX_FACTOR = 2
+"""By default a route may be at most this many times as long as the model is deep."""
+
+
+@dataclass(frozen=True)
+class Route:
+    """An immutable sequence of block indices of an ``n_layers``-block model.
+
+    Args:
+        layers: Block indices in the order the residual stream visits them.
+        n_layers: Number of blocks in the model.
+        max_length: Longest allowed route; defaults to ``2 * n_layers``.
+
+    Example:
+        >>> Route([0, 1, 1, 3], n_layers=4).describe()
+        'skip 2; repeat 1x2'
+    """
+
+    layers: tuple[int, ...]
+    n_layers: int
+    max_length: int | None = field(default=None, compare=False, repr=False)
+
+    def __init__(self, layers: Iterable[int], n_layers: int, max_length: int | None = None) -> None:
+        layers = tuple(int(i) for i in layers)
+        if n_layers < 1:
+            raise RnrLensError(f"n_layers must be at least 1, got {n_layers}")
+        limit = max_length if max_length is not None else DEFAULT_MAX_FACTOR * n_layers
+        if not layers:
+            raise RnrLensError("a route needs at least one block; use Route.identity(n) for the default order")
+        bad = [i for i in layers if not 0 <= i < n_layers]
+        if bad:
+            raise RnrLensError(
+                f"route block index {bad[0]} is out of range for a {n_layers}-block model (valid: 0..{n_layers - 1})"
+            )
+        if len(layers) > limit:
+            raise RnrLensError(
+                f"route has {len(layers)} blocks, more than the maximum {limit}; pass max_length= to allow longer routes"
+            )
+        object.__setattr__(self, "layers", layers)
+        object.__setattr__(self, "n_layers", int(n_layers))
+        object.__setattr__(self, "max_length", max_length)
+
+    # -- constructors -------------------------------------------------------------------
+    @classmethod
+    def identity(cls, n_layers: int) -> "Route":
+        """The default order ``0..n_layers-1``."""
+        return cls(range(n_layers), n_layers)
+
+    @classmethod
+    def skip(cls, n_layers: int, *layers: int) -> "Route":
+        """The identity route without the given blocks."""
+        for i in layers:
+            if not 0 <= i < n_layers:
+                raise RnrLensError(f"cannot skip block {i}: a {n_layers}-block model has blocks 0..{n_layers - 1}")
+        gone = set(layers)
+        return cls([i for i in range(n_layers) if i not in gone], n_layers)
+
+    @classmethod
+    def repeat(cls, n_layers: int, layer: int, times: int = 2) -> "Route":
+        """The identity route with block ``layer`` run ``times`` times in a row."""
+        return cls.identity(n_layers).then_repeat(layer, times)
+
+    @classmethod
+    def parse(cls, text: str, n_layers: int | None = None) -> "Route":
+        """Parse the compact form ``"30:0-2,5-29"`` (the ``30:`` prefix may be given as n_layers)."""
+        body = text.strip()
+        if ":" in body:
+            head, body = body.split(":", 1)
+            try:
+                parsed_n = int(head)
+            except ValueError:
+                raise RnrLensError(f"cannot parse route {text!r}: expected 'N:runs' such as '30:0-2,4-29'") from None
+            if n_layers is not None and n_layers != parsed_n:
+                raise RnrLensError(f"route {text!r} is for a {parsed_n}-block model, not {n_layers}")
+            n_layers = parsed_n
+        if n_layers is None:
+            raise RnrLensError(f"route {text!r} does not say how many blocks the model has; write it as 'N:{body}'")
+        layers: list[int] = []
+        for run in filter(None, (part.strip() for part in body.split(","))):
+            try:
+                if "-" in run:
+                    a, b = (int(x) for x in run.split("-", 1))
+                    if b < a:
+                        raise ValueError
+                    layers.extend(range(a, b + 1))
+                else:
+                    layers.append(int(run))
+            except ValueError:
+                raise RnrLensError(f"cannot parse run {run!r} in route {text!r}: write ascending runs like '4-9' or single blocks like '7'") from None
+        return cls(layers, n_layers, max_length=max(len(layers), DEFAULT_MAX_FACTOR * n_layers))
+
+    # -- edits --------------------------------------------------------------------------
+    def then_repeat(self, layer: int, times: int = 2) -> "Route":
+        """This route with every visit of ``layer`` run ``times`` times in a row."""
+        if times < 1:
+            raise RnrLensError(f"times must be at least 1, got {times}")
+        if layer not in self.layers:
+            raise RnrLensError(f"cannot repeat block {layer}: it is not on route {self}")
+        out: list[int] = []
+        for i in self.layers:
+            out.extend([i] * (times if i == layer else 1))
+        return Route(out, self.n_layers, self.max_length)
+
+    # -- views --------------------------------------------------------------------------
+    @property
+    def is_identity(self) -> bool:
+        return self.layers == tuple(range(self.n_layers))
+
+    @property
+    def skipped(self) -> tuple[int, ...]:
+        """Blocks never visited."""
+        seen = set(self.layers)
+        return tuple(i for i in range(self.n_layers) if i not in seen)
+
+    @property
+    def repeated(self) -> dict[int, int]:
+        """Blocks visited more than once, with their visit counts."""
+        return {i: c for i, c in sorted(Counter(self.layers).items()) if c > 1}
+
+    def describe(self) -> str:
+        """A short human description: ``'identity'`` or ``'skip 3,4; repeat 10x2'``."""
+        if self.is_identity:
+            return "identity"
+        parts = []
+        if self.skipped:
+            parts.append("skip " + ",".join(map(str, self.skipped)))
+        if self.repeated:
+            parts.append("repeat " + ",".join(f"{i}x{c}" for i, c in self.repeated.items()))
+        ordered = sorted(self.layers) == list(self.layers)
+        if not ordered:
+            parts.append("reordered")
+        return "; ".join(parts)
+
+    def runs(self) -> list[tuple[int, int]]:
+        """The route as maximal ascending runs ``(first, last)``."""
+        runs: list[tuple[int, int]] = []
+        for i in self.layers:
+            if runs and i == runs[-1][1] + 1:
+                runs[-1] = (runs[-1][0], i)
+            else:
+                runs.append((i, i))
+        return runs
+
+    def __str__(self) -> str:
+        body = ",".join(f"{a}-{b}" if b > a else str(a) for a, b in self.runs())
+        return f"{self.n_layers}:{body}"
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.layers)
+
+    def __getitem__(self, index: int) -> int:
+        return self.layers[index]
+
+
+def as_route(route: "Route | str | Sequence[int] | None", n_layers: int) -> Route | None:
+    """Coerce user input (a Route, its string form, or a list of indices) to a Route."""
+    if route is None or isinstance(route, Route):
+        if route is not None and route.n_layers != n_layers:
+            raise RnrLensError(f"route {route} is for a {route.n_layers}-block model, but this model has {n_layers} blocks")
+        return route
+    if isinstance(route, str):
+        return Route.parse(route, n_layers)
+    return Route(route, n_layers)

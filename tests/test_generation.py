@@ -1,0 +1,175 @@
+"""Generation and scoring: KV cache under routes, batching, sampling seeds, stop conditions."""
+
+import pytest
+import torch
+
+import rnr_lens as R
+from tests.conftest import prompts_for
+
+
+def _greedy_without_cache(model, prompt, route, max_new_tokens):
+    """Reference: recompute the whole sequence at every step, no KV cache at all."""
+    ids = model.encode(prompt)
+    out = []
+    with torch.no_grad(), model.intervene(route=route):
+        for _ in range(max_new_tokens):
+            logits = model.forward_tokens(torch.tensor([ids + out]))
+            token = int(logits[0, -1].argmax())
+            if token in model.eos_token_ids:
+                break
+            out.append(token)
+    return out
+
+
+def test_identity_route_matches_plain_hf_greedy_generation(model):
+    prompt = prompts_for(model)[0]
+    ids = torch.tensor([model.encode(prompt)])
+    with torch.no_grad():
+        plain = model.bridge.original_model.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False,
+            eos_token_id=sorted(model.eos_token_ids), pad_token_id=model.tokenizer.pad_token_id,
+        )[0, ids.shape[1]:].tolist()
+    plain = [t for t in plain if t not in model.eos_token_ids]
+    ours = model.generate([prompt], route=R.Route.identity(model.n_layers), max_new_tokens=12)[0]
+    assert ours.token_ids == plain[: len(ours.token_ids)]
+    assert len(ours.token_ids) == len(plain)
+
+
+@pytest.mark.parametrize("edit", ["skips_and_repeats", "segment_repeat"])
+def test_kv_cached_route_matches_no_cache_reference(model, edit):
+    n = model.n_layers
+    if edit == "skips_and_repeats":
+        route = R.Route.skip(n, 1).then_repeat(n - 2).then_repeat(0)
+    else:
+        route = R.Route(list(range(n // 2)) + list(range(n // 4, n)), n_layers=n)
+    prompt = prompts_for(model)[1]
+    reference = _greedy_without_cache(model, prompt, route, max_new_tokens=10)
+    ours = model.generate([prompt], route=route, max_new_tokens=10)[0]
+    assert ours.token_ids == reference
+
+
+def test_prompt_alone_and_in_batch_give_same_greedy_tokens(model):
+    prompts = prompts_for(model)
+    batch = model.generate(prompts, max_new_tokens=10, batch_size=len(prompts))
+    for i, prompt in enumerate(prompts):
+        alone = model.generate([prompt], max_new_tokens=10)[0]
+        assert batch[i].token_ids == alone.token_ids
+        assert batch[i].prompt_index == i
+
+
+def test_routed_batch_matches_routed_single(tiny):
+    route = R.Route([0, 1, 1, 2, 3, 3], n_layers=4)
+    prompts = prompts_for(tiny)
+    batch = tiny.generate(prompts, route=route, max_new_tokens=8, batch_size=3)
+    for i, prompt in enumerate(prompts):
+        assert batch[i].token_ids == tiny.generate([prompt], route=route, max_new_tokens=8)[0].token_ids
+
+
+def test_greedy_logprobs_match_teacher_forced_scores(tiny):
+    prompt = prompts_for(tiny)[0]
+    gen = tiny.generate([prompt], max_new_tokens=6)[0]
+    ids = tiny.encode(prompt)
+    with torch.no_grad():
+        logits = tiny.forward_tokens(torch.tensor([ids + gen.token_ids]))
+    lp = torch.log_softmax(logits[0], -1)
+    expected = [float(lp[len(ids) - 1 + k, t]) for k, t in enumerate(gen.token_ids)]
+    assert gen.logprobs == pytest.approx(expected, abs=1e-4)
+
+
+def test_each_sample_reproduces_alone_from_its_seed(tiny):
+    prompt = prompts_for(tiny)[0]
+    samples = tiny.generate([prompt], n=4, temperature=1.0, seed=11, max_new_tokens=8)
+    assert [s.seed for s in samples] == [11, 12, 13, 14]
+    assert len({tuple(s.token_ids) for s in samples}) > 1, "samples at T=1 should differ"
+    for s in samples:
+        again = tiny.generate([prompt], n=1, temperature=1.0, seed=s.seed, max_new_tokens=8)[0]
+        assert again.token_ids == s.token_ids
+
+
+def test_sampling_is_deterministic_and_batch_independent(tiny):
+    prompts = prompts_for(tiny)
+    a = tiny.generate(prompts, n=3, temperature=0.8, top_p=0.9, seed=5, max_new_tokens=6, batch_size=9)
+    b = tiny.generate(prompts, n=3, temperature=0.8, top_p=0.9, seed=5, max_new_tokens=6, batch_size=2)
+    assert [x.token_ids for x in a] == [x.token_ids for x in b]
+    assert [(x.prompt_index, x.sample_index) for x in a] == [(i, j) for i in range(3) for j in range(3)]
+
+
+def test_greedy_n_copies_one_decode(tiny):
+    out = tiny.generate(prompts_for(tiny)[:1], n=3, max_new_tokens=5)
+    assert len(out) == 3 and len({tuple(o.token_ids) for o in out}) == 1
+    assert all(o.seed is None for o in out)
+
+
+def test_stop_strings_cut_the_text(tiny):
+    prompt = prompts_for(tiny)[0]
+    free = tiny.generate([prompt], max_new_tokens=12)[0]
+    assert len(free.text) > 3
+    stop = free.text[2:4]
+    cut = tiny.generate([prompt], max_new_tokens=12, stop=[stop])[0]
+    assert cut.finish_reason == "stop"
+    assert stop not in cut.text
+    assert free.text.startswith(cut.text)
+
+
+def test_eos_stops_generation(tiny):
+    """Force EOS by a hook that makes it the argmax: generation must stop with reason eos."""
+    eos = min(tiny.eos_token_ids)
+    point = tiny.bridge.get_hook_point("unembed.hook_out")
+    handle = point.add_hook(lambda x, hook: x.index_fill(-1, torch.tensor([eos]), 1e4))
+    try:
+        out = tiny.generate(prompts_for(tiny)[:1], max_new_tokens=5)[0]
+    finally:
+        handle.hook.remove()
+        point.fwd_hooks.remove(handle)
+    assert out.finish_reason == "eos" and out.token_ids == []
+
+
+def test_score_matches_manual_logprob(model):
+    prompt = prompts_for(model)[0]
+    cont = " 7."
+    got = model.score([prompt, prompts_for(model)[1]], [cont, " 8"])
+    ids = model.encode(prompt)
+    c = model.tokenizer(cont, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        lp = torch.log_softmax(model.forward_tokens(torch.tensor([ids + c]))[0], -1)
+    manual = sum(float(lp[len(ids) - 1 + k, t]) for k, t in enumerate(c))
+    assert got[0].logprob == pytest.approx(manual, abs=1e-3)
+    assert len(got[0].token_logprobs) == len(c)
+
+
+def test_score_under_ablation_differs(tiny):
+    prompt = prompts_for(tiny)[0]
+    clean = tiny.score([prompt], [" 7"])[0].logprob
+    ablated = tiny.score([prompt], [" 7"], ablations=["mlp3"])[0].logprob
+    assert clean != pytest.approx(ablated)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"temperature": 0.7}, "needs a seed"),
+        ({"temperature": -1.0}, "temperature"),
+        ({"top_p": 0.0}, "top_p"),
+        ({"n": 0}, "n must be"),
+    ],
+)
+def test_bad_generation_arguments(tiny, kwargs, message):
+    with pytest.raises(R.RnrLensError, match=message):
+        tiny.generate(["hi"], **kwargs)
+
+
+def test_raw_text_and_empty_prompts(tiny):
+    assert tiny.generate(["The quick brown"], max_new_tokens=3)[0].token_ids
+    with pytest.raises(R.RnrLensError, match="empty prompt"):
+        tiny.generate([""], max_new_tokens=3)
+
+
+@pytest.mark.slow
+def test_smollm2_answers_single_digit_additions(smol):
+    """Real behaviour: with the answer prefix, SmolLM2 answers most easy additions correctly."""
+    pairs = [(2, 3), (4, 5), (1, 6), (3, 3), (7, 2), (5, 4), (6, 1), (2, 2)]
+    prompts = [R.ChatPrompt(f"What is {a} + {b}?", assistant_prefix="The answer is ") for a, b in pairs]
+    outs = smol.generate(prompts, max_new_tokens=6)
+    correct = sum(o.text.strip().startswith(str(a + b)) for o, (a, b) in zip(outs, pairs))
+    assert correct >= len(pairs) // 2, [o.text for o in outs]

@@ -1,0 +1,100 @@
+"""LensModel: forward under routes, scoped interventions, and exact restoration."""
+
+import pytest
+import torch
+
+import rnr_lens as R
+from tests.conftest import prompts_for
+
+
+def _ids(model, prompt):
+    return torch.tensor([model.encode(prompt)])
+
+
+def test_identity_route_reproduces_plain_bridge_forward(model):
+    ids = _ids(model, prompts_for(model)[1])
+    with torch.no_grad():
+        plain = model.bridge(ids)
+        with model.intervene(route=R.Route.identity(model.n_layers)):
+            routed = model.bridge(ids)
+        ours = model.forward_tokens(ids)
+    assert torch.allclose(plain, routed, atol=1e-5)
+    assert torch.allclose(plain, ours, atol=1e-5)
+
+
+def test_route_changes_the_forward_and_is_restored(model):
+    ids = _ids(model, prompts_for(model)[0])
+    with torch.no_grad():
+        clean = model.bridge(ids)
+        with model.intervene(route=R.Route.skip(model.n_layers, 1)):
+            skipped = model.bridge(ids)
+            assert model.route == R.Route.skip(model.n_layers, 1)
+        after = model.bridge(ids)
+    assert not torch.allclose(clean, skipped, atol=1e-3)
+    assert torch.equal(clean, after)
+    assert model.route.is_identity
+
+
+def test_block_ablation_equals_skipping_the_block(model):
+    """Zeroing a block's whole update is the same computation as routing around it."""
+    ids = _ids(model, prompts_for(model)[0])
+    layer = model.n_layers // 2
+    with torch.no_grad():
+        with model.intervene(ablations=[R.Ablation(layer, "block")]):
+            ablated = model.bridge(ids)
+        with model.intervene(route=R.Route.skip(model.n_layers, layer)):
+            skipped = model.bridge(ids)
+    assert torch.allclose(ablated, skipped, atol=1e-4)
+
+
+def test_run_with_cache_sees_the_route(model):
+    """Hooks fire once per visit: a repeated block's hook fires twice."""
+    ids = _ids(model, prompts_for(model)[0])
+    seen = []
+    point = model.bridge.get_hook_point("blocks.1.hook_mlp_out")
+    handle = point.add_hook(lambda x, hook: seen.append(x.shape))
+    try:
+        with torch.no_grad(), model.intervene(route=R.Route.repeat(model.n_layers, 1, times=3)):
+            model.bridge(ids)
+    finally:
+        handle.hook.remove()
+        point.fwd_hooks.remove(handle)
+    assert len(seen) == 3
+
+
+def test_exception_inside_intervene_restores_clean_outputs(model):
+    ids = _ids(model, prompts_for(model)[0])
+    with torch.no_grad():
+        clean = model.bridge(ids)
+        layers_before = list(model.bridge.original_model.model.layers)
+        n_hooks_before = sum(len(p.fwd_hooks) for p in model.bridge.hook_dict.values())
+        with pytest.raises(RuntimeError, match="boom"):
+            with model.intervene(route=R.Route([0, 0, 1], n_layers=model.n_layers), ablations=["mlp0", "attn1"]):
+                assert not torch.allclose(model.bridge(ids), clean, atol=1e-3)
+                raise RuntimeError("boom")
+        assert torch.equal(model.bridge(ids), clean)
+    assert list(model.bridge.original_model.model.layers) == layers_before
+    assert model.bridge.original_model.config.num_hidden_layers == model.n_layers
+    assert sum(len(p.fwd_hooks) for p in model.bridge.hook_dict.values()) == n_hooks_before
+
+
+def test_user_hooks_compose_with_ablations(tiny):
+    """A user's hook on the same point still runs beside an rnr_lens ablation."""
+    ids = _ids(tiny, prompts_for(tiny)[0])
+    calls = []
+    with torch.no_grad():
+        out = tiny.bridge.run_with_hooks(
+            ids, fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: calls.append(1))]
+        )
+        with tiny.intervene(ablations=["mlp2"]):
+            ablated = tiny.bridge.run_with_hooks(
+                ids, fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: calls.append(2))]
+            )
+    assert calls == [1, 2]
+    assert not torch.allclose(out, ablated)
+
+
+def test_fingerprint_is_stable_and_weight_sensitive():
+    a, b = R.tiny_model(seed=0), R.tiny_model(seed=0)
+    c = R.tiny_model(seed=1)
+    assert a.fingerprint() == b.fingerprint() != c.fingerprint()

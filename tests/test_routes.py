@@ -1,0 +1,69 @@
+import pytest
+
+from rnr_lens import Route, RnrLensError
+from rnr_lens.routes import as_route
+
+
+def test_identity_skip_repeat_layers():
+    assert Route.identity(4).layers == (0, 1, 2, 3)
+    assert Route.skip(5, 1, 3).layers == (0, 2, 4)
+    assert Route.repeat(4, 2, times=3).layers == (0, 1, 2, 2, 2, 3)
+    assert Route([0, 0, 1], n_layers=2).repeated == {0: 2}
+    assert Route.skip(5, 1, 3).skipped == (1, 3)
+
+
+@pytest.mark.parametrize(
+    "route",
+    [
+        Route.identity(30),
+        Route.skip(30, 3, 4).then_repeat(10),
+        Route([0, 1, 2, 1, 2, 3], n_layers=4),
+        Route([3, 2, 1, 0], n_layers=4),
+        Route([5], n_layers=6),
+    ],
+)
+def test_string_form_round_trips(route):
+    text = str(route)
+    assert Route.parse(text) == route
+    assert text.startswith(f"{route.n_layers}:")
+
+
+def test_string_form_is_compact():
+    assert str(Route.skip(30, 3)) == "30:0-2,4-29"
+    assert str(Route.repeat(30, 10)) == "30:0-10,10-29"
+    assert Route.parse("0-2,4-5", n_layers=6).layers == (0, 1, 2, 4, 5)
+
+
+def test_describe():
+    assert Route.identity(4).describe() == "identity"
+    assert Route([0, 1, 1, 3], n_layers=4).describe() == "skip 2; repeat 1x2"
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: Route([0, 4], n_layers=4), "out of range"),
+        (lambda: Route([], n_layers=4), "at least one block"),
+        (lambda: Route([0] * 9, n_layers=4), "maximum 8"),
+        (lambda: Route.skip(4, 7), "cannot skip block 7"),
+        (lambda: Route.parse("0-2,x"), "does not say how many"),
+        (lambda: Route.parse("4:0-2,x"), "cannot parse run 'x'"),
+        (lambda: Route.parse("4:3-1"), "cannot parse run"),
+        (lambda: Route.parse("5:0-3", n_layers=4), "5-block model"),
+        (lambda: as_route(Route.identity(3), 4), "3-block model"),
+    ],
+)
+def test_bad_routes_give_one_line_errors(make, message):
+    with pytest.raises(RnrLensError, match=message) as info:
+        make()
+    assert "\n" not in str(info.value)
+
+
+def test_max_length_is_configurable():
+    assert len(Route([0] * 9, n_layers=4, max_length=9)) == 9
+
+
+def test_as_route_accepts_strings_and_lists():
+    assert as_route("4:0,1,1,3", 4) == Route([0, 1, 1, 3], n_layers=4)
+    assert as_route([0, 2], 4) == Route([0, 2], n_layers=4)
+    assert as_route(None, 4) is None
