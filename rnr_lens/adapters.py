@@ -40,6 +40,28 @@ def text_config(bridge: Any) -> Any:
     return getattr(config, "text_config", None) or config
 
 
+def hf_state_dict(bridge: Any) -> dict[str, torch.Tensor]:
+    """The wrapped model's weights under their original Hugging Face names.
+
+    The bridge nests each HF module as ``_original_component`` and also registers aliases
+    (``blocks.0.attn.q``); a fresh model of the same class, built on the meta device, names
+    the keys that belong in a checkpoint.
+    """
+    model = bridge.original_model
+    with torch.device("meta"):
+        reference = type(model)(model.config)
+    wanted = set(reference.state_dict())
+    clean: dict[str, torch.Tensor] = {}
+    for key, tensor in model.state_dict().items():
+        name = key.replace("._original_component", "")
+        if name in wanted and name not in clean:
+            clean[name] = tensor
+    missing = wanted - set(clean)
+    if missing:
+        raise RuntimeError(f"could not map bridge weights back to HF names: {sorted(missing)[:3]}")
+    return clean
+
+
 def route_config_values(config: Any, layers: tuple[int, ...]) -> dict[str, Any]:
     """Config values that make an HF decoder run ``layers`` in that order."""
     values: dict[str, Any] = {"num_hidden_layers": len(layers), "use_cache": False}

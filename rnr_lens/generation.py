@@ -40,10 +40,15 @@ class Generation:
     prompt_index: int
     sample_index: int
     seed: int | None
+    entropies: list[float] = field(default_factory=list)  # of each step's next-token distribution
 
     @property
     def mean_logprob(self) -> float:
         return sum(self.logprobs) / len(self.logprobs) if self.logprobs else 0.0
+
+    @property
+    def mean_entropy(self) -> float:
+        return sum(self.entropies) / len(self.entropies) if self.entropies else 0.0
 
 
 @dataclass
@@ -90,6 +95,7 @@ def generate(
     stop: Sequence[str] | None = None,
     batch_size: int | None = None,
     progress: bool = False,
+    ignore_eos: bool = False,
 ) -> list[Generation]:
     """Generate ``n`` samples for each prompt.
 
@@ -106,6 +112,7 @@ def generate(
         stop: Stop strings; the text is cut before the first one.
         batch_size: Rows per forward; chosen from free memory when None.
         progress: Show a tqdm progress bar over batches.
+        ignore_eos: Keep generating past end-of-sequence tokens (for benchmarks).
 
     Returns:
         ``len(prompts) * n`` generations, prompt-major.
@@ -144,13 +151,14 @@ def generate(
             outs = _generate_batch(
                 model, [encoded[i] for i in prompt_ids], samples, greedy=greedy, temperature=temperature,
                 top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, stop=list(stop or []),
+                eos=set() if ignore_eos else model.eos_token_ids,
             )
             for k, (pi, si) in enumerate((pi, si) for pi in prompt_ids for si in samples):
-                text, ids, lps, reason = outs[k]
+                text, ids, lps, ents, reason = outs[k]
                 sample_seed = None if greedy else seed + si  # type: ignore[operator]
                 copies = range(n) if greedy else [si]
                 for sj in copies:
-                    results[pi * n + sj] = Generation(text, list(ids), list(lps), reason, pi, sj, sample_seed)
+                    results[pi * n + sj] = Generation(text, list(ids), list(lps), reason, pi, sj, sample_seed, list(ents))
     return [r for r in results if r is not None]
 
 
@@ -180,7 +188,8 @@ def _generate_batch(
     seed: int | None,
     max_new_tokens: int,
     stop: list[str],
-) -> list[tuple[str, list[int], list[float], str]]:
+    eos: set[int],
+) -> list[tuple[str, list[int], list[float], list[float], str]]:
     """Decode ``len(samples)`` samples for each prompt; rows are prompt-major."""
     tok = model.tokenizer
     reps = len(samples)
@@ -195,9 +204,9 @@ def _generate_batch(
     generators = None
     if not greedy:
         generators = [torch.Generator().manual_seed(int(seed) + samples[r % reps]) for r in range(n_rows)]  # type: ignore[arg-type]
-    eos = model.eos_token_ids
     out_ids: list[list[int]] = [[] for _ in range(n_rows)]
     out_lps: list[list[float]] = [[] for _ in range(n_rows)]
+    out_ents: list[list[float]] = [[] for _ in range(n_rows)]
     reasons = ["length"] * n_rows
     active = list(range(n_rows))  # original row of each live batch row
     positions = (mask.sum(-1, keepdim=True) - 1)
@@ -210,6 +219,7 @@ def _generate_batch(
             probs = _top_p_filter(torch.softmax(logits.float() / temperature, dim=-1), top_p)
             chosen = torch.stack([torch.multinomial(probs[b], 1, generator=generators[row])[0] for b, row in enumerate(active)])  # type: ignore[index]
         picked_lp = logprobs.gather(-1, chosen[:, None])[:, 0]
+        entropy = -(logprobs.exp() * logprobs).sum(-1)
         keep: list[int] = []
         for b, row in enumerate(active):
             token = int(chosen[b])
@@ -218,6 +228,7 @@ def _generate_batch(
                 continue
             out_ids[row].append(token)
             out_lps[row].append(float(picked_lp[b]))
+            out_ents[row].append(float(entropy[b]))
             if stop and any(s in tok.decode(out_ids[row][-stop_window:]) for s in stop):
                 reasons[row] = "stop"
                 continue
@@ -238,7 +249,7 @@ def _generate_batch(
         if reasons[row] == "stop":
             cut = min((text.find(s) for s in stop if s in text), default=-1)
             text = text[:cut] if cut >= 0 else text
-        results.append((text, out_ids[row], out_lps[row], reasons[row]))
+        results.append((text, out_ids[row], out_lps[row], out_ents[row], reasons[row]))
     return results
 
 

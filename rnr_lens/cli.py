@@ -1,0 +1,263 @@
+"""The ``rnr-lens`` command line.
+
+Every subcommand is a thin layer over the library: parse arguments, call one function, print
+a table (or JSON with ``--json``). Bad input prints ``error: <one line>`` and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable, Sequence
+
+from rnr_lens.errors import RnrLensError
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def command(name: str) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    def register(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        COMMANDS[name] = fn
+        return fn
+
+    return register
+
+
+def print_table(rows: list[dict], columns: Sequence[str] | None = None) -> None:
+    if not rows:
+        print("(nothing)")
+        return
+    columns = list(columns or dict.fromkeys(k for r in rows for k in r))
+    cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return "" if value is None else str(value)
+
+
+@command("models")
+def cmd_models(args: argparse.Namespace) -> int:
+    from rnr_lens.models import list_models
+
+    rows = list_models()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print_table(rows, ["name", "cached", "description", "path"])
+    return 0
+
+
+def _load_task(args: argparse.Namespace):  # noqa: ANN202
+    from rnr_lens import tasks
+
+    params: dict = {}
+    if getattr(args, "n", None) is not None:
+        params["n"] = args.n
+    if args.task in tasks.BUILTINS:
+        params["seed"] = args.task_seed
+    else:
+        if args.task_format:
+            params["format"] = args.task_format
+        for item in args.field or []:
+            key, eq, value = item.partition("=")
+            if not eq or key not in ("question", "answer", "id", "choices"):
+                raise RnrLensError(f"--field {item!r}: write it as question=NAME, answer=NAME, id=NAME or choices=NAME")
+            params[key] = value
+    task = tasks.get(args.task, **params)
+    if args.limit is not None:
+        task = task.first(min(args.limit, len(task)))
+    return task
+
+
+def _load_config(args: argparse.Namespace, answer_type: str):  # noqa: ANN202
+    from rnr_lens.deploy import DeploymentConfig
+
+    return DeploymentConfig.load(args.config) if args.config else DeploymentConfig.default_for(answer_type)
+
+
+def _summary_rows(result) -> list[dict]:  # noqa: ANN001
+    rows = []
+    for rec in result.summary_records():
+        row = {"probe": rec["probe"], "k": rec.get("budget"), "n": rec.get("questions")}
+        for key in ("realized", "reachable"):
+            if key in rec:
+                row[key] = _est(rec[key])
+        row["reach-not-real"] = rec.get("reachable_not_realized")
+        for key, value in rec.items():
+            if key.startswith("select:"):
+                row[key[7:]] = _est(value)
+        rows.append(row)
+    return rows
+
+
+def _est(e: dict) -> str:
+    return f"{e['value']:.2f} [{e['low']:.2f},{e['high']:.2f}]"
+
+
+@command("audit")
+def cmd_audit(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rnr_lens.audit import audit
+    from rnr_lens.models import load_model
+    from rnr_lens.probes import parse_probe
+
+    # validate everything cheap before loading a model or touching the store
+    probes = [parse_probe(p) for p in args.probe]
+    task = _load_task(args)
+    config = _load_config(args, task.answer_type)
+    out = Path(args.out)
+    if not out.parent.exists():
+        raise RnrLensError(f"folder {out.parent} does not exist; create it or choose another --out path")
+    model = load_model(args.model)
+    result = audit(model, task, probes, config, store=out, seed=args.seed, batch_size=args.batch_size,
+                   progress=not args.json, resume=args.resume, label=args.label)
+    if args.json:
+        print(json.dumps({"audit": result.id, "store": str(out), "config_hash": result.info["config_hash"],
+                          "summary": result.summary_records()}, indent=2))
+    else:
+        print(f"audit {result.id}  model {model.name}  task {task.name} ({len(task)} questions)  config {config.hash()}  seed {args.seed}")
+        print_table(_summary_rows(result))
+        print(f"store: {out}   (rnr-lens show {out})")
+    return 0
+
+
+@command("show")
+def cmd_show(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rnr_lens.audit import AuditResult
+    from rnr_lens.store import RunStore
+
+    if not Path(args.store).is_file():
+        raise RnrLensError(f"run store {args.store} does not exist; create one with 'rnr-lens audit --out {args.store}'")
+    store = RunStore(args.store)
+    records = []
+    for info in store.audits():
+        result = AuditResult.load(store, info["id"])
+        records.append({"id": info["id"], "model": info["model"], "task": info["task"], "questions": info["n_questions"],
+                        "config_hash": info["config_hash"], "seed": info["seed"], "status": info["status"],
+                        "summary": result.summary_records()})
+    if args.json:
+        print(json.dumps(records, indent=2))
+        return 0
+    if not records:
+        print(f"{args.store} holds no audits")
+    for rec, info in zip(records, store.audits()):
+        print(f"\naudit {rec['id']}  model {rec['model']}  task {rec['task']} ({rec['questions']} q)  config {rec['config_hash']}  seed {rec['seed']}  [{rec['status']}]")
+        print_table(_summary_rows(AuditResult.load(store, info["id"])))
+    return 0
+
+
+@command("export")
+def cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rnr_lens.audit import AuditResult
+    from rnr_lens.store import RunStore
+
+    if not Path(args.store).is_file():
+        raise RnrLensError(f"run store {args.store} does not exist")
+    result = AuditResult.load(RunStore(args.store), args.audit)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, frame in (("tries", result.tries), ("questions", result.questions)):
+        path = out / f"{result.id}-{name}.{args.format}"
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        if args.format == "parquet":
+            frame.to_parquet(tmp, index=False)
+        else:
+            frame.to_csv(tmp, index=False)
+        tmp.replace(path)
+        written.append(str(path))
+    print("\n".join(written))
+    return 0
+
+
+@command("check-format")
+def cmd_check_format(args: argparse.Namespace) -> int:
+    from rnr_lens.audit import check_format
+    from rnr_lens.models import load_model
+
+    task = _load_task(args)
+    config = _load_config(args, task.answer_type)
+    report = check_format(load_model(args.model), task, config, batch_size=args.batch_size)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"model {args.model}  task {task.name} ({report['n']} questions)  config {report['config_hash']}")
+        print(f"answer extracted: {report['extractable']:.1%}  [{report['extractable_low']:.1%}, {report['extractable_high']:.1%}]")
+        print(f"correct:          {report['accuracy']:.1%}  [{report['accuracy_low']:.1%}, {report['accuracy_high']:.1%}]")
+        for example in report["unextractable_examples"]:
+            print(f"  no answer in: {example!r}")
+    return 0
+
+
+def _add_task_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", default="add-small", help="built-in task name or path to a .jsonl/.json/.csv file")
+    p.add_argument("--n", type=int, help="size of a built-in task")
+    p.add_argument("--task-seed", type=int, default=0, help="seed of a built-in task's question draw")
+    p.add_argument("--task-format", help="force a file format: gsm8k, svamp, arc, jsonl, csv")
+    p.add_argument("--field", action="append", help="field mapping for generic files, e.g. --field answer=label")
+    p.add_argument("--limit", type=int, help="only the first N questions (a quick look)")
+    p.add_argument("--config", help="deployment config file (.json or .yaml)")
+    p.add_argument("--batch-size", type=int, help="rows per forward (default: from free memory)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rnr-lens", description="Realized versus reachable: audit a model question by question.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("models", help="list the known offline models and whether each is cached")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("audit", help="realized versus reachable, question by question")
+    p.add_argument("--model", default="smollm2-135m-instruct", help="known name, HF id, local folder or .gguf file")
+    _add_task_args(p)
+    p.add_argument("--probe", action="append", default=[], help="e.g. sampling:k=8,t=0.7  routes:k=8  search:k=8  ablation:component=mlp")
+    p.add_argument("--out", default="run.db", help="SQLite run store (created if missing)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue an unfinished audit with the same settings")
+    p.add_argument("--label", help="free-text label stored with the audit")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("show", help="list every audit in a run store with its summary")
+    p.add_argument("store")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("export", help="write an audit's tries and questions as parquet or csv")
+    p.add_argument("store")
+    p.add_argument("--audit", help="audit id (may be left out when the store holds one)")
+    p.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    p.add_argument("--out", default=".", help="folder to write into")
+
+    p = sub.add_parser("check-format", help="share of outputs from which an answer can be extracted")
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    _add_task_args(p)
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except RnrLensError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; rerun with --resume to continue where it stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""The default deployment: a fixed, hashed prompt format, decoding rule and extractor.
+
+A question is *realized* when the deployment described by a :class:`DeploymentConfig`
+answers it correctly. Every stored result carries the config's :meth:`~DeploymentConfig.hash`;
+results made under different hashes are never mixed in one table.
+
+    >>> cfg = DeploymentConfig.default_for("number")
+    >>> cfg.assistant_prefix
+    'The answer is '
+    >>> DeploymentConfig.from_json(cfg.to_json()).hash() == cfg.hash()
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rnr_lens.answers import get_extractor, is_correct
+from rnr_lens.errors import RnrLensError
+from rnr_lens.prompts import ChatPrompt, PromptLike
+from rnr_lens.tasks.core import Question
+
+CONFIG_VERSION = 1
+
+
+@dataclass(frozen=True)
+class DeploymentConfig:
+    """How the model is deployed: prompt format, decoding and answer extraction.
+
+    Attributes:
+        chat: Render prompts with the model's chat template (else raw text).
+        system_prompt: System message (None: the template's own default).
+        instruction: Text placed before the question in the user message.
+        assistant_prefix: Text the assistant's turn starts with (e.g. ``"The answer is "``);
+            the extractor reads it together with the generated text.
+        max_new_tokens: Generation budget per answer.
+        stop: Stop strings.
+        extractor: Name of an extractor in :mod:`rnr_lens.answers`.
+        temperature: 0 (greedy) for the default deployment.
+    """
+
+    chat: bool = True
+    system_prompt: str | None = None
+    instruction: str = ""
+    assistant_prefix: str = "The answer is "
+    max_new_tokens: int = 16
+    stop: tuple[str, ...] = ("\n",)
+    extractor: str = "number"
+    temperature: float = 0.0
+    version: int = field(default=CONFIG_VERSION)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stop", tuple(self.stop))
+        get_extractor(self.extractor)  # validates the name
+        if self.max_new_tokens < 1:
+            raise RnrLensError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise RnrLensError(f"temperature must be >= 0, got {self.temperature}")
+
+    @classmethod
+    def default_for(cls, answer_type: str) -> "DeploymentConfig":
+        """The default deployment per answer type (measured on SmolLM2: see README)."""
+        if answer_type == "number":
+            return cls()
+        if answer_type == "choice":
+            return cls(instruction="Answer with the letter of the correct choice.\n", extractor="choice-letter", max_new_tokens=8)
+        if answer_type == "string":
+            return cls(extractor="answer-is-string", max_new_tokens=24)
+        raise RnrLensError(f"no default deployment for answer type {answer_type!r}")
+
+    # -- use ------------------------------------------------------------------------------
+    def prompt(self, question: Question) -> PromptLike:
+        """The prompt the model sees for ``question``."""
+        user = f"{self.instruction}{question.prompt}"
+        if self.chat:
+            return ChatPrompt(user, system=self.system_prompt, assistant_prefix=self.assistant_prefix)
+        head = f"{self.system_prompt}\n\n" if self.system_prompt else ""
+        return f"{head}{user}\n{self.assistant_prefix}"
+
+    def extract(self, generated: str) -> str | None:
+        """The answer in a generated continuation (read after the assistant prefix)."""
+        return get_extractor(self.extractor)(self.assistant_prefix + generated)
+
+    def grade(self, generated: str, question: Question, answer_type: str) -> tuple[str | None, bool]:
+        """``(extracted answer, correct)`` for one generated continuation."""
+        extracted = self.extract(generated)
+        return extracted, is_correct(extracted, question.answer, answer_type)
+
+    # -- identity and files -----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["stop"] = list(self.stop)
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def hash(self) -> str:
+        """A stable 16-hex-digit content hash."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DeploymentConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise RnrLensError(f"unknown deployment config field {unknown[0]!r}; known fields: {', '.join(sorted(known))}")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "DeploymentConfig":
+        return cls.from_dict(json.loads(text))
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        text = yaml.safe_dump(self.to_dict(), sort_keys=True) if path.suffix in (".yaml", ".yml") else self.to_json() + "\n"
+        path.write_text(text)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "DeploymentConfig":
+        path = Path(path)
+        if not path.is_file():
+            raise RnrLensError(f"deployment config {path} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
+        except yaml.YAMLError as exc:
+            raise RnrLensError(f"{path} is not valid YAML or JSON ({str(exc).splitlines()[0]})") from None
+        if not isinstance(data, dict):
+            raise RnrLensError(f"{path} must hold a mapping of config fields")
+        return cls.from_dict(data)
+
+    def with_(self, **changes: Any) -> "DeploymentConfig":
+        return replace(self, **changes)

@@ -1,0 +1,428 @@
+"""Probes: named ways to look for a correct answer within a fixed budget of model evaluations.
+
+Every probe spends its budget ``k`` in model evaluations (one greedy or sampled generation
+each), so budgets can be matched across probes:
+
+- :class:`Default` - the realized answer: one greedy generation under the deployment.
+- :class:`Sampling` - ``k`` samples at temperature ``t`` (top-p configurable); sample ``i``
+  uses seed ``seed + i``.
+- :class:`RandomRoutes` - ``k`` routes drawn by :func:`draw_route`, greedy under each. Route
+  ``i`` depends only on ``(seed, i)``, so it is shared by all questions (which lets the engine
+  batch them) and the first ``k`` routes of a larger budget are the same routes.
+- :class:`RouteSearch` - a structured search over routes per question: Monte Carlo tree
+  search over skip/repeat edits as in CoLa (UCB with a route-length penalty, an epsilon chance
+  of a random unexplored child), or greedy hill-climbing over single edits. Its reward is
+  answer-aware (``oracle``: correct or not) or answer-blind (``confidence``: the geometric
+  mean token probability of the answer).
+- :class:`AblationProbe` - one try per block, that block's component silenced.
+
+Probes share one interface (:meth:`Probe.run`), so a notebook can define its own.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Iterator, Sequence
+
+import numpy as np
+
+from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.errors import RnrLensError
+from rnr_lens.generation import Generation
+from rnr_lens.interventions import Ablation
+from rnr_lens.lens import LensModel
+from rnr_lens.routes import Route
+from rnr_lens.store import DEFAULT_PROBE, Try
+from rnr_lens.tasks.core import Question
+
+
+@dataclass
+class ProbeContext:
+    """What a probe needs to run: the model, the deployment and the audit's seed."""
+
+    model: LensModel
+    config: DeploymentConfig
+    answer_type: str
+    seed: int = 0
+    batch_size: int | None = None
+    defaults: dict[str, Try] = field(default_factory=dict)  # realized tries, by question id
+
+    def generate(self, questions: Sequence[Question], **kwargs: Any) -> list[Generation]:
+        cfg = self.config
+        return self.model.generate(
+            [cfg.prompt(q) for q in questions], max_new_tokens=cfg.max_new_tokens, stop=cfg.stop,
+            batch_size=self.batch_size, **kwargs,
+        )
+
+    def make_try(self, question: Question, probe: str, index: int, gen: Generation, **extra: Any) -> Try:
+        extracted, correct = self.config.grade(gen.text, question, self.answer_type)
+        return Try(
+            question.id, probe, index, gen.text, extracted, correct, len(gen.token_ids),
+            mean_logprob=gen.mean_logprob, mean_entropy=gen.mean_entropy, **extra,
+        )
+
+
+class Probe(ABC):
+    """A way to spend ``budget`` model evaluations per question looking for a correct answer."""
+
+    kind: ClassVar[str]
+
+    @property
+    @abstractmethod
+    def budget(self) -> int:
+        """Model evaluations per question."""
+
+    @abstractmethod
+    def params(self) -> dict[str, Any]:
+        """The parameters that define the probe (its spec)."""
+
+    @abstractmethod
+    def run(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
+        """Yield batches of finished tries for ``questions``, skipping keys in ``done``."""
+
+    rows_per_question: ClassVar[int] = 1  # rows one question adds to a generate call
+
+    @property
+    def name(self) -> str:
+        """Canonical spec string, e.g. ``'sampling:k=8,t=0.7,top_p=1.0'``; the store's key."""
+        params = ",".join(f"{k}={v}" for k, v in self.params().items())
+        return f"{self.kind}:{params}" if params else self.kind
+
+    def __repr__(self) -> str:
+        return f"Probe({self.name})"
+
+
+class Default(Probe):
+    """The realized answer: greedy decoding under the deployment config, identity route."""
+
+    kind = DEFAULT_PROBE
+
+    @property
+    def budget(self) -> int:
+        return 1
+
+    def params(self) -> dict[str, Any]:
+        return {}
+
+    @property
+    def name(self) -> str:
+        return DEFAULT_PROBE
+
+    def run(self, ctx, questions, done):  # type: ignore[no-untyped-def]
+        pending = [q for q in questions if (q.id, 0) not in done]
+        if pending:
+            gens = ctx.generate(pending)
+            yield [ctx.make_try(q, self.name, 0, g) for q, g in zip(pending, gens)]
+
+
+@dataclass(repr=False)
+class Sampling(Probe):
+    """``k`` samples at temperature ``t``."""
+
+    k: int = 8
+    t: float = 0.7
+    top_p: float = 1.0
+    kind: ClassVar[str] = "sampling"
+
+    @property
+    def budget(self) -> int:
+        return self.k
+
+    @property
+    def rows_per_question(self) -> int:  # type: ignore[override]
+        return self.k
+
+    def params(self) -> dict[str, Any]:
+        return {"k": self.k, "t": self.t, "top_p": self.top_p}
+
+    def run(self, ctx, questions, done):  # type: ignore[no-untyped-def]
+        whole = [q for q in questions if not any((q.id, i) in done for i in range(self.k))]
+        if whole:
+            gens = ctx.generate(whole, n=self.k, temperature=self.t, top_p=self.top_p, seed=ctx.seed)
+            yield [ctx.make_try(whole[g.prompt_index], self.name, g.sample_index, g, seed=g.seed) for g in gens]
+        for q in questions:  # questions a crash left half done: only the missing samples
+            missing = [i for i in range(self.k) if (q.id, i) not in done] if q not in whole else []
+            for i in missing:
+                g = ctx.generate([q], n=1, temperature=self.t, top_p=self.top_p, seed=ctx.seed + i)[0]
+                yield [ctx.make_try(q, self.name, i, g, seed=ctx.seed + i)]
+
+
+def draw_route(n_layers: int, rng: random.Random, *, edit_rate: float = 0.25, max_segment: int = 4,
+               protect: int = 1, max_length: int | None = None) -> Route:
+    """Draw a random route: cut the identity into segments of 1..max_segment blocks; each
+    segment is kept with probability ``1 - edit_rate``, else skipped or repeated (even odds).
+    The first and last ``protect`` blocks are always kept. Routes longer than ``max_length``
+    (default ``2 * n_layers``) are redrawn.
+
+    Example:
+        >>> str(draw_route(8, random.Random(0)))  # doctest: +SKIP
+        '8:0-3,2-7'
+    """
+    limit = max_length or 2 * n_layers
+    for _ in range(100):
+        layers = list(range(protect))
+        i = protect
+        end = n_layers - protect
+        while i < end:
+            size = min(rng.randint(1, max_segment), end - i)
+            segment = list(range(i, i + size))
+            if rng.random() < edit_rate:
+                if rng.random() < 0.5:
+                    segment = []
+                else:
+                    segment = segment * 2
+            layers.extend(segment)
+            i += size
+        layers.extend(range(end, n_layers))
+        if 0 < len(layers) <= limit:
+            return Route(layers, n_layers, max_length=limit)
+    raise RnrLensError("could not draw a route within the length limit; raise max_length or lower edit_rate")
+
+
+@dataclass(repr=False)
+class RandomRoutes(Probe):
+    """``k`` random routes, greedy decoding under each."""
+
+    k: int = 8
+    edit_rate: float = 0.25
+    max_segment: int = 4
+    protect: int = 1
+    kind: ClassVar[str] = "routes"
+
+    @property
+    def budget(self) -> int:
+        return self.k
+
+    def params(self) -> dict[str, Any]:
+        return {"k": self.k, "edit_rate": self.edit_rate, "max_segment": self.max_segment, "protect": self.protect}
+
+    def route(self, n_layers: int, seed: int, index: int) -> Route:
+        rng = random.Random(f"routes:{seed}:{index}")
+        return draw_route(n_layers, rng, edit_rate=self.edit_rate, max_segment=self.max_segment, protect=self.protect)
+
+    def run(self, ctx, questions, done):  # type: ignore[no-untyped-def]
+        for i in range(self.k):
+            pending = [q for q in questions if (q.id, i) not in done]
+            if not pending:
+                continue
+            route = self.route(ctx.model.n_layers, ctx.seed, i)
+            gens = ctx.generate(pending, route=route)
+            yield [ctx.make_try(q, self.name, i, g, route=str(route)) for q, g in zip(pending, gens)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Route search
+# ---------------------------------------------------------------------------------------------
+
+KEEP, SKIP, REPEAT = 0, 1, 2
+
+
+def edits_to_route(edits: tuple[int, ...]) -> Route:
+    layers: list[int] = []
+    for layer, edit in enumerate(edits):
+        layers.extend([] if edit == SKIP else [layer, layer] if edit == REPEAT else [layer])
+    return Route(layers, len(edits))
+
+
+@dataclass
+class _Node:
+    edits: tuple[int, ...]
+    parent: "_Node | None" = None
+    children: dict[tuple[int, int], "_Node"] = field(default_factory=dict)
+    visits: int = 0
+    total: float = 0.0
+
+
+@dataclass(repr=False)
+class RouteSearch(Probe):
+    """Per-question search over routes, ``k`` evaluations.
+
+    Args:
+        k: Evaluations (greedy generations under a candidate route) per question.
+        reward: ``"confidence"`` (answer-blind) or ``"oracle"`` (answer-aware).
+        algo: ``"mcts"`` or ``"greedy"`` (hill-climbing over single edits).
+        c: UCB exploration constant.
+        length_penalty: Subtracted from UCB per unit of route length / depth.
+        epsilon: Chance of expanding a random unexplored child instead of descending.
+        protect: First and last blocks never edited.
+    """
+
+    k: int = 8
+    reward: str = "confidence"
+    algo: str = "mcts"
+    c: float = 1.0
+    length_penalty: float = 0.1
+    epsilon: float = 0.1
+    protect: int = 1
+    kind: ClassVar[str] = "search"
+
+    def __post_init__(self) -> None:
+        if self.reward not in ("confidence", "oracle"):
+            raise RnrLensError(f"search reward must be 'confidence' or 'oracle', not {self.reward!r}")
+        if self.algo not in ("mcts", "greedy"):
+            raise RnrLensError(f"search algo must be 'mcts' or 'greedy', not {self.algo!r}")
+
+    @property
+    def budget(self) -> int:
+        return self.k
+
+    def params(self) -> dict[str, Any]:
+        return {"k": self.k, "reward": self.reward, "algo": self.algo, "c": self.c,
+                "length_penalty": self.length_penalty, "epsilon": self.epsilon, "protect": self.protect}
+
+    def score(self, t: Try) -> float:
+        if self.reward == "oracle":
+            return 1.0 if t.correct else 0.0
+        return math.exp(t.mean_logprob) if t.mean_logprob is not None and t.n_tokens else 0.0
+
+    def _actions(self, edits: tuple[int, ...]) -> list[tuple[int, int]]:
+        n = len(edits)
+        return [(layer, e) for layer in range(self.protect, n - self.protect) if edits[layer] == KEEP for e in (SKIP, REPEAT)]
+
+    def run(self, ctx, questions, done):  # type: ignore[no-untyped-def]
+        n = ctx.model.n_layers
+        for q in questions:
+            if all((q.id, i) in done for i in range(self.k)):
+                continue
+            rng = random.Random(f"search:{ctx.seed}:{q.id}")
+            new: list[Try] = []
+
+            def evaluate(index: int, edits: tuple[int, ...]) -> float:
+                route = edits_to_route(edits)
+                cached = done.get((q.id, index))
+                if cached is not None and cached.route == str(route):
+                    return cached.reward if cached.reward is not None else self.score(cached)
+                gen = ctx.generate([q], route=route)[0]
+                t = ctx.make_try(q, self.name, index, gen, route=str(route))
+                t.reward = self.score(t)
+                new.append(t)
+                return t.reward
+
+            default = ctx.defaults.get(q.id)
+            base = self.score(default) if default is not None else 0.0
+            if self.algo == "greedy":
+                self._greedy(n, rng, evaluate, base)
+            else:
+                self._mcts(n, rng, evaluate, base)
+            if new:
+                yield new
+
+    def _greedy(self, n: int, rng: random.Random, evaluate: Any, base: float) -> None:
+        current, value = tuple([KEEP] * n), base
+        tried: set[tuple[int, ...]] = set()
+        for i in range(self.k):
+            options = [a for a in self._actions(current) if _apply(current, a) not in tried]
+            if not options:
+                break
+            candidate = _apply(current, rng.choice(options))
+            tried.add(candidate)
+            score = evaluate(i, candidate)
+            if score > value:
+                current, value = candidate, score
+
+    def _mcts(self, n: int, rng: random.Random, evaluate: Any, base: float) -> None:
+        root = _Node(tuple([KEEP] * n), visits=1, total=base)
+        for i in range(self.k):
+            node = root
+            while True:
+                untried = [a for a in self._actions(node.edits) if a not in node.children]
+                if untried and (not node.children or rng.random() < self.epsilon or len(node.children) < 2):
+                    action = rng.choice(untried)
+                    child = _Node(_apply(node.edits, action), parent=node)
+                    node.children[action] = child
+                    node = child
+                    break
+                if not node.children:
+                    break  # nothing left to expand below: re-evaluate is pointless; stop
+                node = max(node.children.values(), key=lambda ch: self._ucb(ch, node.visits, n))
+            if node is root:
+                break
+            value = evaluate(i, node.edits)
+            while node is not None:
+                node.visits += 1
+                node.total += value
+                node = node.parent
+
+    def _ucb(self, child: _Node, parent_visits: int, n: int) -> float:
+        if child.visits == 0:
+            return float("inf")
+        length = len(edits_to_route(child.edits)) / n
+        return child.total / child.visits + self.c * math.sqrt(math.log(parent_visits + 1) / child.visits) - self.length_penalty * length
+
+
+def _apply(edits: tuple[int, ...], action: tuple[int, int]) -> tuple[int, ...]:
+    layer, edit = action
+    out = list(edits)
+    out[layer] = edit
+    return tuple(out)
+
+
+@dataclass(repr=False)
+class AblationProbe(Probe):
+    """One try per block with that block's ``component`` silenced (``kind`` zero by default)."""
+
+    component: str = "mlp"
+    ablation: str = "zero"
+    layers: tuple[int, ...] | None = None
+    kind: ClassVar[str] = "ablation"
+
+    @property
+    def budget(self) -> int:
+        return len(self.layers) if self.layers is not None else -1  # -1: every block of the model
+
+    def params(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"component": self.component, "kind": self.ablation}
+        if self.layers is not None:
+            out["layers"] = "+".join(map(str, self.layers))
+        return out
+
+    def run(self, ctx, questions, done):  # type: ignore[no-untyped-def]
+        layers = self.layers if self.layers is not None else tuple(range(ctx.model.n_layers))
+        for index, layer in enumerate(layers):
+            pending = [q for q in questions if (q.id, index) not in done]
+            if not pending:
+                continue
+            ablation = Ablation(layer, self.component, self.ablation)
+            gens = ctx.generate(pending, ablations=[ablation])
+            yield [ctx.make_try(q, self.name, index, g, ablation=str(ablation)) for q, g in zip(pending, gens)]
+
+
+PROBES: dict[str, type[Probe]] = {"sampling": Sampling, "routes": RandomRoutes, "search": RouteSearch, "ablation": AblationProbe}
+
+
+def parse_probe(text: str) -> Probe:
+    """Parse ``'sampling:k=8,t=0.7'``, ``'routes:k=8'``, ``'search:k=8,reward=oracle'`` or
+    ``'ablation:component=mlp'``."""
+    kind, _, rest = text.partition(":")
+    if kind not in PROBES:
+        raise RnrLensError(f"unknown probe {kind!r} in {text!r}; choose one of {', '.join(PROBES)}")
+    cls = PROBES[kind]
+    fields_ = {f.name: f for f in cls.__dataclass_fields__.values()}  # type: ignore[attr-defined]
+    renames = {"kind": "ablation"} if cls is AblationProbe else {}
+    kwargs: dict[str, Any] = {}
+    for part in filter(None, rest.split(",")):
+        key, eq, value = part.partition("=")
+        key = renames.get(key.strip(), key.strip())
+        if not eq or key not in fields_ or key == "kind":
+            raise RnrLensError(f"probe {text!r}: unknown or malformed setting {part!r}; {kind} takes {', '.join(k for k in fields_ if k != 'kind')}")
+        default = fields_[key].default
+        try:
+            if key == "layers":
+                kwargs[key] = tuple(int(x) for x in value.split("+"))
+            elif isinstance(default, bool):
+                kwargs[key] = value.lower() in ("1", "true", "yes")
+            elif isinstance(default, int):
+                kwargs[key] = int(value)
+            elif isinstance(default, float):
+                kwargs[key] = float(value)
+            else:
+                kwargs[key] = value
+        except ValueError:
+            raise RnrLensError(f"probe {text!r}: {key}={value!r} is not a valid {type(default).__name__}") from None
+    probe = cls(**kwargs)
+    if probe.budget == 0 or (isinstance(getattr(probe, "k", 1), int) and getattr(probe, "k", 1) < 1):
+        raise RnrLensError(f"probe {text!r}: the budget k must be at least 1")
+    return probe

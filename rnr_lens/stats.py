@@ -1,0 +1,77 @@
+"""Statistics: the unbiased pass@k estimator and seeded bootstrap confidence intervals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import comb
+from typing import Callable, Sequence
+
+import numpy as np
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of Chen et al. (2021): ``1 - C(n-c, k) / C(n, k)``.
+
+    Args:
+        n: Tries made.
+        c: Correct tries among them.
+        k: Budget to estimate for (``1 <= k <= n``).
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean with its 95% bootstrap interval."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+    def as_dict(self) -> dict[str, float]:
+        return {"value": self.value, "low": self.low, "high": self.high, "n": self.n}
+
+
+def bootstrap(
+    values: Sequence[float] | np.ndarray,
+    *,
+    seed: int = 0,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    statistic: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> Estimate:
+    """Percentile bootstrap of the mean of per-question values (seeded, so reproducible).
+
+    ``values`` may be 2-D (questions x paired columns) with a ``statistic`` that maps a
+    resampled matrix to one number per resample, e.g. a paired difference.
+    """
+    data = np.asarray(values, dtype=float)
+    if data.shape[0] == 0:
+        return Estimate(float("nan"), float("nan"), float("nan"), 0)
+    stat = statistic or (lambda m: m.mean(axis=1))
+    rng = np.random.default_rng(seed)
+    index = rng.integers(0, data.shape[0], size=(n_boot, data.shape[0]))
+    resampled = stat(data[index])
+    point = float(stat(data[None, ...])[0])
+    alpha = (1 - level) / 2
+    low, high = np.quantile(resampled, [alpha, 1 - alpha])
+    return Estimate(point, float(low), float(high), int(data.shape[0]))
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> Estimate:
+    """Wilson score interval for a proportion (used where a bootstrap is overkill)."""
+    if n == 0:
+        return Estimate(float("nan"), float("nan"), float("nan"), 0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / denom
+    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), n)

@@ -1,0 +1,39 @@
+"""Question sets: built-in generated tasks and loaders for real benchmark files.
+
+    >>> from rnr_lens import tasks
+    >>> tasks.list_builtins()[:2]
+    ['add-small', 'add-two-digit']
+    >>> tasks.get("add-small", n=5).questions[0].prompt  # doctest: +ELLIPSIS
+    'What is ...'
+
+``tasks.get`` takes a built-in name or a path to a file (format guessed from its content).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rnr_lens.errors import RnrLensError
+from rnr_lens.tasks.builtin import BUILTINS, build
+from rnr_lens.tasks.core import ANSWER_TYPES, Question, Task
+from rnr_lens.tasks.loaders import FORMATS, guess_format, load_file
+
+DEFAULT_TASK = "add-small"
+
+__all__ = ["ANSWER_TYPES", "BUILTINS", "DEFAULT_TASK", "FORMATS", "Question", "Task", "get", "guess_format", "list_builtins", "load_file"]
+
+
+def list_builtins() -> list[str]:
+    return list(BUILTINS)
+
+
+def get(name: str, **params: Any) -> Task:
+    """A built-in task by name (``n``, ``seed``, ``split``), or a task file by path
+    (``format`` and field-mapping keywords as in :func:`load_file`)."""
+    if name in BUILTINS:
+        return build(name, **params)
+    path = Path(name).expanduser()
+    if path.suffix in (".jsonl", ".json", ".csv") or path.exists():
+        return load_file(path, **params)
+    raise RnrLensError(f"unknown task {name!r}; use a built-in ({', '.join(BUILTINS)}) or a path to a .jsonl/.json/.csv file")

@@ -1,0 +1,158 @@
+"""Loaders for real benchmark formats.
+
+- GSM8K jsonl (``question``, ``answer`` with the gold after ``#### ``);
+- SVAMP json (a list; question = ``Body`` + " " + ``Question``, gold ``Answer``);
+- ARC-style multiple choice jsonl (``question.stem`` + ``question.choices`` + ``answerKey``,
+  or the flat ``question`` + ``choices.text/label`` + ``answerKey`` layout);
+- any jsonl or csv with a field mapping (``question=``, ``answer=``, optional ``id=``,
+  ``choices=``).
+
+The format is guessed from the first record and can be forced. Every error names the file
+and the line (or record) and says how to fix it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from rnr_lens.answers import canonical_gold
+from rnr_lens.errors import RnrLensError
+from rnr_lens.tasks.core import Question, Task
+
+FORMATS = ("gsm8k", "svamp", "arc", "jsonl", "csv")
+
+
+def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line or record number, record) for a jsonl, json-list or csv file."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".csv":
+        for i, row in enumerate(csv.DictReader(text.splitlines()), start=2):
+            yield i, row
+        return
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise RnrLensError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); fix the file or give a jsonl file") from None
+        for i, record in enumerate(data, start=1):
+            if not isinstance(record, dict):
+                raise RnrLensError(f"{path}: record {i} is not a JSON object")
+            yield i, record
+        return
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RnrLensError(f"{path}:{i}: not valid JSON ({exc.msg}); fix or delete that line") from None
+        if not isinstance(record, dict):
+            raise RnrLensError(f"{path}:{i}: each line must be a JSON object")
+        yield i, record
+
+
+def guess_format(path: Path) -> str:
+    """Guess a file's format from its first record."""
+    if path.suffix == ".csv":
+        return "csv"
+    for _, record in _records(path):
+        if "Body" in record and "Question" in record and "Answer" in record:
+            return "svamp"
+        if "answerKey" in record:
+            return "arc"
+        if isinstance(record.get("answer"), str) and "####" in record["answer"]:
+            return "gsm8k"
+        return "jsonl"
+    raise RnrLensError(f"{path} holds no records; a task needs at least one question")
+
+
+def _field(path: Path, where: int, record: dict[str, Any], name: str, hint: str) -> Any:
+    if name not in record or record[name] in (None, ""):
+        raise RnrLensError(f"{path}:{where}: missing field {name!r}; {hint}")
+    return record[name]
+
+
+def load_file(
+    path: str | Path,
+    format: str | None = None,
+    *,
+    name: str | None = None,
+    question: str = "question",
+    answer: str = "answer",
+    id: str | None = None,
+    choices: str | None = None,
+    answer_type: str | None = None,
+) -> Task:
+    """Load a task from a file (format guessed unless given).
+
+    Args:
+        path: A .jsonl, .json or .csv file.
+        format: One of ``gsm8k``, ``svamp``, ``arc``, ``jsonl``, ``csv``.
+        name: Task name (default: the file's stem).
+        question, answer, id, choices: Field names for the generic jsonl/csv formats.
+        answer_type: ``number``, ``choice`` or ``string`` for generic files (default: number,
+            or choice when a choices field is given).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise RnrLensError(f"task file {path} does not exist; check the path")
+    format = format or guess_format(path)
+    if format not in FORMATS:
+        raise RnrLensError(f"unknown task format {format!r}; use one of {', '.join(FORMATS)}")
+    name = name or path.stem
+    hint = "pass the field names with question=/answer= (CLI: --field answer=NAME)"
+    questions: list[Question] = []
+    kind = answer_type or ("choice" if format == "arc" or choices else "number")
+    for where, rec in _records(path):
+        meta = {"source": str(path), "line": where}
+        if format == "gsm8k":
+            text = _field(path, where, rec, "question", "GSM8K lines need 'question' and 'answer'")
+            raw = str(_field(path, where, rec, "answer", "GSM8K lines need 'question' and 'answer'"))
+            if "####" not in raw:
+                raise RnrLensError(f"{path}:{where}: the GSM8K answer has no '#### N' gold marker")
+            gold, qid, options = raw.rsplit("####", 1)[1].strip(), f"{name}-{where}", ()
+        elif format == "svamp":
+            body = _field(path, where, rec, "Body", "SVAMP records need Body, Question and Answer")
+            ask = _field(path, where, rec, "Question", "SVAMP records need Body, Question and Answer")
+            text = f"{str(body).strip()} {str(ask).strip()}"
+            gold = str(_field(path, where, rec, "Answer", "SVAMP records need Body, Question and Answer"))
+            qid, options = str(rec.get("ID") or f"{name}-{where}"), ()
+        elif format == "arc":
+            q = _field(path, where, rec, "question", "ARC records need question and answerKey")
+            if isinstance(q, dict):
+                text, raw_choices = q.get("stem", ""), q.get("choices", [])
+                labels = [c["label"] for c in raw_choices]
+                texts = [c["text"] for c in raw_choices]
+            else:
+                text = q
+                c = _field(path, where, rec, "choices", "flat ARC records need a choices field with text and label")
+                labels, texts = list(c["label"]), list(c["text"])
+            gold = str(_field(path, where, rec, "answerKey", "ARC records need an answerKey"))
+            # number-labelled sets (1-4) become letters
+            letters = [chr(ord("A") + i) for i in range(len(labels))]
+            if gold in labels:
+                gold = letters[labels.index(gold)]
+            options = tuple(texts)
+            text = text.strip() + "\n" + "\n".join(f"{l}. {t}" for l, t in zip(letters, texts))
+            qid = str(rec.get("id") or f"{name}-{where}")
+        else:
+            text = _field(path, where, rec, question, hint)
+            gold = str(_field(path, where, rec, answer, hint))
+            qid = str(rec[id]) if id and rec.get(id) not in (None, "") else f"{name}-{where}"
+            options = ()
+            if choices:
+                raw = _field(path, where, rec, choices, hint)
+                options = tuple(json.loads(raw) if isinstance(raw, str) else raw)
+                text = str(text).strip() + "\n" + "\n".join(f"{chr(65 + i)}. {t}" for i, t in enumerate(options))
+        if canonical_gold(gold, kind) is None:
+            raise RnrLensError(
+                f"{path}:{where}: gold answer {gold!r} cannot be read as a {kind} answer; fix it or load the file with answer_type='string'"
+            )
+        questions.append(Question(qid, str(text), gold, options, meta))
+    if not questions:
+        raise RnrLensError(f"{path} holds no questions")
+    return Task(name, tuple(questions), kind, str(path))

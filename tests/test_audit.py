@@ -1,0 +1,121 @@
+"""The audit loop on real (tiny) models: determinism, consistency of the aggregates, resume."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import rnr_lens as R
+from rnr_lens import tasks
+from rnr_lens.audit import AuditResult, audit, check_format
+from rnr_lens.stats import pass_at_k
+from rnr_lens.store import RunStore
+
+PROBES = ["sampling:k=4,t=1.0", "routes:k=3,edit_rate=0.6", "search:k=3,reward=oracle,protect=0"]
+
+
+@pytest.fixture(scope="module")
+def tiny_audit(tiny):
+    return audit(tiny, tasks.get("add-small", n=8), PROBES, progress=False, seed=1)
+
+
+def test_same_config_and_seed_give_identical_results(tiny, tiny_audit, tmp_path):
+    again = audit(tiny, tasks.get("add-small", n=8), PROBES, store=tmp_path / "b.db", progress=False, seed=1)
+    cols = ["question_id", "probe", "try_index", "text", "route", "seed", "correct"]
+    pd.testing.assert_frame_equal(tiny_audit.tries[cols].reset_index(drop=True), again.tries[cols].reset_index(drop=True))
+    assert again.id == tiny_audit.id
+
+
+def test_every_question_has_its_full_budget(tiny_audit):
+    counts = tiny_audit.tries.groupby(["probe", "question_id"]).size()
+    for probe, budget in zip(tiny_audit.probes, [4, 3, 3]):
+        assert (counts.loc[probe] == budget).all()
+    assert (counts.loc["default"] == 1).all()
+
+
+def test_aggregates_agree_with_the_tries(tiny_audit):
+    q, tries = tiny_audit.questions, tiny_audit.tries
+    default = tries[tries.probe == "default"].set_index("question_id")["correct"]
+    assert q.set_index("question_id")["realized"].equals(default.reindex(q["question_id"]).rename("realized"))
+    summary = tiny_audit.summary().set_index("probe")
+    for probe in tiny_audit.probes:
+        hits = tries[tries.probe == probe].groupby("question_id")["correct"].any()
+        assert summary.loc[probe, "reachable"].value == pytest.approx(hits.mean())
+        assert summary.loc[probe, "select:oracle"].value == pytest.approx(hits.mean())
+        assert summary.loc[probe, "realized"].value == pytest.approx(default.mean())
+        curve = tiny_audit.pass_at_k(probe)
+        assert curve["pass_at_k"].iloc[-1] == pytest.approx(hits.mean())
+        assert (np.diff(curve["pass_at_k"]) >= -1e-12).all()
+        per_q = tries[tries.probe == probe].groupby("question_id")["correct"].agg(["size", "sum"])
+        assert curve["pass_at_k"].iloc[0] == pytest.approx(np.mean([pass_at_k(n, c, 1) for n, c in per_q.values]))
+        rnr = set(tiny_audit.reachable_not_realized(probe))
+        assert rnr == set(hits[hits].index) - set(default[default].index)
+
+
+def test_several_audits_share_one_store(tiny, tmp_path):
+    db = tmp_path / "shared.db"
+    a = audit(tiny, tasks.get("add-small", n=3), ["routes:k=2"], store=db, progress=False)
+    b = audit(tiny, tasks.get("sub", n=3), ["routes:k=2"], store=db, progress=False)
+    assert {x["id"] for x in RunStore(db).audits()} == {a.id, b.id}
+    with pytest.raises(R.RnrLensError, match="holds 2 audits"):
+        AuditResult.load(db)
+    assert AuditResult.load(db, b.id).info["task"] == "sub"
+
+
+def test_unfinished_audit_needs_resume(tiny, tmp_path):
+    db = tmp_path / "r.db"
+    t = tasks.get("add-small", n=3)
+    first = audit(tiny, t, ["routes:k=2"], store=db, progress=False)
+    RunStore(db).set_status(first.id, "running")
+    with pytest.raises(R.RnrLensError, match="pass --resume"):
+        audit(tiny, t, ["routes:k=2"], store=db, progress=False, resume=False)
+
+
+def test_check_format_reports_extraction_and_accuracy(tiny):
+    report = check_format(tiny, tasks.get("add-small", n=5))
+    assert report["n"] == 5 and 0 <= report["extractable"] <= 1
+    assert report["accuracy"] <= report["extractable"]
+
+
+def _rows(db, aid):
+    with sqlite3.connect(db) as c:
+        return c.execute(
+            "SELECT question_id, probe, try_index, seed, route, text, extracted, correct FROM tries WHERE audit_id=? "
+            "ORDER BY question_id, probe, try_index", (aid,)).fetchall()
+
+
+def test_kill_9_then_resume_gives_exactly_the_uninterrupted_rows(tmp_path):
+    """A real CLI audit killed with SIGKILL mid-run resumes to exactly the rows of a clean run."""
+    folder = R.tiny_model(n_layers=4, seed=0).save_pretrained(tmp_path / "tiny")
+    args = [sys.executable, "-m", "rnr_lens", "audit", "--model", str(folder), "--task", "add-small", "--n", "24",
+            "--probe", "sampling:k=4,t=1.0", "--probe", "routes:k=4,edit_rate=0.6", "--batch-size", "4", "--json"]
+    env = {**os.environ, "RNR_LENS_CACHE": str(tmp_path / "cache")}
+    clean_db, killed_db = tmp_path / "clean.db", tmp_path / "killed.db"
+    subprocess.run(args + ["--out", str(clean_db)], check=True, env=env, capture_output=True)
+    (aid,) = [a["id"] for a in RunStore(clean_db).audits()]
+    expected = _rows(clean_db, aid)
+
+    proc = subprocess.Popen(args + ["--out", str(killed_db)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        time.sleep(0.2)
+        if killed_db.exists():
+            try:
+                n = len(_rows(killed_db, aid))
+            except sqlite3.Error:
+                continue
+            if n >= 30:
+                break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = _rows(killed_db, aid)
+    assert 0 < len(partial) < len(expected), "the kill should land mid-run"
+    result = subprocess.run(args + ["--out", str(killed_db), "--resume"], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert _rows(killed_db, aid) == expected

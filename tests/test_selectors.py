@@ -1,0 +1,35 @@
+from rnr_lens import selectors
+from rnr_lens.store import Try
+
+
+def _t(i, extracted, correct, lp=-1.0, ent=1.0, reward=None):
+    return Try("q", "p", i, str(extracted), extracted, correct, 3, mean_logprob=lp, mean_entropy=ent, reward=reward)
+
+
+TRIES = [
+    _t(0, "5", False, lp=-0.5, ent=2.0),
+    _t(1, "7", True, lp=-2.0, ent=0.5),
+    _t(2, "5", False, lp=-1.0, ent=1.0, reward=0.9),
+    _t(3, None, False, lp=-0.1, ent=3.0),
+]
+
+
+def test_oracle_finds_any_correct_try():
+    assert selectors.oracle(TRIES).try_index == 1
+    assert selectors.oracle([TRIES[0]]).try_index == 0
+
+
+def test_blind_selectors_never_need_the_gold():
+    assert selectors.majority(TRIES).extracted == "5"
+    assert selectors.logprob(TRIES).try_index == 3
+    assert selectors.entropy(TRIES).try_index == 1
+    assert selectors.reward(TRIES).try_index == 2
+    # flipping every correct flag changes no blind pick
+    flipped = [Try(**{**t.__dict__, "correct": not t.correct}) for t in TRIES]
+    for name in selectors.ANSWER_BLIND:
+        assert selectors.get(name)(flipped).try_index == selectors.get(name)(TRIES).try_index
+
+
+def test_majority_ties_go_to_the_earliest_answer():
+    assert selectors.majority([_t(0, "3", False), _t(1, "4", True)]).extracted == "3"
+    assert selectors.majority([_t(0, None, False)]).try_index == 0

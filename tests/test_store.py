@@ -1,0 +1,57 @@
+import sqlite3
+
+import pytest
+
+from rnr_lens import RnrLensError
+from rnr_lens.store import RunStore, Try
+
+
+def _record(aid="a1"):
+    return {"id": aid, "model": "m", "model_fingerprint": "f", "task": "t", "task_fingerprint": "tf", "answer_type": "number",
+            "config_hash": "c", "config_json": "{}", "probes": ["sampling:k=2"], "seed": 0, "n_questions": 2}
+
+
+def test_round_trip_and_primary_key(tmp_path):
+    store = RunStore(tmp_path / "r.db")
+    store.create_audit(_record(), [("q1", "p1", "1"), ("q2", "p2", "2")])
+    store.create_audit(_record(), [("q1", "p1", "1"), ("q2", "p2", "2")])  # idempotent
+    assert len(store.audits()) == 1 and store.audits()[0]["probes"] == ["sampling:k=2"]
+    store.add_tries("a1", [Try("q1", "default", 0, "1.", "1", True, 2)])
+    with pytest.raises(sqlite3.IntegrityError):
+        store.add_tries("a1", [Try("q1", "default", 0, "1.", "1", True, 2)])
+    assert list(store.done_keys("a1", "default")) == [("q1", 0)]
+    assert store.tries("a1")["correct"].tolist() == [True]
+    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_failed_batch_commits_nothing(tmp_path):
+    store = RunStore(tmp_path / "r.db")
+    store.create_audit(_record(), [("q1", "p1", "1")])
+    with pytest.raises(sqlite3.IntegrityError):
+        store.add_tries("a1", [Try("q1", "default", 0, "a", None, False, 1), Try("q1", "default", 0, "b", None, False, 1)])
+    assert store.tries("a1").empty
+
+
+def test_artifacts_are_frozen(tmp_path):
+    store = RunStore(tmp_path / "r.db")
+    store.put_artifact("a1", "failure_set", "main", {"ids": [1]})
+    with pytest.raises(RnrLensError, match="never recomputed silently"):
+        store.put_artifact("a1", "failure_set", "main", {"ids": [2]})
+    assert store.get_artifact("a1", "failure_set", "main") == {"ids": [1]}
+
+
+def test_bad_store_paths(tmp_path):
+    with pytest.raises(RnrLensError, match="does not exist"):
+        RunStore(tmp_path / "missing" / "r.db")
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(RnrLensError, match="not an rnr_lens run store"):
+        RunStore(junk)
+
+
+def test_audit_lookup_by_prefix(tmp_path):
+    store = RunStore(tmp_path / "r.db")
+    store.create_audit(_record("abcdef"), [("q1", "p", "1")])
+    assert store.audit("abc")["id"] == "abcdef"
+    with pytest.raises(RnrLensError, match="no audit 'zzz'"):
+        store.audit("zzz")
