@@ -31,7 +31,9 @@ from typing import Callable
 
 from rnr_lens.errors import RnrLensError
 
-_NUMBER = r"-?\$?\s?\d[\d,]*(?:\.\d+)?(?:\s?/\s?\d+(?:\.\d+)?)?"
+# a sign only when attached ("-5", not the minus of "12 - 5"); "$" may be spaced; thousands
+# separators only in groups of three ("1,234", not the list "1,2,3"); an optional "/ d" fraction
+_NUMBER = r"-?(?:\$\s?)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s?/\s?\d+(?:\.\d+)?)?"
 _NUMBER_RE = re.compile(_NUMBER)
 _ANSWER_IS_RE = re.compile(r"answer\s*(?:is|:|=)\s*:?\s*", re.IGNORECASE)
 
@@ -113,10 +115,19 @@ def extract_boxed(text: str) -> str | None:
 _LETTERS = "ABCDEFGHIJ"
 
 
+# most specific first; a bare capital followed by a lowercase word is prose ("I think"), not a choice
+_CHOICE_PATTERNS = (
+    r"\(([A-J])\)",
+    r"\b([A-J])[\).:]",
+    r"^\s*([A-J])\b(?!\s+[a-z])",
+    r"(?<![A-Za-z])([A-J])(?![A-Za-z])(?!\s+[a-z])",
+)
+
+
 def extract_choice(text: str) -> str | None:
     rest = _after_answer_is(text)
     for source in ([rest] if rest is not None else []) + [text]:
-        for pattern in (r"^\s*\(?([A-J])\b", r"\(([A-J])\)", r"\b([A-J])[\).:]", r"(?<![A-Za-z])([A-J])(?![A-Za-z])"):
+        for pattern in _CHOICE_PATTERNS:
             match = re.search(pattern, source)
             if match:
                 return match.group(1)

@@ -1,0 +1,63 @@
+"""The rnr-lens command line: real runs on a saved tiny model, and bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import rnr_lens as R
+from rnr_lens.cli import main
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    return R.tiny_model(n_layers=4, seed=0).save_pretrained(tmp_path_factory.mktemp("m") / "tiny")
+
+
+def test_audit_show_export(tiny_folder, tmp_path, capsys):
+    db = tmp_path / "run.db"
+    rc = main(["audit", "--model", str(tiny_folder), "--task", "add-small", "--limit", "4",
+               "--probe", "sampling:k=2,t=1.0", "--probe", "routes:k=2", "--out", str(db), "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"][0]["probe"].startswith("sampling") and out["summary"][0]["questions"] == 4
+    assert main(["show", str(db), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [a["id"] for a in shown] == [out["audit"]] and shown[0]["status"] == "complete"
+    assert main(["show", str(db)]) == 0
+    assert "reachable" in capsys.readouterr().out
+    assert main(["export", str(db), "--format", "csv", "--out", str(tmp_path / "x")]) == 0
+    files = capsys.readouterr().out.split()
+    assert len(files) == 2 and all(f.endswith(".csv") for f in files)
+
+
+def test_models_lists_known_models(capsys):
+    assert main(["models", "--json"]) == 0
+    names = [m["name"] for m in json.loads(capsys.readouterr().out)]
+    assert "smollm2-135m-instruct" in names and "gemma3-270m" in names
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["audit", "--model", "nope-model", "--out", "{tmp}/r.db"], "unknown model 'nope-model'"),
+        (["audit", "--probe", "sampling:k=zero", "--out", "{tmp}/r.db"], "not a valid int"),
+        (["audit", "--task", "add-huge", "--out", "{tmp}/r.db"], "unknown task 'add-huge'"),
+        (["audit", "--out", "{tmp}/missing/r.db"], "does not exist"),
+        (["show", "{tmp}/none.db"], "does not exist"),
+        (["check-format", "--task", "{tmp}/none.jsonl"], "does not exist"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
+    assert not (tmp_path / "r.db").exists(), "no half-written results"
+
+
+def test_console_script_exit_code(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "rnr_lens", "audit", "--probe", "bogus:k=1", "--out", str(tmp_path / "r.db")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: unknown probe 'bogus'")
