@@ -9,6 +9,7 @@ the pinned library versions.
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Any
 
@@ -20,10 +21,11 @@ from transformers import DynamicCache
 _PER_LAYER_CONFIG_FIELDS = ("layer_types",)
 
 
-def decoder_layers_owner(bridge: Any) -> tuple[nn.Module, str]:
-    """Return ``(parent, attribute)`` such that ``getattr(parent, attribute)`` is the HF layer list."""
+def decoder_layers_owner(bridge: Any, root: nn.Module | None = None) -> tuple[nn.Module, str]:
+    """Return ``(parent, attribute)`` such that ``getattr(parent, attribute)`` is the HF layer
+    list of the bridge's model (or of ``root``, a model of the same class)."""
     path = bridge.adapter.component_mapping["blocks"].name  # e.g. "model.layers"
-    parent: Any = bridge.original_model
+    parent: Any = bridge.original_model if root is None else root
     *head, last = path.split(".")
     for part in head:
         parent = getattr(parent, part)
@@ -34,9 +36,10 @@ def hf_config(bridge: Any) -> Any:
     return bridge.original_model.config
 
 
-def text_config(bridge: Any) -> Any:
-    """The config that owns ``num_hidden_layers`` (multimodal models nest it)."""
-    config = hf_config(bridge)
+def text_config(bridge: Any, root: nn.Module | None = None) -> Any:
+    """The config that owns ``num_hidden_layers`` (multimodal models nest it), of the bridge's
+    model or of ``root``."""
+    config = hf_config(bridge) if root is None else root.config
     return getattr(config, "text_config", None) or config
 
 
@@ -60,6 +63,51 @@ def hf_state_dict(bridge: Any) -> dict[str, torch.Tensor]:
     if missing:
         raise RuntimeError(f"could not map bridge weights back to HF names: {sorted(missing)[:3]}")
     return clean
+
+
+def component_module_names(bridge: Any) -> dict[str, str]:
+    """HF attribute names, inside a decoder layer, of the modules behind ``attn`` and ``mlp``."""
+    subs = bridge.adapter.component_mapping["blocks"].submodules
+    return {"attn": subs["attn"].name, "mlp": subs["mlp"].name}
+
+
+def _hf_named(items: Any) -> dict[str, torch.Tensor]:
+    out: dict[str, torch.Tensor] = {}
+    for key, tensor in items:
+        out.setdefault(key.replace("._original_component", ""), tensor)
+    return out
+
+
+def build_twin(bridge: Any) -> nn.Module:
+    """A plain HF model of the wrapped model's class that shares its parameter and buffer
+    tensors (no copy): the same weights without the bridge's wrappers and hook points.
+
+    rnr_lens runs generation on the twin when no hook is attached to the bridge, which is
+    what makes hook-free decoding cost what plain Hugging Face decoding costs.
+    """
+    model = bridge.original_model
+    config = copy.deepcopy(model.config)
+    # The bridge computes attention eagerly; so does the twin, so both give the same numbers.
+    config._attn_implementation = "eager"
+    with torch.device("meta"):
+        twin = type(model)(config)
+    params = _hf_named(model.named_parameters(remove_duplicate=False))
+    buffers = _hf_named(model.named_buffers(remove_duplicate=False))
+    for name, _ in list(twin.named_parameters(remove_duplicate=False)):
+        owner, _, leaf = name.rpartition(".")
+        setattr(twin.get_submodule(owner), leaf, params[name])
+    for name, _ in list(twin.named_buffers(remove_duplicate=False)):
+        owner, _, leaf = name.rpartition(".")
+        twin.get_submodule(owner)._buffers[leaf] = buffers[name]
+    for name, tensor in list(twin.named_parameters()) + list(twin.named_buffers()):
+        if tensor.is_meta:
+            raise RuntimeError(f"twin tensor {name} has no counterpart in the bridge")
+    for module in twin.modules():  # attributes computed at init (rotary scaling) may be meta too
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, torch.Tensor) and value.is_meta:
+                raise RuntimeError(f"twin attribute {attr} of {type(module).__name__} is on the meta device")
+    twin.generation_config = model.generation_config
+    return twin.eval()
 
 
 def route_config_values(config: Any, layers: tuple[int, ...]) -> dict[str, Any]:

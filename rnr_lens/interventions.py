@@ -103,6 +103,36 @@ class Ablation:
 
         return [(pre_name, keep_pre), (post_name, replace_post)]
 
+    def module_hooks(self, model: "LensModel", layers: "torch.nn.ModuleList") -> list["torch.utils.hooks.RemovableHandle"]:
+        """The same ablation as PyTorch hooks on a plain HF model's decoder ``layers`` (the
+        weight-sharing twin used for hook-free generation); returns the handles."""
+        from rnr_lens.adapters import component_module_names
+
+        replacement = self._replacement(model)
+        layer = layers[self.layer]
+        if self.component != "block":
+            module = getattr(layer, component_module_names(model.bridge)[self.component])
+
+            def on_output(mod: object, args: object, out: object) -> object:
+                if isinstance(out, tuple):
+                    return (replacement(out[0]), *out[1:])
+                return replacement(out)  # type: ignore[arg-type]
+
+            return [module.register_forward_hook(on_output)]
+        stash: dict[str, torch.Tensor] = {}
+
+        def on_input(mod: object, args: tuple, kwargs: dict) -> None:
+            stash["pre"] = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+
+        def on_block_output(mod: object, args: object, kwargs: object, out: object) -> object:
+            pre = stash.pop("pre")
+            if isinstance(out, tuple):
+                return (pre + replacement(out[0] - pre), *out[1:])
+            return pre + replacement(out - pre)  # type: ignore[operator]
+
+        return [layer.register_forward_pre_hook(on_input, with_kwargs=True),
+                layer.register_forward_hook(on_block_output, with_kwargs=True)]
+
     def _replacement(self, model: "LensModel") -> Callable[[torch.Tensor], torch.Tensor]:
         if self.kind == "zero":
             return torch.zeros_like

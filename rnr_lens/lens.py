@@ -52,6 +52,11 @@ class LensModel:
         self._layers_parent, self._layers_attr = adapters.decoder_layers_owner(bridge)
         self._route: Route | None = None
         self._reference_cache: dict[tuple[str, str], list[torch.Tensor]] = {}
+        self.fast_path = True
+        """Run hook-free forwards on the weight-sharing twin (see :func:`adapters.build_twin`)."""
+        self._twin: torch.nn.Module | None = None
+        self._twin_error: str | None = None
+        self._own_hooks = 0  # bridge hooks rnr_lens itself attached (ablations inside intervene)
 
     # -- basic facts --------------------------------------------------------------------
     @property
@@ -138,6 +143,27 @@ class LensModel:
         return ids.to(self.device), mask.to(self.device)
 
     # -- forward ------------------------------------------------------------------------
+    @property
+    def twin(self) -> torch.nn.Module | None:
+        """The plain HF twin sharing this model's weights (None if it cannot be built)."""
+        if self._twin is None and self._twin_error is None:
+            try:
+                self._twin = adapters.build_twin(self.bridge)
+            except Exception as exc:  # an architecture the twin cannot mirror: the bridge path is always correct
+                self._twin_error = f"{type(exc).__name__}: {exc}"
+        return self._twin
+
+    def _bridge_hook_count(self) -> int:
+        points = {id(p): p for p in self.bridge._hook_registry.values()}  # aliases share a point
+        return sum(len(p.fwd_hooks) + len(p.bwd_hooks) for p in points.values())
+
+    def runner(self) -> torch.nn.Module:
+        """The module the next forward runs: the bridge's HF model (its hooks fire), or the
+        twin when nobody but rnr_lens' own ablations has hooked the bridge."""
+        if self.fast_path and self.twin is not None and self._bridge_hook_count() == self._own_hooks:
+            return self.twin
+        return self.bridge.original_model
+
     def forward_tokens(
         self,
         input_ids: Int[torch.Tensor, "batch seq"],
@@ -146,17 +172,20 @@ class LensModel:
         position_ids: Int[torch.Tensor, "batch seq"] | None = None,
         cache: adapters.RouteCache | None = None,
         logits_to_keep: int = 0,
+        inputs_embeds: Float[torch.Tensor, "batch seq d_model"] | None = None,
     ) -> Float[torch.Tensor, "batch kept vocab"]:
-        """One forward pass under the current interventions (the HF forward, through the bridge's
-        components and hooks). ``attention_mask`` spans the cached prefix plus ``input_ids``."""
+        """One forward pass under the current interventions. ``attention_mask`` spans the cached
+        prefix plus ``input_ids``. Runs through the bridge (its components and hooks) whenever a
+        hook is attached to it, else on the weight-sharing twin (same weights, same numbers)."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if position_ids is None:
             position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, -input_ids.shape[1]:]
         if cache is not None:
             cache.begin_forward()
-        out = self.bridge.original_model(
-            input_ids=input_ids,
+        tokens = {"inputs_embeds": inputs_embeds} if inputs_embeds is not None else {"input_ids": input_ids}
+        out = self.runner()(
+            **tokens,
             attention_mask=attention_mask,
             position_ids=position_ids,
             cache=cache,
@@ -164,6 +193,30 @@ class LensModel:
             logits_to_keep=logits_to_keep,
         )
         return out.logits
+
+    def block_modules(self) -> list[torch.nn.Module]:
+        """The decoder layers of the module :meth:`runner` returns, in block order."""
+        if self.runner() is self.twin:
+            return list(self._canonical_twin_layers())
+        return list(self.bridge.blocks)
+
+    def residual_stream(
+        self, input_ids: Int[torch.Tensor, "batch seq"], attention_mask: Int[torch.Tensor, "batch seq"]
+    ) -> list[Float[torch.Tensor, "batch seq d_model"]]:
+        """The residual stream entering each block (``hook_resid_pre``) on a clean forward pass."""
+        captured: dict[int, torch.Tensor] = {}
+        handles = []
+        for i, layer in enumerate(self.block_modules()):
+            def grab(mod: object, args: tuple, kwargs: dict, i: int = i) -> None:
+                captured.setdefault(i, kwargs["hidden_states"] if "hidden_states" in kwargs else args[0])
+            handles.append(layer.register_forward_pre_hook(grab, with_kwargs=True))
+        try:
+            with torch.no_grad():
+                self.forward_tokens(input_ids, attention_mask, logits_to_keep=1)
+        finally:
+            for h in handles:
+                h.remove()
+        return [captured[i] for i in range(self.n_layers)]
 
     def new_cache(self) -> adapters.RouteCache:
         """An empty KV cache with one slot per position of the current route."""
@@ -196,10 +249,16 @@ class LensModel:
         route = as_route(route, self.n_layers)
         abl = parse_ablations(list(ablations))
         handles = []
+        twin_handles: list[torch.utils.hooks.RemovableHandle] = []
         previous_route = self._route
-        saved_layers = getattr(self._layers_parent, self._layers_attr)
-        config = adapters.text_config(self.bridge)
-        saved_config: dict[str, Any] = {}
+        twin = self.twin
+        lists = [(self._layers_parent, self._layers_attr, self.bridge.blocks)]
+        if twin is not None:
+            parent, attr = adapters.decoder_layers_owner(self.bridge, root=twin)
+            lists.append((parent, attr, getattr(parent, attr) if previous_route is None else self._twin_blocks))
+        saved_lists = [(parent, attr, getattr(parent, attr)) for parent, attr, _ in lists]
+        configs = [adapters.text_config(self.bridge)] + ([adapters.text_config(self.bridge, twin)] if twin is not None else [])
+        saved_config: list[tuple[Any, str, Any]] = []
         try:
             # Hooks first: mean/resample statistics are taken before the route changes the model.
             for ablation in abl:
@@ -208,12 +267,18 @@ class LensModel:
                     if point is None:
                         raise RnrLensError(f"this model has no hook point {name}; it cannot take ablation {ablation}")
                     handles.append((point, point.add_hook(fn)))
+                    self._own_hooks += 1
+                if twin is not None:
+                    twin_handles.extend(ablation.module_hooks(self, self._canonical_twin_layers()))
             if route is not None:
-                for key, value in adapters.route_config_values(config, route.layers).items():
-                    saved_config[key] = getattr(config, key, None)
-                    setattr(config, key, value)
-                blocks = self.bridge.blocks
-                setattr(self._layers_parent, self._layers_attr, torch.nn.ModuleList([blocks[i] for i in route.layers]))
+                for config in configs:
+                    for key, value in adapters.route_config_values(config, route.layers).items():
+                        saved_config.append((config, key, getattr(config, key, None)))
+                        setattr(config, key, value)
+                if twin is not None and previous_route is None:
+                    self._twin_blocks = getattr(lists[1][0], lists[1][1])
+                for parent, attr, blocks in lists:
+                    setattr(parent, attr, torch.nn.ModuleList([blocks[i] for i in route.layers]))
                 self._route = route
             yield self
         finally:
@@ -221,10 +286,21 @@ class LensModel:
                 handle.hook.remove()
                 if handle in point.fwd_hooks:
                     point.fwd_hooks.remove(handle)
-            setattr(self._layers_parent, self._layers_attr, saved_layers)
-            for key, value in saved_config.items():
+                self._own_hooks -= 1
+            for handle in twin_handles:
+                handle.remove()
+            for parent, attr, saved in saved_lists:
+                setattr(parent, attr, saved)
+            for config, key, value in reversed(saved_config):
                 setattr(config, key, value)
             self._route = previous_route
+
+    def _canonical_twin_layers(self) -> torch.nn.ModuleList:
+        """The twin's decoder layers in block order (also while a route is in force)."""
+        if self._route is not None:
+            return self._twin_blocks
+        parent, attr = adapters.decoder_layers_owner(self.bridge, root=self.twin)
+        return getattr(parent, attr)
 
     def reference_activations(self, name: str, prompts: Sequence[str]) -> list[Float[torch.Tensor, "pos d_model"]]:
         """Activations at hook ``name`` for each reference prompt (raw text), cached per model."""

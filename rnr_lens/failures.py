@@ -1,0 +1,134 @@
+"""Failure sets: frozen lists of questions that fail by default, with a held-out half and a
+control set of realized questions.
+
+A failure set is derived once from an audit and stored in the run store with its definition;
+asking again for the same name returns the frozen set, and asking for the same name with a
+different definition is an error: a failure set is never silently recomputed.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from rnr_lens.audit import AuditResult
+from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.errors import RnrLensError
+from rnr_lens.store import RunStore
+from rnr_lens.tasks.core import Question, Task
+
+KINDS = ("reachable-not-realized", "not-realized", "ids")
+
+
+@dataclass(frozen=True)
+class FailureSet:
+    """A frozen failure set (discovery and held-out halves) and its control set."""
+
+    name: str
+    audit_id: str
+    definition: dict[str, Any]
+    discovery: Task
+    heldout: Task
+    control: Task
+    config: DeploymentConfig
+
+    @property
+    def failures(self) -> Task:
+        return Task(f"{self.name}:failures", self.discovery.questions + self.heldout.questions,
+                    self.discovery.answer_type, self.discovery.source)
+
+    def describe(self) -> str:
+        d = self.definition
+        what = d["kind"] + (f" under {d['probe']}" if d.get("probe") else "")
+        return (f"failure set {self.name!r}: {what}; {len(self.discovery)} discovery + {len(self.heldout)} held-out "
+                f"failures, {len(self.control)} control (realized) questions")
+
+
+def _questions(result: AuditResult, ids: Sequence[str], answer_type: str, name: str) -> Task:
+    table = result.questions.set_index("question_id")
+    qs = tuple(Question(i, table.loc[i, "prompt"], table.loc[i, "gold"]) for i in ids)
+    return Task(name, qs, answer_type, f"audit:{result.id}")
+
+
+def freeze(
+    result: AuditResult,
+    store: RunStore,
+    *,
+    kind: str = "reachable-not-realized",
+    probe: str | None = None,
+    ids: Sequence[str] | None = None,
+    name: str = "main",
+    seed: int = 0,
+    control_size: int | None = None,
+) -> FailureSet:
+    """Freeze (or load the frozen) failure set ``name`` of an audit.
+
+    Args:
+        result: The audit.
+        store: The run store the audit lives in (the set is stored beside it).
+        kind: ``reachable-not-realized`` (under ``probe``, oracle selector), ``not-realized``,
+            or ``ids`` (the explicit list ``ids``).
+        probe: The probe for ``reachable-not-realized`` (may be left out when the audit has one).
+        ids: Question ids for kind ``ids``.
+        name: The set's name within the audit.
+        seed: Seeds the discovery/held-out split and the control sample.
+        control_size: Realized questions kept as the control set (default: all of them).
+    """
+    if kind not in KINDS:
+        raise RnrLensError(f"unknown failure-set kind {kind!r}; choose one of {', '.join(KINDS)}")
+    if kind == "reachable-not-realized":
+        if probe is None:
+            if len(result.probes) != 1:
+                raise RnrLensError(f"audit {result.id[:12]} has {len(result.probes)} probes; name one with --probe for reachable-not-realized")
+            probe = result.probes[0]
+        probe = result._probe_name(probe)
+        chosen = result.reachable_not_realized(probe)
+    elif kind == "not-realized":
+        chosen = result.questions.loc[~result.questions["realized"], "question_id"].tolist()
+    else:
+        if not ids:
+            raise RnrLensError("a failure set of kind 'ids' needs the question ids")
+        known = set(result.questions["question_id"])
+        missing = [i for i in ids if i not in known]
+        if missing:
+            raise RnrLensError(f"question {missing[0]!r} is not in audit {result.id[:12]}")
+        chosen = list(ids)
+    definition = {"kind": kind, "probe": probe, "ids": list(ids) if kind == "ids" else None, "seed": seed, "control_size": control_size}
+    frozen = store.get_artifact(result.id, "failure_set", name)
+    if frozen is not None:
+        if frozen["definition"] != definition:
+            raise RnrLensError(f"failure set {name!r} of audit {result.id[:12]} is frozen with another definition; choose a new --name")
+        return _build(result, name, frozen)
+    if len(chosen) < 2:
+        raise RnrLensError(f"only {len(chosen)} question(s) are {kind} in audit {result.id[:12]}; a failure set needs at least 2 (audit more questions or a larger budget)")
+    rng = random.Random(f"failure-set:{seed}")
+    shuffled = chosen[:]
+    rng.shuffle(shuffled)
+    half = (len(shuffled) + 1) // 2
+    realized = result.realized_ids()
+    if not realized:
+        raise RnrLensError(f"audit {result.id[:12]} has no realized questions to serve as a control set")
+    control = realized if control_size is None or control_size >= len(realized) else sorted(rng.sample(realized, control_size), key=realized.index)
+    body = {"definition": definition, "discovery": sorted(shuffled[:half], key=chosen.index),
+            "heldout": sorted(shuffled[half:], key=chosen.index), "control": control}
+    store.put_artifact(result.id, "failure_set", name, body)
+    return _build(result, name, body)
+
+
+def load(result: AuditResult, store: RunStore, name: str = "main") -> FailureSet:
+    body = store.get_artifact(result.id, "failure_set", name)
+    if body is None:
+        raise RnrLensError(f"audit {result.id[:12]} has no failure set {name!r}; freeze one first")
+    return _build(result, name, body)
+
+
+def _build(result: AuditResult, name: str, body: dict[str, Any]) -> FailureSet:
+    kind = result.info["answer_type"]
+    return FailureSet(
+        name, result.id, body["definition"],
+        _questions(result, body["discovery"], kind, f"{name}:discovery"),
+        _questions(result, body["heldout"], kind, f"{name}:heldout"),
+        _questions(result, body["control"], kind, f"{name}:control"),
+        result.config,
+    )
