@@ -1,0 +1,258 @@
+"""The failure-set miner: which single block, silenced, repairs the most of a failure set?
+
+For every block and each requested component and ablation kind, the **repair rate** (share of
+the failure set the default deployment now answers correctly) and the **break rate** (share
+of the control set it now gets wrong), each with a 95% Wilson interval, and the questions
+repaired and broken with their answers before and after.
+
+The exhaustive sweep costs blocks x components x kinds greedy generations over the whole set.
+``strategy="screen+confirm"`` gets the same answer far cheaper:
+
+1. **screen** every candidate without generating: the change in the gold answer's
+   teacher-forced log-probability on the discovery failures, computed from the clean run's
+   residual stream at the ablated block onward (the blocks before it are not recomputed);
+2. a second, cheaper screen: attribution patching (gradient x activation, one forward and one
+   backward pass for all candidates);
+3. **confirm** with full generation only the top ``top_m`` candidates of the first screen.
+
+The **bottleneck** is the confirmed candidate with the highest repair rate on the discovery
+half whose break rate stays under ``break_bound``; its repair rate is then reported on the
+held-out half too. Every evaluation is stored in the run store (when one is given) and reused
+on resume.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import pandas as pd
+import torch
+
+from rnr_lens.attribution import attribution_patching, gold_logprob_batch, gold_logprobs
+from rnr_lens.errors import RnrLensError
+from rnr_lens.failures import FailureSet
+from rnr_lens.interventions import COMPONENTS, KINDS, Ablation
+from rnr_lens.lens import LensModel
+from rnr_lens.routes import Route
+from rnr_lens.stats import wilson
+from rnr_lens.store import RunStore
+from rnr_lens.tasks.core import Question
+
+STRATEGIES = ("screen+confirm", "exhaustive")
+
+
+@dataclass
+class SweepResult:
+    """What a sweep found.
+
+    Attributes:
+        table: One row per (layer, component, kind): screen scores, and for evaluated rows the
+            repair and break rates with intervals, on all failures and per half.
+        details: One row per evaluated candidate and question: set, before/after answers.
+        bottleneck: The chosen candidate (layer, component, kind, repair on each half,
+            break rate), or None when no candidate repairs anything within the break bound.
+        agreement: For each screen, Spearman rank correlation with the evaluated repair rates
+            and whether its top candidate is the evaluated top, when all were evaluated.
+    """
+
+    table: pd.DataFrame
+    details: pd.DataFrame
+    bottleneck: dict[str, Any] | None
+    agreement: dict[str, Any] = field(default_factory=dict)
+    strategy: str = "screen+confirm"
+    failure_set: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        table = self.table.astype(object).where(self.table.notna(), None)
+        return {"strategy": self.strategy, "failure_set": self.failure_set, "bottleneck": self.bottleneck,
+                "agreement": self.agreement, "layers": table.to_dict("records")}
+
+
+def _reference(failure_set: FailureSet, model: LensModel) -> tuple[str, ...]:
+    """Reference prompts for mean/resample ablations: the control set's rendered prompts."""
+    return tuple(model.render(failure_set.config.prompt(q))[0] for q in list(failure_set.control)[:16])
+
+
+def screen_logprob(
+    model: LensModel, questions: Sequence[Question], failure_set: FailureSet, candidates: list[Ablation]
+) -> dict[str, float]:
+    """Mean change of the gold answer's log-probability under each candidate ablation,
+    recomputing only the blocks from the ablated one onward (from the clean residual stream)."""
+    config = failure_set.config
+    ids, mask, spans = gold_logprob_batch(model, questions, config)
+    position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        clean = gold_logprobs(model.forward_tokens(ids, mask), spans)
+        resid = model.residual_stream(ids, mask)
+        out = {}
+        for ablation in candidates:
+            start = ablation.layer
+            route = Route(range(start, model.n_layers), model.n_layers)
+            with model.intervene(route=route, ablations=[ablation]):
+                logits = model.forward_tokens(ids, mask, position_ids=position_ids, inputs_embeds=resid[start])
+            out[str(ablation)] = float((gold_logprobs(logits, spans) - clean).mean())
+    return out
+
+
+def _evaluate(model: LensModel, failure_set: FailureSet, ablation: Ablation | None, batch_size: int | None) -> list[dict[str, Any]]:
+    """Greedy default-deployment answers on every failure and control question."""
+    config = failure_set.config
+    groups = [("discovery", failure_set.discovery), ("heldout", failure_set.heldout), ("control", failure_set.control)]
+    questions = [(g, q) for g, task in groups for q in task]
+    gens = model.generate([config.prompt(q) for _, q in questions], max_new_tokens=config.max_new_tokens, stop=config.stop,
+                          ablations=[ablation] if ablation else (), batch_size=batch_size)
+    rows = []
+    for (group, q), gen in zip(questions, gens):
+        extracted, correct = config.grade(gen.text, q, failure_set.discovery.answer_type)
+        rows.append({"question_id": q.id, "set": group, "text": gen.text, "answer": extracted, "correct": correct})
+    return rows
+
+
+def mine(
+    model: LensModel,
+    failure_set: FailureSet,
+    control_set: Sequence[Question] | None = None,
+    *,
+    components: Sequence[str] = ("mlp",),
+    kinds: Sequence[str] = ("zero",),
+    strategy: str = "screen+confirm",
+    top_m: int = 3,
+    break_bound: float = 0.2,
+    store: RunStore | None = None,
+    batch_size: int | None = None,
+    progress: bool = True,
+) -> SweepResult:
+    """Sweep single-block ablations over a failure set and name the bottleneck.
+
+    Args:
+        model: The model the failure set was mined from.
+        failure_set: A frozen :class:`~rnr_lens.failures.FailureSet`.
+        control_set: Realized questions for the break rate (default: the set's own control).
+        components: Any of ``mlp``, ``attn``, ``block``.
+        kinds: Any of ``zero``, ``mean``, ``resample`` (statistics from the control prompts).
+        strategy: ``screen+confirm`` or ``exhaustive``.
+        top_m: Candidates the screen sends to full generation.
+        break_bound: Largest break rate a bottleneck may have.
+        store: Run store for resumable evaluations (keyed by the audit and failure set).
+        batch_size: Rows per forward.
+        progress: Show a tqdm progress bar.
+
+    Example:
+        >>> sweep = mine(model, failure_set, strategy="screen+confirm")  # doctest: +SKIP
+        >>> sweep.bottleneck["layer"]  # doctest: +SKIP
+    """
+    if strategy not in STRATEGIES:
+        raise RnrLensError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    for c in components:
+        if c not in COMPONENTS:
+            raise RnrLensError(f"unknown component {c!r}; choose from {', '.join(COMPONENTS)}")
+    for k in kinds:
+        if k not in KINDS:
+            raise RnrLensError(f"unknown ablation kind {k!r}; choose from {', '.join(KINDS)}")
+    if top_m < 1:
+        raise RnrLensError(f"top_m must be at least 1, got {top_m}")
+    if control_set is not None:
+        from dataclasses import replace
+
+        from rnr_lens.tasks.core import Task
+
+        failure_set = replace(failure_set, control=Task(f"{failure_set.name}:control", tuple(control_set), failure_set.discovery.answer_type))
+    reference = _reference(failure_set, model) if any(k != "zero" for k in kinds) else ()
+    candidates = [Ablation(layer, comp, kind, reference if kind != "zero" else ())
+                  for comp in components for kind in kinds for layer in range(model.n_layers)]
+
+    screen = screen_logprob(model, list(failure_set.discovery), failure_set, candidates)
+    ablation_map = {(a.layer, a.component, a.kind): a for a in candidates}
+    atp = attribution_patching(model, list(failure_set.discovery), failure_set.config, components, ablation_map, kinds)
+    atp_map = {(r.layer, r.component, r.kind): r.atp_estimate for r in atp.itertuples()}
+
+    if strategy == "exhaustive":
+        chosen = candidates
+    else:
+        chosen = sorted(candidates, key=lambda a: -screen[str(a)])[:top_m]
+
+    prefix = f"sweep/{failure_set.name}/{model.fingerprint()}/{failure_set.config.hash()}/{json.dumps(reference and reference[:1])[:32]}"
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(chosen) + 1, desc=f"mine {failure_set.name} ({strategy})", unit="ablation")
+
+    def evaluated(ablation: Ablation | None) -> list[dict[str, Any]]:
+        key = f"{prefix}/{ablation or 'clean'}"
+        cached = store.get_artifact(failure_set.audit_id, "sweep_eval", key) if store is not None else None
+        if cached is None:
+            cached = _evaluate(model, failure_set, ablation, batch_size)
+            if store is not None:
+                store.put_artifact(failure_set.audit_id, "sweep_eval", key, cached, overwrite=True)
+        if bar is not None:
+            bar.update(1)
+        return cached
+
+    try:
+        before = {r["question_id"]: r for r in evaluated(None)}
+        results = {str(a): evaluated(a) for a in chosen}
+    finally:
+        if bar is not None:
+            bar.close()
+
+    rows, details = [], []
+    for a in candidates:
+        row: dict[str, Any] = {"layer": a.layer, "component": a.component, "kind": a.kind,
+                               "screen_logprob": screen[str(a)], "screen_atp": atp_map.get((a.layer, a.component, a.kind))}
+        if str(a) in results:
+            after = results[str(a)]
+            stats = _rates(after, before)
+            row.update(stats)
+            for r in after:
+                b = before[r["question_id"]]
+                details.append({"layer": a.layer, "component": a.component, "kind": a.kind, "question_id": r["question_id"],
+                                "set": r["set"], "before_text": b["text"], "before_answer": b["answer"], "before_correct": b["correct"],
+                                "after_text": r["text"], "after_answer": r["answer"], "after_correct": r["correct"]})
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    bottleneck = _bottleneck(table, break_bound)
+    agreement = {}
+    if strategy == "exhaustive":
+        for col in ("screen_logprob", "screen_atp"):
+            sub = table.dropna(subset=[col])
+            agreement[col] = {
+                "spearman": float(sub[col].rank().corr(sub["repair_discovery"].rank())) if sub[col].nunique() > 1 and sub["repair_discovery"].nunique() > 1 else None,
+                "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck["layer"], bottleneck["component"], bottleneck["kind"])),
+            }
+    return SweepResult(table, pd.DataFrame(details), bottleneck, agreement, strategy, failure_set.name)
+
+
+def _rates(after: list[dict[str, Any]], before: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    failures = [r for r in after if r["set"] != "control"]
+    control = [r for r in after if r["set"] == "control"]
+    for name, rows in (("repair", failures), ("repair_discovery", [r for r in failures if r["set"] == "discovery"]),
+                       ("repair_heldout", [r for r in failures if r["set"] == "heldout"])):
+        est = wilson(sum(r["correct"] and not before[r["question_id"]]["correct"] for r in rows), len(rows))
+        out[name], out[f"{name}_low"], out[f"{name}_high"] = est.value, est.low, est.high
+    est = wilson(sum(before[r["question_id"]]["correct"] and not r["correct"] for r in control), len(control))
+    out["break"], out["break_low"], out["break_high"] = est.value, est.low, est.high
+    out["n_repaired"] = sum(r["correct"] and not before[r["question_id"]]["correct"] for r in failures)
+    out["n_broken"] = sum(before[r["question_id"]]["correct"] and not r["correct"] for r in control)
+    return out
+
+
+def _bottleneck(table: pd.DataFrame, bound: float) -> dict[str, Any] | None:
+    if "repair_discovery" not in table:
+        return None
+    ok = table.dropna(subset=["repair_discovery"])
+    ok = ok[(ok["break"] <= bound) & (ok["repair_discovery"] > 0)]
+    if ok.empty:
+        return None
+    best = ok.sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True]).iloc[0]
+    return {"layer": int(best.layer), "component": best.component, "kind": best.kind,
+            "repair_discovery": float(best.repair_discovery), "repair_heldout": float(best.repair_heldout),
+            "repair": float(best.repair), "break": float(best["break"])}
+
+
+def _top(table: pd.DataFrame, column: str) -> tuple[int, str, str]:
+    best = table.sort_values([column, "layer"], ascending=[False, True]).iloc[0]
+    return int(best.layer), best.component, best.kind

@@ -1,0 +1,137 @@
+"""The miner on a planted bottleneck: failures whose gold answer is exactly what the tiny
+model says with one MLP silenced, so silencing that MLP must repair them."""
+
+import re
+
+import pytest
+
+import rnr_lens as R
+from rnr_lens import failures
+from rnr_lens.attribution import direct_logit_attribution
+from rnr_lens.audit import audit
+from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.miner import mine
+from rnr_lens.store import RunStore
+from rnr_lens.tasks import Question, Task, get
+
+PLANTED = R.Ablation(2, "mlp")
+CONFIG = DeploymentConfig.default_for("string").with_(max_new_tokens=6)
+
+
+def _answer_text(generated: str) -> str:
+    """The generated answer as the model wrote it (its own tokens), up to the sentence end."""
+    return re.split(r"[.\n!?]", generated, maxsplit=1)[0]
+
+
+def _round_trips(model, gen) -> bool:
+    """Whether the answer text re-tokenizes to the tokens the model generated (random byte-level
+    tokens often decode to replacement characters that do not)."""
+    text = _answer_text(gen.text)
+    ids = model.tokenizer(text, add_special_tokens=False)["input_ids"]
+    return "\ufffd" not in text and ids == gen.token_ids[: len(ids)]
+
+
+@pytest.fixture(scope="module")
+def planted(tiny, tmp_path_factory):
+    base = list(get("add-two-digit", n=300, seed=2))
+    prompts = [CONFIG.prompt(q) for q in base]
+    clean = tiny.generate(prompts, max_new_tokens=CONFIG.max_new_tokens, stop=CONFIG.stop)
+    ablated = tiny.generate(prompts, max_new_tokens=CONFIG.max_new_tokens, stop=CONFIG.stop, ablations=[PLANTED])
+    questions = []
+    for q, c, a in zip(base, clean, ablated):
+        clean_ans, ablated_ans = CONFIG.extract(c.text), CONFIG.extract(a.text)
+        if clean_ans is None or ablated_ans is None or not (_round_trips(tiny, c) and _round_trips(tiny, a)):
+            continue
+        if len(questions) % 2 == 0 and clean_ans != ablated_ans:
+            questions.append(Question(q.id, q.prompt, _answer_text(a.text)))  # fails clean, right with mlp2 off
+        elif len(questions) % 2 == 1:
+            questions.append(Question(q.id, q.prompt, _answer_text(c.text)))  # realized
+    task = Task("planted", tuple(questions[:16]), "string")
+    store = RunStore(tmp_path_factory.mktemp("mine") / "m.db")
+    result = audit(tiny, task, ["ablation:component=mlp"], CONFIG, store=store, progress=False)
+    return result, store
+
+
+def test_planted_failures_are_reachable_by_the_ablation_probe(planted):
+    result, _ = planted
+    summary = result.summary().iloc[0]
+    assert summary["reachable_not_realized"] >= 4
+    assert 0 < summary["realized"].value < 1
+
+
+def test_failure_set_is_frozen_and_split(planted):
+    result, store = planted
+    fs = failures.freeze(result, store, probe="ablation")
+    assert set(fs.discovery.ids).isdisjoint(fs.heldout.ids)
+    assert set(fs.failures.ids) == set(result.reachable_not_realized("ablation"))
+    assert set(fs.control.ids) == set(result.realized_ids())
+    again = failures.freeze(result, store, probe="ablation")
+    assert again.discovery.ids == fs.discovery.ids
+    with pytest.raises(R.RnrLensError, match="frozen with another definition"):
+        failures.freeze(result, store, probe="ablation", seed=5)
+
+
+@pytest.mark.parametrize("strategy", ["exhaustive", "screen+confirm"])
+def test_miner_finds_the_planted_bottleneck(tiny, planted, strategy):
+    result, store = planted
+    fs = failures.freeze(result, store, probe="ablation")
+    sweep = mine(tiny, fs, strategy=strategy, top_m=2, break_bound=1.0, store=store, progress=False)
+    assert sweep.bottleneck is not None
+    assert (sweep.bottleneck["layer"], sweep.bottleneck["component"]) == (PLANTED.layer, "mlp")
+    row = sweep.table.set_index("layer").loc[PLANTED.layer]
+    assert row["repair_discovery"] == 1.0 and row["repair"] == 1.0
+    assert sweep.bottleneck["repair_heldout"] == 1.0
+    evaluated = sweep.table.dropna(subset=["repair"])
+    assert len(evaluated) == (tiny.n_layers if strategy == "exhaustive" else 2)
+    repaired = sweep.details[(sweep.details.layer == PLANTED.layer) & (sweep.details.set != "control")]
+    assert repaired["after_correct"].all() and not repaired["before_correct"].any()
+    if strategy == "exhaustive":
+        assert sweep.agreement["screen_logprob"]["same_top"]
+
+
+def test_screen_ranks_the_planted_block_first(tiny, planted):
+    result, store = planted
+    fs = failures.freeze(result, store, probe="ablation")
+    sweep = mine(tiny, fs, strategy="screen+confirm", top_m=1, break_bound=1.0, progress=False)
+    top = sweep.table.sort_values("screen_logprob", ascending=False).iloc[0]
+    assert top.layer == PLANTED.layer
+
+
+def test_screen_matches_a_full_recompute(tiny, planted):
+    """Reusing the clean residual stream up to the ablated block changes nothing."""
+    import torch
+
+    from rnr_lens.attribution import gold_logprob_batch, gold_logprobs
+    from rnr_lens.miner import screen_logprob
+
+    result, store = planted
+    fs = failures.freeze(result, store, probe="ablation")
+    qs = list(fs.discovery)
+    fast = screen_logprob(tiny, qs, fs, [R.Ablation(1), R.Ablation(3)])
+    ids, mask, spans = gold_logprob_batch(tiny, qs, CONFIG)
+    with torch.no_grad():
+        clean = gold_logprobs(tiny.forward_tokens(ids, mask), spans)
+        for ablation in (R.Ablation(1), R.Ablation(3)):
+            with tiny.intervene(ablations=[ablation]):
+                full = gold_logprobs(tiny.forward_tokens(ids, mask), spans)
+            assert fast[str(ablation)] == pytest.approx(float((full - clean).mean()), abs=1e-4)
+
+
+def test_direct_logit_attribution_adds_up(tiny, planted):
+    result, store = planted
+    fs = failures.freeze(result, store, probe="ablation")
+    dla = direct_logit_attribution(tiny, list(fs.discovery)[:2], CONFIG)
+    for qid, group in dla.groupby("question_id"):
+        total = group[group.component == "total"].contribution.item()
+        parts = group[group.component != "total"].contribution.sum()
+        assert parts == pytest.approx(total, abs=1e-3 * max(1.0, abs(total)))
+        assert set(group.component) == {"embed", "attn", "mlp", "total"}
+
+
+def test_bad_miner_arguments(tiny, planted):
+    result, store = planted
+    fs = failures.freeze(result, store, probe="ablation")
+    with pytest.raises(R.RnrLensError, match="unknown strategy"):
+        mine(tiny, fs, strategy="guess")
+    with pytest.raises(R.RnrLensError, match="unknown component"):
+        mine(tiny, fs, components=("ffn",))
