@@ -88,7 +88,8 @@ def direct_logit_attribution(
 def gold_logprob_batch(
     model: LensModel, questions: Sequence[Question], config: DeploymentConfig
 ) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, list[int]]]]:
-    """Token ids and mask of prompt+gold for ``questions``, and per row (start, gold ids)."""
+    """Token ids and mask of prompt+gold for ``questions`` (left-padded, so every gold answer
+    ends in the last column), and per row (start column, gold ids)."""
     seqs, spans = [], []
     for q in questions:
         prompt = model.encode(config.prompt(q))
@@ -100,12 +101,19 @@ def gold_logprob_batch(
     return ids, mask, [(width - len(s) + start, gold) for s, (start, gold) in zip(seqs, spans)]
 
 
-def gold_logprobs(logits: Float[torch.Tensor, "batch seq vocab"], spans: list[tuple[int, list[int]]]) -> torch.Tensor:
-    """Sum of the gold tokens' log-probabilities per row (logits cover the whole sequence)."""
+def gold_keep(spans: list[tuple[int, list[int]]]) -> int:
+    """How many final positions' logits :func:`gold_logprobs` needs (``logits_to_keep``)."""
+    return max(len(gold) for _, gold in spans) + 1
+
+
+def gold_logprobs(logits: Float[torch.Tensor, "batch kept vocab"], spans: list[tuple[int, list[int]]], seq_len: int) -> torch.Tensor:
+    """Sum of the gold tokens' log-probabilities per row; ``logits`` cover the last positions
+    of a ``seq_len``-long batch (all of them, or the last :func:`gold_keep`)."""
     logprobs = torch.log_softmax(logits.float(), dim=-1)
+    offset = seq_len - logits.shape[1]
     out = []
     for row, (start, gold) in enumerate(spans):
-        positions = torch.arange(start - 1, start - 1 + len(gold), device=logits.device)
+        positions = torch.arange(start - 1 - offset, start - 1 - offset + len(gold), device=logits.device)
         out.append(logprobs[row, positions, torch.tensor(gold, device=logits.device)].sum())
     return torch.stack(out)
 
@@ -148,8 +156,8 @@ def attribution_patching(
                 handles.append(module.register_forward_hook(keep))
     try:
         with torch.enable_grad():
-            logits = model.forward_tokens(ids, mask)
-            metric = gold_logprobs(logits, spans).mean()
+            logits = model.forward_tokens(ids, mask, logits_to_keep=gold_keep(spans))
+            metric = gold_logprobs(logits, spans, ids.shape[1]).mean()
             keys = list(sites)
             grads = dict(zip(keys, torch.autograd.grad(metric, [sites[k] for k in keys], allow_unused=True)))
     finally:

@@ -201,6 +201,43 @@ def cmd_check_format(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("mine")
+def cmd_mine(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rnr_lens import failures
+    from rnr_lens.audit import AuditResult
+    from rnr_lens.miner import mine
+    from rnr_lens.models import load_model
+    from rnr_lens.store import RunStore
+
+    if not Path(args.store).is_file():
+        raise RnrLensError(f"run store {args.store} does not exist; run 'rnr-lens audit --out {args.store}' first")
+    store = RunStore(args.store)
+    result = AuditResult.load(store, args.audit)
+    ids = [i for i in (args.ids or "").split(",") if i]
+    fs = failures.freeze(result, store, kind="ids" if ids else args.failure_set, probe=args.probe, ids=ids or None,
+                         name=args.name, seed=args.seed)
+    model = load_model(args.model or result.info["model"])
+    if model.fingerprint() != result.info["model_fingerprint"]:
+        raise RnrLensError(f"model {model.name} is not the checkpoint audit {result.id[:12]} was made with; pass --model with that checkpoint")
+    sweep = mine(model, fs, components=args.component or ["mlp"], kinds=args.kind or ["zero"], strategy=args.strategy,
+                 top_m=args.top_m, break_bound=args.break_bound, store=store, batch_size=args.batch_size, progress=not args.json)
+    if args.json:
+        print(json.dumps(sweep.to_json(), indent=2, default=str))
+        return 0
+    print(fs.describe())
+    cols = ["layer", "component", "kind", "screen_logprob", "screen_atp", "repair", "repair_discovery", "repair_heldout", "break"]
+    print_table(sweep.table[[c for c in cols if c in sweep.table]].astype(object).where(sweep.table.notna(), None).to_dict("records"))
+    b = sweep.bottleneck
+    if b is None:
+        print(f"no bottleneck: no candidate repairs a failure with break rate <= {args.break_bound}")
+    else:
+        print(f"bottleneck: {b['component']}{b['layer']}:{b['kind']}  repair discovery {b['repair_discovery']:.2f}, "
+              f"held-out {b['repair_heldout']:.2f}, break {b['break']:.2f}")
+    return 0
+
+
 def _add_task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default="add-small", help="built-in task name or path to a .jsonl/.json/.csv file")
     p.add_argument("--n", type=int, help="size of a built-in task")
@@ -238,6 +275,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--audit", help="audit id (may be left out when the store holds one)")
     p.add_argument("--format", choices=["parquet", "csv"], default="parquet")
     p.add_argument("--out", default=".", help="folder to write into")
+
+    p = sub.add_parser("mine", help="sweep single-block ablations over a frozen failure set; name the bottleneck")
+    p.add_argument("store")
+    p.add_argument("--audit", help="audit id (may be left out when the store holds one)")
+    p.add_argument("--failure-set", default="reachable-not-realized", choices=["reachable-not-realized", "not-realized"])
+    p.add_argument("--probe", help="probe for reachable-not-realized (may be left out when the audit has one)")
+    p.add_argument("--ids", help="explicit comma-separated question ids instead")
+    p.add_argument("--name", default="main", help="name of the frozen failure set")
+    p.add_argument("--seed", type=int, default=0, help="seeds the discovery/held-out split")
+    p.add_argument("--model", help="the audited model (default: the audit's model name)")
+    p.add_argument("--component", action="append", choices=["mlp", "attn", "block"])
+    p.add_argument("--kind", action="append", choices=["zero", "mean", "resample"])
+    p.add_argument("--strategy", default="screen+confirm", choices=["screen+confirm", "exhaustive"])
+    p.add_argument("--top-m", type=int, default=3)
+    p.add_argument("--break-bound", type=float, default=0.2)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("check-format", help="share of outputs from which an answer can be extracted")
     p.add_argument("--model", default="smollm2-135m-instruct")

@@ -9,7 +9,7 @@ different definition is an error: a failure set is never silently recomputed.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from rnr_lens.audit import AuditResult
@@ -32,6 +32,8 @@ class FailureSet:
     heldout: Task
     control: Task
     config: DeploymentConfig
+    before: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
+    """The audit's default (realized) outputs per question: text, answer, correct."""
 
     @property
     def failures(self) -> Task:
@@ -131,4 +133,6 @@ def _build(result: AuditResult, name: str, body: dict[str, Any]) -> FailureSet:
         _questions(result, body["heldout"], kind, f"{name}:heldout"),
         _questions(result, body["control"], kind, f"{name}:control"),
         result.config,
+        {r.question_id: {"question_id": r.question_id, "text": r.default_text, "answer": r.default_extracted, "correct": bool(r.realized)}
+         for r in result.questions.itertuples()},
     )

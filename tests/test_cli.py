@@ -61,3 +61,23 @@ def test_console_script_exit_code(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "rnr_lens", "audit", "--probe", "bogus:k=1", "--out", str(tmp_path / "r.db")],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.startswith("error: unknown probe 'bogus'")
+
+
+def test_mine_names_the_planted_bottleneck(tiny_folder, tmp_path, capsys):
+    from tests.test_miner import PLANTED, build_planted
+
+    db = tmp_path / "mine.db"
+    build_planted(R.load_model(tiny_folder), db)
+    argv = ["mine", str(db), "--probe", "ablation", "--model", str(tiny_folder), "--strategy", "exhaustive",
+            "--break-bound", "1", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["bottleneck"]["layer"] == PLANTED.layer and out["bottleneck"]["repair_heldout"] == 1.0
+    assert len(out["layers"]) == 4 and out["agreement"]["screen_logprob"]["same_top"]
+    assert main(["mine", str(db), "--probe", "ablation", "--model", str(tiny_folder)]) == 0
+    assert "no bottleneck" in capsys.readouterr().out, "every ablation breaks the tiny model's controls (break 1.0 > 0.2)"
+    assert main(["mine", str(db), "--probe", "ablation", "--model", str(tiny_folder), "--break-bound", "1"]) == 0
+    assert f"bottleneck: mlp{PLANTED.layer}:zero" in capsys.readouterr().out
+    other = R.tiny_model(seed=7).save_pretrained(tmp_path / "other")
+    assert main(["mine", str(db), "--probe", "ablation", "--model", str(other)]) == 2
+    assert "is not the checkpoint" in capsys.readouterr().err

@@ -33,6 +33,11 @@ def _round_trips(model, gen) -> bool:
 
 @pytest.fixture(scope="module")
 def planted(tiny, tmp_path_factory):
+    return build_planted(tiny, tmp_path_factory.mktemp("mine") / "m.db")
+
+
+def build_planted(tiny, db_path):
+    """Audit a task whose failures are answered right exactly when MLP 2 is silenced."""
     base = list(get("add-two-digit", n=300, seed=2))
     prompts = [CONFIG.prompt(q) for q in base]
     clean = tiny.generate(prompts, max_new_tokens=CONFIG.max_new_tokens, stop=CONFIG.stop)
@@ -47,7 +52,7 @@ def planted(tiny, tmp_path_factory):
         elif len(questions) % 2 == 1:
             questions.append(Question(q.id, q.prompt, _answer_text(c.text)))  # realized
     task = Task("planted", tuple(questions[:16]), "string")
-    store = RunStore(tmp_path_factory.mktemp("mine") / "m.db")
+    store = RunStore(db_path)
     result = audit(tiny, task, ["ablation:component=mlp"], CONFIG, store=store, progress=False)
     return result, store
 
@@ -110,10 +115,10 @@ def test_screen_matches_a_full_recompute(tiny, planted):
     fast = screen_logprob(tiny, qs, fs, [R.Ablation(1), R.Ablation(3)])
     ids, mask, spans = gold_logprob_batch(tiny, qs, CONFIG)
     with torch.no_grad():
-        clean = gold_logprobs(tiny.forward_tokens(ids, mask), spans)
+        clean = gold_logprobs(tiny.forward_tokens(ids, mask), spans, ids.shape[1])
         for ablation in (R.Ablation(1), R.Ablation(3)):
             with tiny.intervene(ablations=[ablation]):
-                full = gold_logprobs(tiny.forward_tokens(ids, mask), spans)
+                full = gold_logprobs(tiny.forward_tokens(ids, mask), spans, ids.shape[1])
             assert fast[str(ablation)] == pytest.approx(float((full - clean).mean()), abs=1e-4)
 
 
