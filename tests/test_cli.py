@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 import rnr_lens as R
@@ -27,9 +28,12 @@ def test_audit_show_export(tiny_folder, tmp_path, capsys):
     assert [a["id"] for a in shown] == [out["audit"]] and shown[0]["status"] == "complete"
     assert main(["show", str(db)]) == 0
     assert "reachable" in capsys.readouterr().out
-    assert main(["export", str(db), "--format", "csv", "--out", str(tmp_path / "x")]) == 0
-    files = capsys.readouterr().out.split()
-    assert len(files) == 2 and all(f.endswith(".csv") for f in files)
+    for fmt in ("csv", "parquet"):
+        assert main(["export", str(db), "--format", fmt, "--out", str(tmp_path / fmt)]) == 0
+        files = capsys.readouterr().out.split()
+        assert len(files) == 2 and all(f.endswith(f".{fmt}") for f in files)
+    tries = pd.read_parquet(next(f for f in files if "tries" in f))
+    assert len(tries) == 4 * (1 + 2 + 2) and set(tries["probe"]) == {"default", *[s["probe"] for s in out["summary"]]}
 
 
 def test_models_lists_known_models(capsys):

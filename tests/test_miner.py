@@ -3,6 +3,7 @@ model says with one MLP silenced, so silencing that MLP must repair them."""
 
 import re
 
+import pandas as pd
 import pytest
 
 import rnr_lens as R
@@ -140,3 +141,14 @@ def test_bad_miner_arguments(tiny, planted):
         mine(tiny, fs, strategy="guess")
     with pytest.raises(R.RnrLensError, match="unknown component"):
         mine(tiny, fs, components=("ffn",))
+
+
+def test_sweep_evaluations_are_stored_and_reused(tiny, planted):
+    result, store = planted
+    fs = failures.freeze(result, store, probe="ablation")
+    first = mine(tiny, fs, strategy="screen+confirm", top_m=2, break_bound=1.0, store=store, progress=False)
+    stored = store.conn.execute("SELECT name, body FROM artifacts WHERE kind='sweep_eval'").fetchall()
+    assert len(stored) >= 2
+    again = mine(tiny, fs, strategy="screen+confirm", top_m=2, break_bound=1.0, store=store, progress=False)
+    assert store.conn.execute("SELECT name, body FROM artifacts WHERE kind='sweep_eval'").fetchall() == stored
+    pd.testing.assert_frame_equal(first.table, again.table)
