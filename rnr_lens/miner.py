@@ -210,6 +210,7 @@ def mine(
         if bar is not None:
             bar.close()
 
+    prompts = {q.id: q.prompt for task in (failure_set.discovery, failure_set.heldout, failure_set.control) for q in task}
     rows, details = [], []
     for a in candidates:
         row: dict[str, Any] = {"layer": a.layer, "component": a.component, "kind": a.kind,
@@ -221,7 +222,7 @@ def mine(
             for r in after:
                 b = before[r["question_id"]]
                 details.append({"layer": a.layer, "component": a.component, "kind": a.kind, "question_id": r["question_id"],
-                                "set": r["set"], "before_text": b["text"], "before_answer": b["answer"], "before_correct": b["correct"],
+                                "prompt": prompts.get(r["question_id"], ""), "set": r["set"], "before_text": b["text"], "before_answer": b["answer"], "before_correct": b["correct"],
                                 "after_text": r["text"], "after_answer": r["answer"], "after_correct": r["correct"]})
         rows.append(row)
     table = pd.DataFrame(rows)
