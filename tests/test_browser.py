@@ -77,10 +77,11 @@ def test_layer_explorer_in_jupyterlab(lab):
 
     url, folder = lab
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS + [f"--user-data-dir={folder / 'chrome'}"])
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)  # a fresh temporary profile
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url)
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+        page.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=120_000)  # the kernel is connected
         page.click(".lm-MenuBar-itemLabel:text-is('Run')")
         page.click(".lm-Menu-item[data-command='runmenu:run-all']")
         page.wait_for_selector(".widget-slider", timeout=300_000)
