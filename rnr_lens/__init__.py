@@ -1,28 +1,36 @@
 """rnr_lens: is a benchmark gain realized or reachable? Audit a model question by question.
 
 The public API is small; everything else lives in the module named after its concept.
+``viz`` and ``widgets`` load on first use (they pull in plotly and ipywidgets).
 """
 
+from typing import Any
+
+from rnr_lens import failures, selectors, tasks
+from rnr_lens.audit import AuditResult, audit
+from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.generation import ContinuationScore, Generation
 from rnr_lens.interventions import Ablation
 from rnr_lens.lens import LensModel
+from rnr_lens.miner import SweepResult, mine
 from rnr_lens.models import DEFAULT_MODEL, KNOWN_MODELS, list_models, load_model, tiny_model
+from rnr_lens.probes import AblationProbe, Probe, RandomRoutes, RouteSearch, Sampling, parse_probe
 from rnr_lens.prompts import ChatPrompt
 from rnr_lens.routes import Route
 
 __all__ = [
-    "Ablation",
-    "ChatPrompt",
-    "ContinuationScore",
-    "DEFAULT_MODEL",
-    "Generation",
-    "KNOWN_MODELS",
-    "LensModel",
-    "Route",
-    "RnrLensError",
-    "list_models",
-    "load_model",
-    "tiny_model",
+    "Ablation", "AblationProbe", "AuditResult", "ChatPrompt", "ContinuationScore", "DEFAULT_MODEL", "DeploymentConfig",
+    "Generation", "KNOWN_MODELS", "LensModel", "Probe", "RandomRoutes", "RnrLensError", "Route", "RouteSearch",
+    "Sampling", "SweepResult", "audit", "failures", "list_models", "load_model", "mine", "parse_probe", "selectors",
+    "tasks", "tiny_model", "viz", "widgets",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("viz", "widgets"):
+        import importlib
+
+        return importlib.import_module(f"rnr_lens.{name}")
+    raise AttributeError(f"module 'rnr_lens' has no attribute {name!r}")
