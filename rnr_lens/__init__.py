@@ -8,6 +8,7 @@ from typing import Any
 
 from rnr_lens import failures, selectors, tasks
 from rnr_lens.audit import AuditResult, audit
+from rnr_lens.compare import Comparison, compare
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.generation import ContinuationScore, Generation
@@ -20,7 +21,7 @@ from rnr_lens.prompts import ChatPrompt
 from rnr_lens.routes import Route
 
 __all__ = [
-    "Ablation", "AblationProbe", "AuditResult", "ChatPrompt", "ContinuationScore", "DEFAULT_MODEL", "DeploymentConfig",
+    "Ablation", "AblationProbe", "AuditResult", "Comparison", "compare", "ChatPrompt", "ContinuationScore", "DEFAULT_MODEL", "DeploymentConfig",
     "Generation", "KNOWN_MODELS", "LensModel", "Probe", "RandomRoutes", "RnrLensError", "Route", "RouteSearch",
     "Sampling", "SweepResult", "audit", "failures", "list_models", "load_model", "mine", "parse_probe", "selectors",
     "tasks", "tiny_model", "viz", "widgets",

@@ -238,6 +238,32 @@ def cmd_mine(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("compare")
+def cmd_compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rnr_lens.audit import AuditResult
+    from rnr_lens.compare import compare
+    from rnr_lens.store import RunStore
+
+    if not Path(args.store).is_file():
+        raise RnrLensError(f"run store {args.store} does not exist")
+    store = RunStore(args.store)
+    result = compare(AuditResult.load(store, args.a), AuditResult.load(store, args.b), seed=args.seed)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+        return 0
+    print(f"b = {result.b.id} ({result.b.info['model']})  against  a = {result.a.id} ({result.a.info['model']})")
+    rows = [{"probe": r["probe"], "realized a": r["realized_a"], "realized b": r["realized_b"], "delta realized": _est(r["delta_realized"].as_dict()),
+             "reachable a": r["reachable_a"], "reachable b": r["reachable_b"], "delta reachable": _est(r["delta_reachable"].as_dict())}
+            for r in result.deltas.to_dict("records")]
+    print_table(rows)
+    for probe in result.a.probes:
+        print(f"\ntransitions under {probe} (rows: a, columns: b)")
+        print(result.transition_counts(probe).to_string())
+    return 0
+
+
 def _add_task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default="add-small", help="built-in task name or path to a .jsonl/.json/.csv file")
     p.add_argument("--n", type=int, help="size of a built-in task")
@@ -291,6 +317,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-m", type=int, default=3)
     p.add_argument("--break-bound", type=float, default=0.2)
     p.add_argument("--batch-size", type=int)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("compare", help="matched comparison of two audits: delta realized, delta reachable, transitions")
+    p.add_argument("store")
+    p.add_argument("--a", required=True, help="the earlier audit (id or prefix)")
+    p.add_argument("--b", required=True, help="the later audit (id or prefix)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("check-format", help="share of outputs from which an answer can be extracted")

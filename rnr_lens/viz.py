@@ -22,6 +22,7 @@ from rnr_lens.routes import Route
 
 if TYPE_CHECKING:
     from rnr_lens.audit import AuditResult
+    from rnr_lens.compare import Comparison
     from rnr_lens.miner import SweepResult
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -189,6 +190,27 @@ def route_diagram(routes: Sequence[Route | str], labels: Sequence[str] | None = 
                                colorbar=dict(title="visits - 1", tickvals=[-1, 0, 1], ticktext=["skipped", "kept", "repeated"])))
     fig.update_layout(template=PAPER, title="Routes: skipped and repeated blocks", xaxis_title="block",
                       height=max(250, 28 * len(parsed) + 120), yaxis=dict(autorange="reversed"))
+    return fig
+
+
+def comparison(result: "Comparison", probe: str | None = None) -> go.Figure:
+    """Left: delta realized and delta reachable per probe (b - a, paired 95% intervals).
+    Right: the transition counts between realized / reachable only / unreachable for one probe."""
+    from rnr_lens.compare import STATES
+
+    probe = probe or result.a.probes[0]
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], subplot_titles=["change, b - a", f"transitions ({probe.split(',')[0]})"])
+    labels = [p.split(",")[0] for p in result.deltas.probe]
+    for i, (key, name) in enumerate((("delta_realized", "delta realized"), ("delta_reachable", "delta reachable"))):
+        est = result.deltas[key]
+        fig.add_bar(x=labels, y=[e.value for e in est], name=name, marker_color=OKABE_ITO[i], row=1, col=1,
+                    error_y=dict(type="data", symmetric=False, array=[e.high - e.value for e in est],
+                                 arrayminus=[e.value - e.low for e in est], thickness=1.2, width=3))
+    counts = result.transition_counts(probe)
+    fig.add_heatmap(z=counts.values, x=[f"b: {s}" for s in STATES], y=[f"a: {s}" for s in STATES], colorscale="Blues",
+                    text=counts.values, texttemplate="%{text}", showscale=False, row=1, col=2)
+    fig.update_yaxes(autorange="reversed", row=1, col=2)
+    fig.update_layout(template=PAPER, barmode="group", title=f"{result.b.info['model']} against {result.a.info['model']}")
     return fig
 
 
