@@ -16,7 +16,6 @@ store, not held in memory), against the same process's resident memory before th
 from __future__ import annotations
 
 import argparse
-import resource
 import subprocess
 import sys
 import tempfile

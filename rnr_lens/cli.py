@@ -82,9 +82,10 @@ def _load_config(args: argparse.Namespace, answer_type: str):  # noqa: ANN202
     return DeploymentConfig.load(args.config) if args.config else DeploymentConfig.default_for(answer_type)
 
 
-def _summary_rows(result) -> list[dict]:  # noqa: ANN001
+def _summary_rows(records: list[dict]) -> list[dict]:
+    """Table rows from :meth:`AuditResult.summary_records`."""
     rows = []
-    for rec in result.summary_records():
+    for rec in records:
         row = {"probe": rec["probe"], "k": rec.get("budget"), "n": rec.get("questions")}
         for key in ("realized", "reachable"):
             if key in rec:
@@ -124,7 +125,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                           "summary": result.summary_records()}, indent=2))
     else:
         print(f"audit {result.id}  model {model.name}  task {task.name} ({len(task)} questions)  config {config.hash()}  seed {args.seed}")
-        print_table(_summary_rows(result))
+        print_table(_summary_rows(result.summary_records()))
         print(f"store: {out}   (rnr-lens show {out})")
     return 0
 
@@ -150,9 +151,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     if not records:
         print(f"{args.store} holds no audits")
-    for rec, info in zip(records, store.audits()):
+    for rec in records:
         print(f"\naudit {rec['id']}  model {rec['model']}  task {rec['task']} ({rec['questions']} q)  config {rec['config_hash']}  seed {rec['seed']}  [{rec['status']}]")
-        print_table(_summary_rows(AuditResult.load(store, info["id"])))
+        print_table(_summary_rows(rec["summary"]))
     return 0
 
 

@@ -222,14 +222,6 @@ class LensModel:
         """An empty KV cache with one slot per position of the current route."""
         return adapters.RouteCache(len(self.route), config=adapters.hf_config(self.bridge))
 
-    def logits(self, prompts: Sequence[PromptLike], **intervention: Any) -> list[Float[torch.Tensor, "seq vocab"]]:
-        """Per-prompt logits (padding removed) under an optional route/ablations."""
-        seqs = [self.encode(p) for p in prompts]
-        ids, mask = self.pad(seqs)
-        with self.intervene(**intervention), torch.no_grad():
-            out = self.forward_tokens(ids, mask)
-        return [out[i, out.shape[1] - len(s):] for i, s in enumerate(seqs)]
-
     # -- interventions ------------------------------------------------------------------
     @contextlib.contextmanager
     def intervene(

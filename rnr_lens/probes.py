@@ -27,7 +27,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterator, Sequence
 
-import numpy as np
 
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError

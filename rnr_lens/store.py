@@ -13,7 +13,7 @@ import json
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -229,6 +229,3 @@ def try_from_row(row: dict[str, Any]) -> Try:
     values["correct"] = bool(values["correct"])
     return Try(**values)
 
-
-def try_as_dict(t: Try) -> dict[str, Any]:
-    return asdict(t)
