@@ -23,6 +23,7 @@ from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.lens import LensModel
 from rnr_lens.probes import Default, Probe, ProbeContext, parse_probe
+from rnr_lens.shards import Shard
 from rnr_lens.stats import Estimate, bootstrap, pass_at_k
 from rnr_lens.store import DEFAULT_PROBE, RunStore, try_from_row
 from rnr_lens.tasks.core import Task
@@ -53,6 +54,7 @@ def audit(
     progress: bool = True,
     label: str | None = None,
     resume: bool = True,
+    shard: "str | Shard | None" = None,
 ) -> "AuditResult":
     """Audit ``model`` on ``task``: the realized answer and each probe's tries per question.
 
@@ -67,6 +69,8 @@ def audit(
         progress: Show a tqdm progress bar.
         label: A free-text label stored with the audit.
         resume: Continue an unfinished audit with the same id (False: refuse to).
+        shard: Run only shard ``"i/n"`` of the questions (see :mod:`rnr_lens.shards`); the
+            shards' stores merge into the whole audit with :func:`rnr_lens.shards.merge`.
 
     Example:
         >>> result = audit(model, tasks.get("add-small", n=10), ["sampling:k=4,t=0.7"])  # doctest: +SKIP
@@ -83,23 +87,26 @@ def audit(
     existing = [a for a in rs.audits() if a["id"] == aid]
     if existing and existing[0]["status"] != "complete" and not resume:
         raise RnrLensError(f"audit {aid} already exists in {rs.path} unfinished; pass --resume to continue it")
+    part = Shard.parse(shard) if shard is not None else None
+    selected = [(i, q) for i, q in enumerate(task.questions) if part is None or part.contains(q.id)]
     rs.create_audit(
         {"id": aid, "model": model.name, "model_fingerprint": fingerprint, "task": task.name, "task_fingerprint": task.fingerprint(),
          "answer_type": task.answer_type, "config_hash": config.hash(), "config_json": config.to_json(), "probes": names,
          "seed": seed, "n_questions": len(task), "label": label},
-        [(q.id, q.prompt, q.answer) for q in task],
+        [(i, q.id, q.prompt, q.answer) for i, q in selected],
     )
+    questions = [q for _, q in selected]
     ctx = ProbeContext(model, config, task.answer_type, seed=seed, batch_size=batch_size)
     units = []
     for probe in [Default(), *probe_objs]:
         size = max(1, ROWS_PER_UNIT // probe.rows_per_question)
-        units.extend((probe, list(task.questions[i:i + size])) for i in range(0, len(task), size))
+        units.extend((probe, questions[i:i + size]) for i in range(0, len(questions), size))
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=sum(len(c) * max(1, p.budget if p.budget > 0 else model.n_layers) for p, c in units),
-                   desc=f"audit {model.name} on {task.name}", unit="try")
+                   desc=f"audit {model.name} on {task.name}" + (f" [shard {part}]" if part else ""), unit="try")
     try:
         for probe, chunk in units:
             done = rs.done_keys(aid, probe.name)
@@ -114,7 +121,10 @@ def audit(
                 rs.add_tries(aid, tries)
                 if bar is not None:
                     bar.update(len(tries))
-        rs.set_status(aid, "complete")
+        if part is None:
+            rs.set_status(aid, "complete")
+        else:
+            rs.mark_shard_done(aid, str(part), len(questions))
     finally:
         if bar is not None:
             bar.close()

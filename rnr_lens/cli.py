@@ -265,6 +265,54 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("train")
+def cmd_train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rnr_lens import tasks
+    from rnr_lens.models import load_model
+    from rnr_lens.train import TrainConfig, train
+
+    config = TrainConfig(
+        steps=args.steps, prompts_per_step=args.prompts_per_step, group_size=args.group_size, temperature=args.temperature,
+        lr=args.lr, minibatches=args.minibatches, layers=args.layers, components=args.components,
+        save_every=args.save_every, seed=args.seed,
+    )
+    if args.task in tasks.BUILTINS:
+        task = tasks.get(args.task, split="train", n=args.n if args.n is not None else "all", seed=args.task_seed)
+    else:
+        task = _load_task(args)
+    deployment = _load_config(args, task.answer_type)
+    out = Path(args.out)
+    if not out.parent.exists():
+        raise RnrLensError(f"folder {out.parent} does not exist; create it or choose another --out path")
+    model = load_model(args.model)
+    base = model.name
+    result = train(model, task, config, deployment, out=out, resume=not args.no_resume, progress=not args.json, batch_size=args.batch_size)
+    from rnr_lens.viz import reward_curve, save
+
+    curve = save(reward_curve(result.history), out / "reward_curve.html")
+    head, tail = result.history[: min(5, len(result.history))], result.history[-min(5, len(result.history)):]
+    summary = {
+        "checkpoint": str(result.checkpoint), "model": result.model.name, "base_model": base, "task": task.name,
+        "steps": len(result.history), "resumed_from": result.resumed_from, "config_hash": deployment.hash(),
+        "first_steps_accuracy": sum(r["accuracy"] for r in head) / len(head),
+        "last_steps_accuracy": sum(r["accuracy"] for r in tail) / len(tail),
+        "reward_curve": str(curve), "history": str(out / "history.jsonl"),
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print(f"trained {base} for {summary['steps']} steps on {task.name} ({len(task)} questions); checkpoint: {result.checkpoint}")
+    print(f"training rollouts correct: first {len(head)} steps {summary['first_steps_accuracy']:.2f}, last {len(tail)} steps {summary['last_steps_accuracy']:.2f}")
+    print(f"reward curve: {curve}")
+    print("audit both under matched conditions, then compare:")
+    print(f"  rnr-lens audit --model {args.model} --task {args.task} --probe sampling:k=8,t=0.7 --out pair.db")
+    print(f"  rnr-lens audit --model {result.checkpoint} --task {args.task} --probe sampling:k=8,t=0.7 --out pair.db")
+    print("  rnr-lens compare pair.db --a <first audit id> --b <second audit id>")
+    return 0
+
+
 def _add_task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default="add-small", help="built-in task name or path to a .jsonl/.json/.csv file")
     p.add_argument("--n", type=int, help="size of a built-in task")
@@ -325,6 +373,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--a", required=True, help="the earlier audit (id or prefix)")
     p.add_argument("--b", required=True, help="the later audit (id or prefix)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("train", help="RL fine-tune with verifiable rewards (DAPO) on a task's training split")
+    p.add_argument("--model", default="smollm2-135m-instruct", help="known name, HF id, local folder or .gguf file")
+    _add_task_args(p)
+    p.add_argument("--steps", type=int, default=40, help="policy-update steps")
+    p.add_argument("--out", required=True, help="run folder: checkpoints (final/ loads with load_model), history.jsonl, reward_curve.html")
+    p.add_argument("--layers", help="blocks to train, e.g. 20-29 (default: all)")
+    p.add_argument("--components", default="block", choices=["block", "mlp", "attn"], help="what to train inside those blocks")
+    p.add_argument("--group-size", type=int, default=8, help="answers sampled per prompt")
+    p.add_argument("--prompts-per-step", type=int, default=8, help="groups kept per step after dynamic sampling")
+    p.add_argument("--temperature", type=float, default=1.0, help="rollout temperature")
+    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--minibatches", type=int, default=2, help="policy updates per step")
+    p.add_argument("--save-every", type=int, default=10, help="steps between resumable checkpoints")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-resume", action="store_true", help="refuse to continue a run already in --out")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("check-format", help="share of outputs from which an answer can be extracted")

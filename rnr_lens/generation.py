@@ -216,8 +216,9 @@ def _generate_batch(
         if greedy:
             chosen = logprobs.argmax(-1)
         else:
-            probs = _top_p_filter(torch.softmax(logits.float() / temperature, dim=-1), top_p)
-            chosen = torch.stack([torch.multinomial(probs[b], 1, generator=generators[row])[0] for b, row in enumerate(active)])  # type: ignore[index]
+            # sampled on the CPU with per-sample CPU generators: the same draws on any device
+            probs = _top_p_filter(torch.softmax(logits.float() / temperature, dim=-1), top_p).cpu()
+            chosen = torch.stack([torch.multinomial(probs[b], 1, generator=generators[row])[0] for b, row in enumerate(active)]).to(logits.device)  # type: ignore[index]
         picked_lp = logprobs.gather(-1, chosen[:, None])[:, 0]
         entropy = -(logprobs.exp() * logprobs).sum(-1)
         keep: list[int] = []

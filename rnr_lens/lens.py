@@ -95,10 +95,11 @@ class LensModel:
             digest.update(flat[:: max(1, flat.numel() // 4096)].float().cpu().numpy().tobytes())
         return digest.hexdigest()[:16]
 
-    def save_pretrained(self, folder: str | Path) -> Path:
+    def save_pretrained(self, folder: str | Path, extra_files: dict[str, bytes] | None = None) -> Path:
         """Save weights (safetensors), config and tokenizer so ``load_model(folder)`` reloads them.
 
-        The folder appears only once complete (written beside it, then renamed).
+        The folder appears only once complete (written beside it, then renamed), together with
+        any ``extra_files`` (name -> contents), such as a trainer's state.
         """
         folder = Path(folder)
         if folder.exists() and any(folder.iterdir()):
@@ -108,6 +109,8 @@ class LensModel:
         try:
             self.bridge.original_model.save_pretrained(staging, state_dict=adapters.hf_state_dict(self.bridge), safe_serialization=True)
             self.tokenizer.save_pretrained(staging)
+            for name, data in (extra_files or {}).items():
+                (staging / name).write_bytes(data)
             if folder.exists():
                 folder.rmdir()
             os.replace(staging, folder)

@@ -37,6 +37,7 @@ from rnr_lens.failures import FailureSet
 from rnr_lens.interventions import COMPONENTS, KINDS, Ablation
 from rnr_lens.lens import LensModel
 from rnr_lens.routes import Route
+from rnr_lens.shards import Shard
 from rnr_lens.stats import wilson
 from rnr_lens.store import RunStore
 from rnr_lens.tasks.core import Question
@@ -99,11 +100,15 @@ def screen_logprob(
     return out
 
 
-def _evaluate(model: LensModel, failure_set: FailureSet, ablation: Ablation | None, batch_size: int | None) -> list[dict[str, Any]]:
-    """Greedy default-deployment answers on every failure and control question."""
+def _evaluate(
+    model: LensModel, failure_set: FailureSet, ablation: Ablation | None, batch_size: int | None, shard: Shard | None = None
+) -> list[dict[str, Any]]:
+    """Greedy default-deployment answers on every failure and control question (of ``shard``)."""
     config = failure_set.config
     groups = [("discovery", failure_set.discovery), ("heldout", failure_set.heldout), ("control", failure_set.control)]
-    questions = [(g, q) for g, task in groups for q in task]
+    questions = [(g, q) for g, task in groups for q in task if shard is None or shard.contains(q.id)]
+    if not questions:
+        return []
     gens = model.generate([config.prompt(q) for _, q in questions], max_new_tokens=config.max_new_tokens, stop=config.stop,
                           ablations=[ablation] if ablation else (), batch_size=batch_size)
     rows = []
@@ -126,6 +131,7 @@ def mine(
     store: RunStore | None = None,
     batch_size: int | None = None,
     progress: bool = True,
+    shard: "str | Shard | None" = None,
 ) -> SweepResult:
     """Sweep single-block ablations over a failure set and name the bottleneck.
 
@@ -141,6 +147,11 @@ def mine(
         store: Run store for resumable evaluations (keyed by the audit and failure set).
         batch_size: Rows per forward.
         progress: Show a tqdm progress bar.
+        shard: Generate only for shard ``"i/n"`` of the questions (the screen, which does not
+            generate, always covers the whole discovery set, so every shard confirms the same
+            candidates). A shard's table covers its own questions; once the shards' stores are
+            merged (:func:`rnr_lens.shards.merge`), ``mine`` on the merged store assembles the
+            whole sweep from them without generating again.
 
     Example:
         >>> sweep = mine(model, failure_set, strategy="screen+confirm")  # doctest: +SKIP
@@ -185,11 +196,15 @@ def mine(
 
         bar = tqdm(total=len(chosen) + 1, desc=f"mine {failure_set.name} ({strategy})", unit="ablation")
 
+    part = Shard.parse(shard) if shard is not None else None
+
     def evaluated(ablation: Ablation | None) -> list[dict[str, Any]]:
-        key = f"{prefix}/{ablation or 'clean'}"
+        key = f"{prefix}/{ablation or 'clean'}" + (f"/shard {part}" if part else "")
         cached = store.get_artifact(failure_set.audit_id, "sweep_eval", key) if store is not None else None
+        if cached is None and part is None and store is not None:
+            cached = _from_shards(store, failure_set, key)
         if cached is None:
-            cached = _evaluate(model, failure_set, ablation, batch_size)
+            cached = _evaluate(model, failure_set, ablation, batch_size, part)
             if store is not None:
                 store.put_artifact(failure_set.audit_id, "sweep_eval", key, cached, overwrite=True)
         if bar is not None:
@@ -198,7 +213,8 @@ def mine(
 
     try:
         # the audit's own default outputs are the "before" answers (same model, config, greedy)
-        wanted = [q.id for task in (failure_set.discovery, failure_set.heldout, failure_set.control) for q in task]
+        wanted = [q.id for task in (failure_set.discovery, failure_set.heldout, failure_set.control) for q in task
+                  if part is None or part.contains(q.id)]
         if all(i in failure_set.before for i in wanted):
             before = {i: failure_set.before[i] for i in wanted}
             if bar is not None:
@@ -236,6 +252,22 @@ def mine(
                 "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck["layer"], bottleneck["component"], bottleneck["kind"])),
             }
     return SweepResult(table, pd.DataFrame(details), bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds})
+
+
+def _from_shards(store: RunStore, failure_set: FailureSet, key: str) -> list[dict[str, Any]] | None:
+    """One candidate's evaluation assembled from merged shard evaluations, when some ``i/n``
+    split is complete; rows in the failure set's own order."""
+    found = store.artifacts(failure_set.audit_id, "sweep_eval", f"{key}/shard ")
+    by_count: dict[int, dict[int, list[dict[str, Any]]]] = {}
+    for name, body in found.items():
+        s = Shard.parse(name.rsplit("/shard ", 1)[1])
+        by_count.setdefault(s.count, {})[s.index] = body
+    for count, parts in sorted(by_count.items()):
+        if len(parts) == count:
+            rows = {r["question_id"]: r for body in parts.values() for r in body}
+            order = [q.id for task in (failure_set.discovery, failure_set.heldout, failure_set.control) for q in task]
+            return [rows[i] for i in order if i in rows]
+    return None
 
 
 def _rates(after: list[dict[str, Any]], before: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import base64
 import csv
 import hashlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -247,7 +248,34 @@ def _gguf_cache_key(path: Path) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _load_hf(source: str | Path, *, dtype: torch.dtype, device: str | None, trust_remote_code: bool, local: bool) -> tuple[Any, Any]:
+def _placement(device: str | None, device_map: "str | dict[str, Any] | None", n_devices: int | None) -> dict[str, Any]:
+    """``from_pretrained`` keywords that place the model: one device, or spread over GPUs."""
+    if n_devices is not None:
+        if n_devices < 1:
+            raise RnrLensError(f"n_devices must be at least 1, got {n_devices}")
+        if device_map is not None:
+            raise RnrLensError("give either device_map or n_devices, not both")
+        if not torch.cuda.is_available() or torch.cuda.device_count() < n_devices:
+            have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            raise RnrLensError(f"n_devices={n_devices} needs {n_devices} CUDA GPUs, this machine has {have}")
+        if n_devices == 1:
+            return {"device_map": {"": 0}}
+        total = {i: torch.cuda.get_device_properties(i).total_memory for i in range(n_devices)}
+        return {"device_map": "auto", "max_memory": {i: int(m * 0.9) for i, m in total.items()}}
+    if device_map is not None:
+        if device is not None:
+            raise RnrLensError("give either device or device_map, not both")
+        try:
+            import accelerate  # noqa: F401
+        except ImportError:
+            raise RnrLensError("device_map needs accelerate; pip install accelerate") from None
+        return {"device_map": device_map}
+    return {}
+
+
+def _load_hf(
+    source: str | Path, *, dtype: torch.dtype, device: str | None, trust_remote_code: bool, local: bool, placement: dict[str, Any] | None = None
+) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
@@ -259,7 +287,7 @@ def _load_hf(source: str | Path, *, dtype: torch.dtype, device: str | None, trus
             )
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True, **kwargs, **(placement or {}))
     except RnrLensError:
         raise
     except Exception as exc:
@@ -272,7 +300,7 @@ def _load_hf(source: str | Path, *, dtype: torch.dtype, device: str | None, trus
             f"could not load {source!r} from the Hugging Face hub ({type(exc).__name__}: {first}); check the id and your network, or pass a local folder, a .gguf file, or one of: {', '.join(KNOWN_MODELS)}"
         ) from exc
     model.eval()
-    if device is not None:
+    if device is not None and not placement:
         model.to(device)
     return model, tokenizer
 
@@ -301,12 +329,25 @@ def _wrap(model: Any, tokenizer: Any, name: str) -> Any:
     return bridge
 
 
+def _checkpoint_name(folder: Path) -> str | None:
+    """The display name an rnr_lens training checkpoint records (e.g. ``smollm2-135m-instruct+dapo40``)."""
+    info = folder / "rnr_lens_checkpoint.json"
+    if not info.exists():
+        return None
+    try:
+        return str(json.loads(info.read_text())["name"])
+    except (ValueError, KeyError):
+        return None
+
+
 def load_model(
     spec: "str | os.PathLike[str] | Any" = DEFAULT_MODEL,
     *,
     dtype: torch.dtype | str = torch.float32,
     device: str | None = None,
     trust_remote_code: bool = False,
+    device_map: "str | dict[str, Any] | None" = None,
+    n_devices: int | None = None,
 ) -> "LensModel":
     """Load a model as a :class:`~rnr_lens.lens.LensModel`.
 
@@ -314,8 +355,12 @@ def load_model(
         spec: A known offline name (see :func:`list_models`), a local ``.gguf`` file, a local
             Hugging Face folder, a hub id, or a ``TransformerBridge``.
         dtype: Weight dtype (``torch.float32`` on CPU; ``"bfloat16"`` suits GPUs).
-        device: Where to put the model (default: where it loads, the CPU).
+        device: Where to put the model (default: where it loads, the CPU), e.g. ``"cuda"``.
         trust_remote_code: Allow a hub model's own Python code to run (off by default).
+        device_map: Hugging Face/accelerate placement (``"auto"`` spreads a large model over
+            every GPU); the model is then wrapped in TransformerLens as placed.
+        n_devices: Spread the model over the first ``n_devices`` GPUs (TransformerLens'
+            ``n_devices``; accelerate places whole blocks on each).
 
     Returns:
         The wrapped model.
@@ -332,6 +377,9 @@ def load_model(
             dtype = getattr(torch, dtype)
         except AttributeError:
             raise RnrLensError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16") from None
+    if device is not None and device.startswith("cuda") and not torch.cuda.is_available():
+        raise RnrLensError(f"device {device!r} asked for, but this machine has no CUDA GPU; leave out --device to run on the CPU")
+    placement = _placement(device, device_map, n_devices)
     if not isinstance(spec, (str, os.PathLike)):
         from transformer_lens.model_bridge import TransformerBridge
 
@@ -345,27 +393,31 @@ def load_model(
     path = Path(text).expanduser()
     if text in KNOWN_MODELS:
         folder = ensure_cached(text)
-        model, tok = _load_hf(folder, dtype=dtype, device=device, trust_remote_code=False, local=True)
+        model, tok = _load_hf(folder, dtype=dtype, device=device, trust_remote_code=False, local=True, placement=placement)
         name = text
     elif text.endswith(".gguf") or path.suffix == ".gguf":
         if not path.is_file():
             raise RnrLensError(f"GGUF file {path} does not exist; check the path")
         folder = _build_cache_entry(_gguf_cache_key(path), lambda staging: _convert_gguf(path, staging))
-        model, tok = _load_hf(folder, dtype=dtype, device=device, trust_remote_code=False, local=True)
+        model, tok = _load_hf(folder, dtype=dtype, device=device, trust_remote_code=False, local=True, placement=placement)
         name = path.stem
     elif path.exists():
         if not path.is_dir():
             raise RnrLensError(f"{path} is neither a Hugging Face model folder nor a .gguf file")
-        model, tok = _load_hf(path, dtype=dtype, device=device, trust_remote_code=trust_remote_code, local=True)
-        name = path.name
+        model, tok = _load_hf(path, dtype=dtype, device=device, trust_remote_code=trust_remote_code, local=True, placement=placement)
+        name = _checkpoint_name(path) or path.name
     elif text.count("/") == 1 and not text.startswith((".", "/", "~")):
-        model, tok = _load_hf(text, dtype=dtype, device=device, trust_remote_code=trust_remote_code, local=False)
+        model, tok = _load_hf(text, dtype=dtype, device=device, trust_remote_code=trust_remote_code, local=False, placement=placement)
         name = text
     else:
         raise RnrLensError(
             f"unknown model {text!r}: not a known name ({', '.join(KNOWN_MODELS)}), an existing folder or .gguf file, or a hub id like 'org/name'"
         )
-    return LensModel(_wrap(model, tok, name), name=name, tokenizer=tok)
+    lens = LensModel(_wrap(model, tok, name), name=name, tokenizer=tok)
+    if len({str(d) for d in (getattr(model, "hf_device_map", None) or {}).values()}) > 1:
+        # the weight-sharing twin has no accelerate hooks to move activations between devices
+        lens.fast_path = False
+    return lens
 
 
 # ---------------------------------------------------------------------------------------------

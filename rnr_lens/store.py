@@ -141,9 +141,12 @@ class RunStore:
         self.conn.execute("COMMIT")
 
     # -- audits ----------------------------------------------------------------------------
-    def create_audit(self, record: dict[str, Any], questions: Iterable[tuple[str, str, str]]) -> None:
-        """Register an audit and its questions (idempotent for the same id)."""
+    def create_audit(self, record: dict[str, Any], questions: Iterable[tuple[int, str, str, str]]) -> None:
+        """Register an audit and its ``(position, id, prompt, gold)`` questions (idempotent;
+        a shard adds its own questions to an audit another shard registered)."""
         with self.transaction() as c:
+            rows = [(record["id"], qid, position, prompt, gold) for position, qid, prompt, gold in questions]
+            c.executemany("INSERT OR IGNORE INTO questions VALUES (?,?,?,?,?)", rows)
             if c.execute("SELECT 1 FROM audits WHERE id=?", (record["id"],)).fetchone():
                 return
             c.execute(
@@ -152,10 +155,6 @@ class RunStore:
                 (record["id"], time.time(), record["model"], record["model_fingerprint"], record["task"], record["task_fingerprint"],
                  record["answer_type"], record["config_hash"], record["config_json"], json.dumps(record["probes"]),
                  record["seed"], record["n_questions"], record.get("label")),
-            )
-            c.executemany(
-                "INSERT INTO questions VALUES (?,?,?,?,?)",
-                [(record["id"], qid, i, prompt, gold) for i, (qid, prompt, gold) in enumerate(questions)],
             )
 
     def audit(self, audit_id: str) -> dict[str, Any]:
@@ -178,6 +177,111 @@ class RunStore:
 
     def set_status(self, audit_id: str, status: str) -> None:
         self.conn.execute("UPDATE audits SET status=? WHERE id=?", (status, audit_id))
+
+    def mark_shard_done(self, audit_id: str, shard: str, n_questions: int) -> str:
+        """Record that shard ``i/n`` of an audit finished; return the audit's new status."""
+        self.put_artifact(audit_id, "shard", shard, {"questions": n_questions}, overwrite=True)
+        return self.refresh_status(audit_id)
+
+    def refresh_status(self, audit_id: str) -> str:
+        """``complete`` once the whole audit or every shard of some ``i/n`` split has finished,
+        else ``partial (k/n shards)``."""
+        from rnr_lens.shards import covered
+
+        status = self.audit(audit_id)["status"]
+        if status == "complete":
+            return status
+        shards = [r[0] for r in self.conn.execute("SELECT name FROM artifacts WHERE audit_id=? AND kind='shard'", (audit_id,))]
+        if not shards:
+            return status
+        if covered(shards):
+            status = "complete"
+        else:
+            counts = sorted({int(s.split("/")[1]) for s in shards})
+            status = "partial (" + ", ".join(f"{sum(s.endswith(f'/{n}') for s in shards)}/{n}" for n in counts) + " shards)"
+        self.set_status(audit_id, status)
+        return status
+
+    # -- moving audits between stores (shards, merges, remote workers) ----------------------
+    def export_audit(self, audit_id: str) -> dict[str, Any]:
+        """Everything stored for one audit, as plain rows (what :meth:`absorb` takes)."""
+        info = self.audit(audit_id)
+
+        def rows(sql: str) -> list[tuple]:
+            return [tuple(r) for r in self.conn.execute(sql, (info["id"],)).fetchall()]
+
+        return {
+            "audit": info,
+            "questions": rows("SELECT question_id, position, prompt, gold FROM questions WHERE audit_id=?"),
+            "tries": rows(f"SELECT {', '.join(_TRY_COLUMNS)} FROM tries WHERE audit_id=?"),
+            "artifacts": rows("SELECT kind, name, body, created FROM artifacts WHERE audit_id=?"),
+        }
+
+    def absorb(self, payload: dict[str, Any], source: str = "the input") -> int:
+        """Add an exported audit to this store; return the number of new tries.
+
+        Rows already here are kept once. A row that disagrees with the one here (the same try
+        with another answer, the same question with another gold) or an audit of the same model,
+        task, probes and seed under another deployment config raises and adds nothing.
+        """
+        info = payload["audit"]
+        identity = (info["model_fingerprint"], info["task_fingerprint"], info["probes"], info["seed"])
+        for other in self.audits():
+            if (other["model_fingerprint"], other["task_fingerprint"], other["probes"], other["seed"]) == identity and other["config_hash"] != info["config_hash"]:
+                raise RnrLensError(
+                    f"{source} holds audit {info['id'][:12]} made under deployment config {info['config_hash']}, but the merged store has the "
+                    f"same model, task, probes and seed under config {other['config_hash']}; merge only results of one config (compare them with 'rnr-lens compare')"
+                )
+        with self.transaction() as c:
+            here = c.execute("SELECT status FROM audits WHERE id=?", (info["id"],)).fetchone()
+            if here is None:
+                c.execute(
+                    "INSERT INTO audits (id, created, model, model_fingerprint, task, task_fingerprint, answer_type, config_hash,"
+                    " config_json, probes_json, seed, n_questions, label, status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (info["id"], info["created"], info["model"], info["model_fingerprint"], info["task"], info["task_fingerprint"],
+                     info["answer_type"], info["config_hash"], info["config_json"], json.dumps(info["probes"]), info["seed"],
+                     info["n_questions"], info.get("label"), info["status"]),
+                )
+            elif info["status"] == "complete":
+                c.execute("UPDATE audits SET status='complete' WHERE id=?", (info["id"],))
+            existing_q = {r[0]: r[1:] for r in c.execute("SELECT question_id, prompt, gold FROM questions WHERE audit_id=?", (info["id"],))}
+            for qid, position, prompt, gold in payload["questions"]:
+                if qid in existing_q and existing_q[qid] != (prompt, gold):
+                    raise RnrLensError(f"{source} and the merged store disagree on question {qid} of audit {info['id'][:12]}; they are not shards of one audit")
+            c.executemany("INSERT OR IGNORE INTO questions VALUES (?,?,?,?,?)", [(info["id"], *q) for q in payload["questions"]])
+            key_cols = ("question_id", "probe", "try_index")
+            result_cols = ("text", "extracted", "correct", "n_tokens", "seed", "route", "ablation")
+            index = {c_: _TRY_COLUMNS.index(c_) for c_ in (*key_cols, *result_cols)}
+            existing_t = {
+                tuple(r[:3]): tuple(r[3:])
+                for r in c.execute(f"SELECT {', '.join(key_cols + result_cols)} FROM tries WHERE audit_id=?", (info["id"],))
+            }
+            new = []
+            for row in payload["tries"]:
+                key = tuple(row[index[k]] for k in key_cols)
+                values = tuple(row[index[k]] for k in result_cols)
+                if key in existing_t:
+                    if existing_t[key] != values:
+                        raise RnrLensError(
+                            f"{source} and the merged store disagree on try {key[2]} of {key[1]} for question {key[0]} (audit {info['id'][:12]}); "
+                            "they were not made by the same deterministic run"
+                        )
+                    continue
+                existing_t[key] = values
+                new.append((info["id"], *row))
+            c.executemany(f"INSERT INTO tries (audit_id, {', '.join(_TRY_COLUMNS)}) VALUES ({', '.join('?' * (len(_TRY_COLUMNS) + 1))})", new)
+            for kind, name, body, created in payload["artifacts"]:
+                row = c.execute("SELECT body FROM artifacts WHERE audit_id=? AND kind=? AND name=?", (info["id"], kind, name)).fetchone()
+                if row is None:
+                    c.execute("INSERT INTO artifacts VALUES (?,?,?,?,?)", (info["id"], kind, name, body, created))
+                elif row[0] != body and kind != "shard":
+                    raise RnrLensError(f"{source} and the merged store disagree on {kind} {name!r} of audit {info['id'][:12]}; merge only results of one run")
+        self.refresh_status(info["id"])
+        return len(new)
+
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log into the database file (before moving the file)."""
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     # -- tries -----------------------------------------------------------------------------
     def add_tries(self, audit_id: str, tries: Iterable[Try]) -> int:
@@ -217,6 +321,12 @@ class RunStore:
             self.conn.execute(f"{verb} INTO artifacts VALUES (?,?,?,?,?)", (audit_id, kind, name, json.dumps(body), time.time()))
         except sqlite3.IntegrityError:
             raise RnrLensError(f"{kind} {name!r} already exists for audit {audit_id[:12]}; frozen results are never recomputed silently") from None
+
+    def artifacts(self, audit_id: str, kind: str, prefix: str = "") -> dict[str, Any]:
+        """All artifacts of one kind whose name starts with ``prefix``, by name."""
+        rows = self.conn.execute("SELECT name, body FROM artifacts WHERE audit_id=? AND kind=? AND substr(name, 1, ?)=?",
+                                 (audit_id, kind, len(prefix), prefix)).fetchall()
+        return {name: json.loads(body) for name, body in rows}
 
     def get_artifact(self, audit_id: str, kind: str, name: str) -> Any | None:
         row = self.conn.execute("SELECT body FROM artifacts WHERE audit_id=? AND kind=? AND name=?", (audit_id, kind, name)).fetchone()

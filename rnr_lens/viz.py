@@ -214,6 +214,29 @@ def comparison(result: "Comparison", probe: str | None = None) -> go.Figure:
     return fig
 
 
+def reward_curve(history: Sequence[dict], window: int = 5) -> go.Figure:
+    """Training rollouts per step (:func:`rnr_lens.train.train`'s history): mean reward and
+    share correct, raw (thin) and as a trailing ``window``-step mean (thick); kept groups of
+    dynamic sampling on a second panel."""
+    if not history:
+        raise RnrLensError("the training history is empty; train for at least one step")
+    df = pd.DataFrame(list(history))
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.7, 0.3], vertical_spacing=0.08)
+    for col, name, colour in (("reward", "reward", OKABE_ITO[0]), ("accuracy", "share correct", OKABE_ITO[2])):
+        smooth = df[col].rolling(window, min_periods=1).mean()
+        fig.add_scatter(x=df["step"], y=df[col], mode="lines", line=dict(color=colour, width=1), opacity=0.35,
+                        name=name, legendgroup=col, showlegend=False, row=1, col=1)
+        fig.add_scatter(x=df["step"], y=smooth, mode="lines", line=dict(color=colour, width=2.5), name=f"{name} ({window}-step mean)",
+                        legendgroup=col, row=1, col=1)
+    fig.add_bar(x=df["step"], y=df["groups_kept"], name="groups kept", marker_color=OKABE_ITO[1], row=2, col=1)
+    fig.add_scatter(x=df["step"], y=df["groups_sampled"], mode="markers", name="groups sampled", marker=dict(color="#444", size=5), row=2, col=1)
+    fig.update_yaxes(title_text="training rollouts", row=1, col=1)
+    fig.update_yaxes(title_text="groups", row=2, col=1)
+    fig.update_xaxes(title_text="step", row=2, col=1)
+    fig.update_layout(template=PAPER, title="RL fine-tune (DAPO): reward curve", height=480)
+    return fig
+
+
 def save(fig: go.Figure, path: str | Path, *, width: int = 800, height: int | None = None, scale: float = 2.0) -> Path:
     """Write ``fig`` as PDF, SVG, PNG (kaleido + system Chromium) or standalone HTML, atomically."""
     path = Path(path)

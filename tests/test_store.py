@@ -13,8 +13,8 @@ def _record(aid="a1"):
 
 def test_round_trip_and_primary_key(tmp_path):
     store = RunStore(tmp_path / "r.db")
-    store.create_audit(_record(), [("q1", "p1", "1"), ("q2", "p2", "2")])
-    store.create_audit(_record(), [("q1", "p1", "1"), ("q2", "p2", "2")])  # idempotent
+    store.create_audit(_record(), [(0, "q1", "p1", "1"), (1, "q2", "p2", "2")])
+    store.create_audit(_record(), [(0, "q1", "p1", "1"), (1, "q2", "p2", "2")])  # idempotent
     assert len(store.audits()) == 1 and store.audits()[0]["probes"] == ["sampling:k=2"]
     store.add_tries("a1", [Try("q1", "default", 0, "1.", "1", True, 2)])
     with pytest.raises(sqlite3.IntegrityError):
@@ -26,7 +26,7 @@ def test_round_trip_and_primary_key(tmp_path):
 
 def test_failed_batch_commits_nothing(tmp_path):
     store = RunStore(tmp_path / "r.db")
-    store.create_audit(_record(), [("q1", "p1", "1")])
+    store.create_audit(_record(), [(0, "q1", "p1", "1")])
     with pytest.raises(sqlite3.IntegrityError):
         store.add_tries("a1", [Try("q1", "default", 0, "a", None, False, 1), Try("q1", "default", 0, "b", None, False, 1)])
     assert store.tries("a1").empty
@@ -51,7 +51,7 @@ def test_bad_store_paths(tmp_path):
 
 def test_audit_lookup_by_prefix(tmp_path):
     store = RunStore(tmp_path / "r.db")
-    store.create_audit(_record("abcdef"), [("q1", "p", "1")])
+    store.create_audit(_record("abcdef"), [(0, "q1", "p", "1")])
     assert store.audit("abc")["id"] == "abcdef"
     with pytest.raises(RnrLensError, match="no audit 'zzz'"):
         store.audit("zzz")

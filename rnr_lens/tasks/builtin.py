@@ -98,15 +98,18 @@ BUILTINS: dict[str, BuiltinTask] = {
 }
 
 
-def build(name: str, n: int | None = None, seed: int = 0, split: str = "test") -> Task:
-    """Build built-in task ``name`` with ``n`` questions of ``split`` ("test" or "train")."""
+def build(name: str, n: int | str | None = None, seed: int = 0, split: str = "test") -> Task:
+    """Build built-in task ``name`` with ``n`` questions (``"all"``: the whole split) of
+    ``split`` ("test" or "train")."""
     if name not in BUILTINS:
         raise RnrLensError(f"unknown built-in task {name!r}; choose one of {', '.join(BUILTINS)} or pass a file path")
     if split not in ("test", "train"):
         raise RnrLensError(f"split must be 'test' or 'train', not {split!r}")
     spec = BUILTINS[name]
     pool = [it for it in spec.items() if _in_train(name, it) == (split == "train")]
-    n = spec.default_n if n is None else n
+    n = spec.default_n if n is None else len(pool) if n == "all" else n
+    if not isinstance(n, int):
+        raise RnrLensError(f"n must be a number of questions or 'all', not {n!r}")
     if not 1 <= n <= len(pool):
         raise RnrLensError(f"task {name} has {len(pool)} {split} questions; ask for n between 1 and {len(pool)}")
     random.Random(seed).shuffle(pool)

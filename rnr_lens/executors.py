@@ -1,0 +1,199 @@
+"""Where the shards of an audit run: one after another in this process, or on a Ray cluster.
+
+:func:`run_audit` cuts an audit into ``shards`` deterministic shards (:mod:`rnr_lens.shards`).
+With ``executor="ray"`` each worker is a Ray actor that loads the model once (on a GPU when the
+cluster has one) and audits shard after shard into memory; the driver writes each finished
+shard into its run store as it arrives. A worker that dies is restarted and its shard run
+again; since the driver stores a shard only once it is whole, and keeps rows found twice once,
+no row is lost or duplicated. Rerunning the same command skips the shards already stored.
+
+    >>> run_audit("smollm2-135m-instruct", tasks.get("add-small"), ["sampling:k=8,t=0.7"],  # doctest: +SKIP
+    ...           store="run.db", shards=8, executor="ray", address="auto")
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from rnr_lens.audit import AuditResult, audit, audit_id
+from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.errors import RnrLensError
+from rnr_lens.probes import Probe, parse_probe
+from rnr_lens.shards import Shard
+from rnr_lens.store import RunStore
+from rnr_lens.tasks.core import Task
+
+EXECUTORS = ("local", "ray")
+CRASH_ONCE_ENV = "RNR_LENS_CRASH_ONCE"
+"""Fault injection for tests: a worker that finds this variable naming a file that does not
+exist yet creates the file and exits abruptly in its next shard (exactly once per cluster)."""
+
+
+class ShardWorker:
+    """One model instance that audits shards; a Ray actor under ``executor="ray"``."""
+
+    def __init__(self, model: str, load: dict[str, Any], threads: int | None = None, crash_once: str | None = None) -> None:
+        import torch
+
+        from rnr_lens.models import load_model
+
+        if threads:
+            torch.set_num_threads(threads)
+        self.model = load_model(model, **load)
+        self.crash_once = crash_once
+
+    def fingerprint(self) -> str:
+        return self.model.fingerprint()
+
+    def run(self, task: Task, probes: list[Probe], config: DeploymentConfig, seed: int, shard: str, batch_size: int | None) -> dict[str, Any]:
+        """Audit one shard into memory; return its rows (see :meth:`RunStore.export_audit`)."""
+        if self.crash_once and not Path(self.crash_once).exists():
+            Path(self.crash_once).write_text(shard)
+            os._exit(1)
+        store = RunStore(":memory:")
+        result = audit(self.model, task, probes, config, store=store, seed=seed, shard=shard, batch_size=batch_size, progress=False)
+        return store.export_audit(result.id)
+
+
+def run_audit(
+    model: str | Path,
+    task: Task,
+    probes: Sequence[Probe | str] = (),
+    config: DeploymentConfig | None = None,
+    *,
+    store: RunStore | str | Path,
+    seed: int = 0,
+    shards: int = 1,
+    executor: str = "local",
+    address: str | None = None,
+    num_cpus: int | None = None,
+    batch_size: int | None = None,
+    load: dict[str, Any] | None = None,
+    progress: bool = True,
+    max_retries: int = 3,
+) -> AuditResult:
+    """Audit ``model`` on ``task`` in ``shards`` shards on ``executor``.
+
+    Args:
+        model: What :func:`rnr_lens.load_model` takes (every worker loads its own copy).
+        task, probes, config, seed, batch_size: As for :func:`rnr_lens.audit`.
+        store: The driver's run store; finished shards are written to it as they arrive.
+        shards: How many shards to cut the questions into (more shards than workers keeps
+            every worker busy and makes resuming finer-grained).
+        executor: ``"local"`` (this process, shard after shard) or ``"ray"``.
+        address: Ray cluster address (``"auto"``: the running cluster); None starts a local one.
+        num_cpus: CPUs of a local Ray cluster (default: all).
+        load: Keyword arguments for ``load_model`` on each worker (``dtype``, ``device``,
+            ``device_map``); on GPU workers the default is ``device="cuda"``, ``dtype="bfloat16"``.
+        progress: Show a tqdm bar over shards.
+        max_retries: Restarts of a dead Ray worker (its shard runs again).
+
+    Returns:
+        The whole audit, read back from ``store``.
+    """
+    if executor not in EXECUTORS:
+        raise RnrLensError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    if shards < 1:
+        raise RnrLensError(f"shards must be at least 1, got {shards}")
+    if not isinstance(model, (str, os.PathLike)):
+        raise RnrLensError("run_audit needs the model as a name or path (each worker loads its own copy), not a loaded model")
+    config = config or DeploymentConfig.default_for(task.answer_type)
+    probe_objs = [p if isinstance(p, Probe) else parse_probe(p) for p in probes]
+    rs = store if isinstance(store, RunStore) else RunStore(store)
+    parts = [str(Shard(i, shards)) for i in range(shards)]
+    if executor == "local":
+        worker = ShardWorker(os.fspath(model), dict(load or {}))
+        aid = audit_id(worker.fingerprint(), task, config, probe_objs, seed)
+        for part in _bar(_pending(rs, aid, parts), progress, f"audit {Path(os.fspath(model)).name} on {task.name} ({shards} shards)"):
+            audit(worker.model, task, probe_objs, config, store=rs, seed=seed, shard=part, batch_size=batch_size, progress=False)
+        return AuditResult.load(rs, aid)
+    return _run_on_ray(os.fspath(model), task, probe_objs, config, rs, seed, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries)
+
+
+def _pending(rs: RunStore, aid: str, parts: list[str]) -> list[str]:
+    if not any(a["id"] == aid for a in rs.audits()):
+        return parts
+    done = set(rs.artifacts(aid, "shard"))
+    return [p for p in parts if p not in done]
+
+
+def _bar(items: list[str], progress: bool, desc: str):  # noqa: ANN202
+    if not progress:
+        return items
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=desc, unit="shard")
+
+
+def init_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
+    """Connect to a Ray cluster (``address``), or start a quiet local one; return ``ray``."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    try:
+        import ray
+    except ImportError:
+        raise RnrLensError("the Ray executor needs ray; install it with pip install 'rnr-lens[ray]'") from None
+    if not ray.is_initialized():
+        try:
+            if address:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            else:
+                ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, log_to_driver=False)
+        except ConnectionError as exc:
+            raise RnrLensError(f"cannot reach a Ray cluster at {address!r} ({exc}); start one with 'ray start --head' or leave out --address for a local one") from None
+    return ray
+
+
+def _run_on_ray(
+    model: str, task: Task, probes: list[Probe], config: DeploymentConfig, rs: RunStore, seed: int, parts: list[str],
+    address: str | None, num_cpus: int | None, batch_size: int | None, load: dict[str, Any], progress: bool, max_retries: int,
+) -> AuditResult:
+    ray = init_ray(address, num_cpus)
+    resources = ray.cluster_resources()
+    gpus, cpus = int(resources.get("GPU", 0)), int(resources.get("CPU", 1))
+    if gpus:
+        load = {"device": "cuda", "dtype": "bfloat16", **load}
+        n_workers, options = gpus, {"num_gpus": 1, "num_cpus": 1}
+        threads = None
+    else:
+        n_workers, options = max(1, cpus), {"num_cpus": 1}
+        threads = 1
+    n_workers = min(n_workers, len(parts))
+    actor = ray.remote(ShardWorker).options(max_restarts=max_retries, max_task_retries=max_retries, **options)
+    workers = [actor.remote(model, load, threads, os.environ.get(CRASH_ONCE_ENV)) for _ in range(n_workers)]
+    fingerprint = ray.get(workers[0].fingerprint.remote())
+    aid = audit_id(fingerprint, task, config, probes, seed)
+    pending = _pending(rs, aid, parts)
+    bar = _bar([], progress, f"audit {Path(model).name} on {task.name} ({len(parts)} shards, {n_workers} Ray workers)")
+    if progress:
+        bar.total = len(pending)
+        bar.refresh()
+    task_ref, probes_ref, config_ref = ray.put(task), ray.put(probes), ray.put(config)
+    queue = list(pending)
+    running: dict[Any, tuple[Any, str]] = {}
+    try:
+        for w in workers:
+            if queue:
+                part = queue.pop(0)
+                running[w.run.remote(task_ref, probes_ref, config_ref, seed, part, batch_size)] = (w, part)
+        while running:
+            ready, _ = ray.wait(list(running), num_returns=1)
+            worker, part = running.pop(ready[0])
+            try:
+                payload = ray.get(ready[0])
+            except Exception as exc:
+                raise RnrLensError(f"shard {part} failed on Ray after {max_retries} retries ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); rerun to resume") from None
+            rs.absorb(payload, source=f"Ray shard {part}")
+            if progress:
+                bar.update(1)
+            if queue:
+                nxt = queue.pop(0)
+                running[worker.run.remote(task_ref, probes_ref, config_ref, seed, nxt, batch_size)] = (worker, nxt)
+    finally:
+        if progress:
+            bar.close()
+        for w in workers:
+            ray.kill(w)
+    return AuditResult.load(rs, aid)
