@@ -84,11 +84,14 @@ def audit(
     rs = _open_store(store)
     fingerprint = model.fingerprint()
     aid = audit_id(fingerprint, task, config, probe_objs, seed)
-    existing = [a for a in rs.audits() if a["id"] == aid]
-    if existing and existing[0]["status"] != "complete" and not resume:
-        raise RnrLensError(f"audit {aid} already exists in {rs.path} unfinished; pass --resume to continue it")
     part = Shard.parse(shard) if shard is not None else None
     selected = [(i, q) for i, q in enumerate(task.questions) if part is None or part.contains(q.id)]
+    existing = [a for a in rs.audits() if a["id"] == aid]
+    if existing and existing[0]["status"] != "complete" and not resume:
+        # another shard finishing is no reason to refuse; this run's own unfinished rows are
+        started = {qid for qid, _ in rs.done_keys(aid, DEFAULT_PROBE)}
+        if part is None or (str(part) not in rs.artifacts(aid, "shard") and any(q.id in started for _, q in selected)):
+            raise RnrLensError(f"audit {aid} already exists in {rs.path} unfinished; pass --resume to continue it")
     rs.create_audit(
         {"id": aid, "model": model.name, "model_fingerprint": fingerprint, "task": task.name, "task_fingerprint": task.fingerprint(),
          "answer_type": task.answer_type, "config_hash": config.hash(), "config_json": config.to_json(), "probes": names,

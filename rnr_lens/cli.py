@@ -82,6 +82,16 @@ def _load_config(args: argparse.Namespace, answer_type: str):  # noqa: ANN202
     return DeploymentConfig.load(args.config) if args.config else DeploymentConfig.default_for(answer_type)
 
 
+def _load_kwargs(args: argparse.Namespace) -> dict:
+    """``load_model`` placement options from --device/--dtype/--device-map/--n-devices."""
+    load: dict = {}
+    for key in ("device", "dtype", "device_map", "n_devices"):
+        value = getattr(args, key, None)
+        if value is not None:
+            load[key] = value
+    return load
+
+
 def _summary_rows(records: list[dict]) -> list[dict]:
     """Table rows from :meth:`AuditResult.summary_records`."""
     rows = []
@@ -117,14 +127,30 @@ def cmd_audit(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if not out.parent.exists():
         raise RnrLensError(f"folder {out.parent} does not exist; create it or choose another --out path")
-    model = load_model(args.model)
-    result = audit(model, task, probes, config, store=out, seed=args.seed, batch_size=args.batch_size,
-                   progress=not args.json, resume=args.resume, label=args.label)
+    load = _load_kwargs(args)
+    if args.executor:
+        if args.shard:
+            raise RnrLensError("give either --shard (run one shard here) or --executor (run every shard), not both")
+        from rnr_lens.executors import run_audit
+
+        result = run_audit(args.model, task, probes, config, store=out, seed=args.seed, shards=args.shards or 1,
+                           executor=args.executor, address=args.address, num_cpus=args.num_cpus, batch_size=args.batch_size,
+                           load=load, progress=not args.json)
+        model_name = result.info["model"]
+    else:
+        if args.shard:
+            from rnr_lens.shards import Shard
+
+            Shard.parse(args.shard)
+        model = load_model(args.model, **load)
+        model_name = model.name
+        result = audit(model, task, probes, config, store=out, seed=args.seed, batch_size=args.batch_size,
+                       progress=not args.json, resume=args.resume, label=args.label, shard=args.shard)
     if args.json:
-        print(json.dumps({"audit": result.id, "store": str(out), "config_hash": result.info["config_hash"],
+        print(json.dumps({"audit": result.id, "store": str(out), "config_hash": result.info["config_hash"], "status": result.info["status"],
                           "summary": result.summary_records()}, indent=2))
     else:
-        print(f"audit {result.id}  model {model.name}  task {task.name} ({len(task)} questions)  config {config.hash()}  seed {args.seed}")
+        print(f"audit {result.id}  model {model_name}  task {task.name} ({len(task)} questions)  config {config.hash()}  seed {args.seed}  [{result.info['status']}]")
         print_table(_summary_rows(result.summary_records()))
         print(f"store: {out}   (rnr-lens show {out})")
     return 0
@@ -219,11 +245,16 @@ def cmd_mine(args: argparse.Namespace) -> int:
     ids = [i for i in (args.ids or "").split(",") if i]
     fs = failures.freeze(result, store, kind="ids" if ids else args.failure_set, probe=args.probe, ids=ids or None,
                          name=args.name, seed=args.seed)
-    model = load_model(args.model or result.info["model"])
+    if args.shard:
+        from rnr_lens.shards import Shard
+
+        Shard.parse(args.shard)
+    model = load_model(args.model or result.info["model"], **_load_kwargs(args))
     if model.fingerprint() != result.info["model_fingerprint"]:
         raise RnrLensError(f"model {model.name} is not the checkpoint audit {result.id[:12]} was made with; pass --model with that checkpoint")
     sweep = mine(model, fs, components=args.component or ["mlp"], kinds=args.kind or ["zero"], strategy=args.strategy,
-                 top_m=args.top_m, break_bound=args.break_bound, store=store, batch_size=args.batch_size, progress=not args.json)
+                 top_m=args.top_m, break_bound=args.break_bound, store=store, batch_size=args.batch_size, progress=not args.json,
+                 shard=args.shard)
     if args.json:
         print(json.dumps(sweep.to_json(), indent=2, default=str))
         return 0
@@ -236,6 +267,21 @@ def cmd_mine(args: argparse.Namespace) -> int:
     else:
         print(f"bottleneck: {b['component']}{b['layer']}:{b['kind']}  repair discovery {b['repair_discovery']:.2f}, "
               f"held-out {b['repair_heldout']:.2f}, break {b['break']:.2f}")
+    return 0
+
+
+@command("merge")
+def cmd_merge(args: argparse.Namespace) -> int:
+    from rnr_lens.shards import merge
+
+    store = merge(args.stores, args.out)
+    audits = store.audits()
+    if args.json:
+        print(json.dumps([{k: a[k] for k in ("id", "model", "task", "config_hash", "status", "n_questions")} for a in audits], indent=2))
+        return 0
+    print(f"merged {len(args.stores)} run stores into {args.out}")
+    print_table([{"audit": a["id"], "model": a["model"], "task": a["task"], "config": a["config_hash"], "status": a["status"],
+                  "tries": store.conn.execute("SELECT count(*) FROM tries WHERE audit_id=?", (a["id"],)).fetchone()[0]} for a in audits])
     return 0
 
 
@@ -324,6 +370,13 @@ def _add_task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, help="rows per forward (default: from free memory)")
 
 
+def _add_placement_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", help="where to run the model, e.g. cuda or cuda:1 (default: cpu)")
+    p.add_argument("--dtype", help="weight dtype: float32 (CPU default), bfloat16 (suits GPUs), float16")
+    p.add_argument("--device-map", help="Hugging Face placement over several GPUs, e.g. auto")
+    p.add_argument("--n-devices", type=int, help="spread the model over the first N GPUs")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rnr-lens", description="Realized versus reachable: audit a model question by question.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -339,6 +392,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue an unfinished audit with the same settings")
     p.add_argument("--label", help="free-text label stored with the audit")
+    p.add_argument("--shard", help="run only shard i/n of the questions (0-based, e.g. 0/4); merge the stores with rnr-lens merge")
+    p.add_argument("--executor", choices=["local", "ray"], help="run every shard: here one after another, or on Ray workers")
+    p.add_argument("--shards", type=int, help="number of shards for --executor (default 1)")
+    p.add_argument("--address", help="Ray cluster address (auto: the running cluster; default: start a local one)")
+    p.add_argument("--num-cpus", type=int, help="CPUs of a local Ray cluster (default: all)")
+    _add_placement_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("show", help="list every audit in a run store with its summary")
@@ -366,6 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-m", type=int, default=3)
     p.add_argument("--break-bound", type=float, default=0.2)
     p.add_argument("--batch-size", type=int)
+    p.add_argument("--shard", help="generate only for shard i/n of the questions; merge the stores, then mine the merged one")
+    _add_placement_args(p)
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("compare", help="matched comparison of two audits: delta realized, delta reachable, transitions")
@@ -390,6 +451,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-every", type=int, default=10, help="steps between resumable checkpoints")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-resume", action="store_true", help="refuse to continue a run already in --out")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("merge", help="merge run stores (e.g. shards of one audit) into a new one")
+    p.add_argument("stores", nargs="+", help="run stores to merge")
+    p.add_argument("--out", required=True, help="the new merged run store (must not exist)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("check-format", help="share of outputs from which an answer can be extracted")

@@ -1,0 +1,60 @@
+"""Executors: shards run here or on a local two-CPU Ray cluster give the single-process audit
+row for row, also when a Ray worker dies mid-shard."""
+
+import pytest
+
+import rnr_lens as R
+from rnr_lens import tasks
+from rnr_lens.audit import audit
+from rnr_lens.executors import CRASH_ONCE_ENV, run_audit
+from rnr_lens.store import RunStore
+from tests.test_shards import assert_same_tries
+
+PROBES = ["sampling:k=3,t=1.0", "routes:k=2,edit_rate=0.6"]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return R.tiny_model(n_layers=4, seed=0).save_pretrained(tmp_path_factory.mktemp("m") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def single(folder, tmp_path_factory):
+    return audit(R.load_model(folder), tasks.get("add-small", n=12), PROBES, store=tmp_path_factory.mktemp("s") / "one.db", progress=False, seed=5)
+
+
+def test_local_executor_equals_single_process_and_resumes(folder, single, tmp_path):
+    db = tmp_path / "local.db"
+    result = run_audit(folder, tasks.get("add-small", n=12), PROBES, store=db, seed=5, shards=3, progress=False)
+    assert result.id == single.id and result.info["status"] == "complete"
+    assert_same_tries(result.tries, single.tries)
+    again = run_audit(folder, tasks.get("add-small", n=12), PROBES, store=db, seed=5, shards=3, progress=False)
+    assert len(again.tries) == len(single.tries)
+
+
+def test_executor_rejects_bad_input(folder, tmp_path):
+    with pytest.raises(R.RnrLensError, match="unknown executor"):
+        run_audit(folder, tasks.get("add-small", n=2), store=tmp_path / "x.db", executor="dask")
+    with pytest.raises(R.RnrLensError, match="shards must be at least 1"):
+        run_audit(folder, tasks.get("add-small", n=2), store=tmp_path / "x.db", shards=0)
+    with pytest.raises(R.RnrLensError, match="name or path"):
+        run_audit(R.tiny_model(), tasks.get("add-small", n=2), store=tmp_path / "x.db")
+
+
+@pytest.mark.slow
+def test_ray_executor_survives_a_dying_worker(folder, single, tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    from rnr_lens.executors import init_ray
+
+    crash = tmp_path / "crashed-once"
+    monkeypatch.setenv(CRASH_ONCE_ENV, str(crash))
+    ray = init_ray(num_cpus=2)
+    try:
+        db = tmp_path / "ray.db"
+        result = run_audit(folder, tasks.get("add-small", n=12), PROBES, store=db, seed=5, shards=4, executor="ray", progress=False)
+        assert crash.exists(), "a worker should have died in its first shard"
+        assert result.id == single.id and result.info["status"] == "complete"
+        assert_same_tries(result.tries, single.tries)
+        assert RunStore(db).conn.execute("SELECT count(*) FROM tries").fetchone()[0] == len(single.tries)
+    finally:
+        ray.shutdown()
