@@ -1,4 +1,8 @@
-"""Engine throughput: batched greedy generation on SmolLM2 against plain Hugging Face generate.
+"""Engine throughput: batched greedy generation against plain Hugging Face generate.
+
+On SmolLM2-135M (default), or on a randomly initialised Llama-architecture model of realistic
+size (``--model llama-0.5b`` or ``llama-1.5b``, built from a config, no download), on the CPU
+or on a GPU when one is present (``--device auto``, bfloat16 there).
 
 Measures, in one run and on the same prompts and batch:
 
@@ -17,6 +21,7 @@ against a plain torch matmul measured in the same run. Also reports the cold and
 times of the offline model.
 
     python benchmarks/bench_engine.py [--batch 8] [--new-tokens 32] [--repeats 3] [--json out.json]
+    python benchmarks/bench_engine.py --model llama-1.5b --device cuda --batch 32 --new-tokens 128
 """
 
 from __future__ import annotations
@@ -33,7 +38,19 @@ import rnr_lens as R
 from rnr_lens.models import ensure_cached
 
 
-def timed_rounds(cases: dict, repeats: int) -> dict[str, list[float]]:
+# Llama-architecture shapes of public models at these sizes (Qwen2.5-0.5B/1.5B-like widths).
+RANDOM_LLAMAS = {
+    "llama-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2),
+    "llama-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2),
+}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed_rounds(cases: dict, repeats: int, device: torch.device = torch.device("cpu")) -> dict[str, list[float]]:
     """Wall times of each case over ``repeats`` rounds; every round runs all cases in turn, so
     drift in the machine's speed hits every case of a round alike."""
     for fn in cases.values():
@@ -41,20 +58,55 @@ def timed_rounds(cases: dict, repeats: int) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(repeats):
         for name, fn in cases.items():
+            _sync(device)
             start = time.perf_counter()
             fn()
+            _sync(device)
             times[name].append(time.perf_counter() - start)
     return times
 
 
-def matmul_flops(seconds: float = 2.0, size: int = 1024) -> float:
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def matmul_flops(seconds: float = 2.0, size: int = 1024, device: torch.device = torch.device("cpu"), dtype: torch.dtype = torch.float32) -> float:
+    if device.type == "cuda":
+        size = 8192
+    a, b = torch.randn(size, size, device=device, dtype=dtype), torch.randn(size, size, device=device, dtype=dtype)
     a @ b
+    _sync(device)
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         a @ b
         count += 1
+        if count % 16 == 0:
+            _sync(device)
+    _sync(device)
     return 2 * size**3 * count / (time.perf_counter() - start)
+
+
+def load_pair(name: str, device: torch.device, dtype: torch.dtype) -> tuple[R.LensModel, torch.nn.Module, float]:
+    """The rnr_lens model, a separate plain HF copy of the same weights, and the load time."""
+    start = time.perf_counter()
+    if name == "smollm2":
+        folder = ensure_cached("smollm2-135m-instruct")
+        model = R.load_model("smollm2-135m-instruct", dtype=dtype, device=str(device))
+        load_s = time.perf_counter() - start
+        reference = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
+        return model, reference, load_s
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from rnr_lens.models import _wrap
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_cached("smollm2-135m-instruct"))
+    config = LlamaConfig(vocab_size=151936, max_position_embeddings=4096, tie_word_embeddings=True, **RANDOM_LLAMAS[name])
+
+    def build() -> torch.nn.Module:
+        torch.manual_seed(0)
+        with torch.device(device):
+            return LlamaForCausalLM(config).to(dtype).eval()
+
+    hf = build()
+    model = R.LensModel(_wrap(hf, tokenizer, name), name=name, tokenizer=tokenizer)
+    load_s = time.perf_counter() - start
+    return model, build(), load_s
 
 
 def main() -> None:
@@ -62,17 +114,17 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--model", default="smollm2", choices=["smollm2", *RANDOM_LLAMAS])
+    parser.add_argument("--device", default="auto", help="auto (a GPU when present), cpu or cuda")
+    parser.add_argument("--dtype", help="default: bfloat16 on a GPU, float32 on the CPU")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
-    torch.set_num_threads(torch.get_num_threads())
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else "cpu" if args.device == "auto" else args.device)
+    dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if device.type == "cuda" else torch.float32)
 
-    start = time.perf_counter()
-    folder = ensure_cached("smollm2-135m-instruct")
-    model = R.load_model("smollm2-135m-instruct")
-    load_s = time.perf_counter() - start
-    reference = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    model, reference, load_s = load_pair(args.model, device, dtype)
 
-    prompts = [R.ChatPrompt(f"What is {a} + {b}?", assistant_prefix="The answer is ") for a, b in zip(range(1, 99, 7), range(3, 99, 5))][: args.batch]
+    prompts = [R.ChatPrompt(f"What is {(1 + 7 * i) % 97} + {(3 + 5 * i) % 89}?", assistant_prefix="The answer is ") for i in range(args.batch)]
     ids, mask = model.pad([model.encode(p) for p in prompts])
     n_tokens = args.batch * args.new_tokens
     n = model.n_layers
@@ -102,7 +154,7 @@ def main() -> None:
         "(a') bridge path, identity route": ours(fast=False),
         "(b') bridge path, same route": ours(fast=False, route=route),
     }
-    times = timed_rounds(cases, args.repeats)
+    times = timed_rounds(cases, args.repeats, device)
     base_name = "hf_generate (baseline)"
     results = {name: n_tokens / min(t) for name, t in times.items()}
     # ratio: median over rounds of (baseline time / case time) within the same round
@@ -112,22 +164,23 @@ def main() -> None:
     params = sum(p.numel() for p in reference.parameters())
     embed = reference.get_input_embeddings().weight.numel()
     flops_per_token = 2 * (params - embed + reference.lm_head.weight.numel() if reference.config.tie_word_embeddings else params - embed)
-    peak = matmul_flops()
+    peak = matmul_flops(device=device, dtype=dtype)
 
-    print(f"SmolLM2-135M, batch {args.batch}, {args.new_tokens} new tokens, best of {args.repeats}, {torch.get_num_threads()} threads")
-    print(f"load (cached safetensors -> bridge): {load_s:.2f} s")
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    print(f"{args.model} ({params / 1e9:.2f}B parameters, {dtype}), batch {args.batch}, {args.new_tokens} new tokens, best of {args.repeats}, {where}")
+    print(f"load (-> bridge): {load_s:.2f} s")
     print(f"{'case':36s} {'tok/s':>8s} {'ratio':>7s} {'GFLOP/s':>8s} {'of matmul':>9s}")
     for name, tps in results.items():
         achieved = tps * flops_per_token
         print(f"{name:36s} {tps:8.1f} {ratios[name]:7.2f} {achieved / 1e9:8.1f} {achieved / peak:9.1%}")
-    print(f"torch matmul 1024x1024: {peak / 1e9:.1f} GFLOP/s")
+    print(f"torch matmul ({dtype}): {peak / 1e9:.1f} GFLOP/s")
     worst = min(v for k, v in ratios.items() if k.startswith(("(a)", "(b)", "(c)")))
     print(f"lowest ratio of (a)-(c): {worst:.2f} (target >= 0.90): {'met' if worst >= 0.9 else 'NOT met'}")
     print(f"route cost per token relative to identity: {ratios['(a) identity route'] / ratios['(b) route: 2 skips + 2 repeats']:.2f} (target <= 1.10)")
     print("ratio = median over rounds of baseline time / case time in the same round; tok/s from each case's best round")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"tokens_per_s": results, "ratios": ratios,
+            json.dump({"model": args.model, "device": str(device), "dtype": str(dtype), "tokens_per_s": results, "ratios": ratios,
                        "matmul_flops": peak, "flops_per_token": flops_per_token, "load_s": load_s}, f, indent=2)
 
 

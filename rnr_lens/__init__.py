@@ -6,10 +6,11 @@ The public API is small; everything else lives in the module named after its con
 
 from typing import Any
 
-from rnr_lens import failures, selectors, tasks
+from rnr_lens import failures, selectors, shards, tasks
 from rnr_lens.audit import AuditResult, audit
 from rnr_lens.compare import Comparison, compare
 from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.executors import run_audit
 from rnr_lens.errors import RnrLensError
 from rnr_lens.generation import ContinuationScore, Generation
 from rnr_lens.interventions import Ablation
@@ -19,12 +20,13 @@ from rnr_lens.models import DEFAULT_MODEL, KNOWN_MODELS, list_models, load_model
 from rnr_lens.probes import AblationProbe, Probe, RandomRoutes, RouteSearch, Sampling, parse_probe
 from rnr_lens.prompts import ChatPrompt
 from rnr_lens.routes import Route
+from rnr_lens.train import TrainConfig, TrainResult, train
 
 __all__ = [
     "Ablation", "AblationProbe", "AuditResult", "Comparison", "compare", "ChatPrompt", "ContinuationScore", "DEFAULT_MODEL", "DeploymentConfig",
     "Generation", "KNOWN_MODELS", "LensModel", "Probe", "RandomRoutes", "RnrLensError", "Route", "RouteSearch",
-    "Sampling", "SweepResult", "audit", "failures", "list_models", "load_model", "mine", "parse_probe", "selectors",
-    "tasks", "tiny_model", "viz", "widgets",
+    "Sampling", "SweepResult", "TrainConfig", "TrainResult", "audit", "failures", "list_models", "load_model", "mine",
+    "parse_probe", "run_audit", "selectors", "shards", "tasks", "tiny_model", "train", "viz", "widgets",
 ]
 __version__ = "0.1.0"
 

@@ -33,12 +33,19 @@ class Comparison:
     transitions: pd.DataFrame  # probe, question_id, before, after
 
     def transition_counts(self, probe: str) -> pd.DataFrame:
-        """Counts of questions moving from each state (rows, audit a) to each state (columns, b)."""
+        """Counts of questions moving from each state (rows, audit a) to each state (columns, b).
+        ``probe`` may be a unique prefix of a probe name (``"sampling"``)."""
+        probe = self.a._probe_name(probe)
         t = self.transitions[self.transitions.probe == probe]
         return pd.crosstab(pd.Categorical(t.before, STATES), pd.Categorical(t.after, STATES), dropna=False,
                            rownames=["before"], colnames=["after"])
 
     def questions(self, probe: str, before: str, after: str) -> list[str]:
+        """The questions that moved from state ``before`` to ``after`` under ``probe``."""
+        for state in (before, after):
+            if state not in STATES:
+                raise RnrLensError(f"unknown state {state!r}; choose one of {', '.join(STATES)}")
+        probe = self.a._probe_name(probe)
         t = self.transitions
         return t[(t.probe == probe) & (t.before == before) & (t.after == after)].question_id.tolist()
 

@@ -34,6 +34,11 @@ def test_transitions_cover_every_question(pair):
         t = same.transition_counts(probe)
         assert (t.values.diagonal().sum()) == len(a.questions), "an audit compared with itself never moves"
     assert set(c.to_json()["transitions"][a.probes[0]]) >= {"newly reached", "lost reach"}
+    # a short probe name resolves to the full one; an unknown one is an error, never an empty table
+    assert c.transition_counts("sampling").equals(counts)
+    assert c.questions("sampling", "unreachable", "realized") == c.questions(a.probes[0], "unreachable", "realized")
+    with pytest.raises(R.RnrLensError, match="has no probe 'search'"):
+        c.transition_counts("search")
 
 
 def test_refuses_mismatched_audits(tiny, pair):

@@ -43,7 +43,6 @@ def test_executor_rejects_bad_input(folder, tmp_path):
 
 @pytest.mark.slow
 def test_ray_executor_survives_a_dying_worker(folder, single, tmp_path, monkeypatch):
-    pytest.importorskip("ray")
     from rnr_lens.executors import init_ray
 
     crash = tmp_path / "crashed-once"

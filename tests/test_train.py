@@ -5,18 +5,19 @@ first sample of the first rollout, so every group of step 1 holds a right answer
 ones, and a working policy update must make those answers more likely.
 """
 
+import importlib
 import json
 
 import pytest
 import torch
 
 import rnr_lens as R
-from rnr_lens import train as T
 from rnr_lens.cli import main
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.generation import generate
 from rnr_lens.tasks import Question, Task, get
 
+T = importlib.import_module("rnr_lens.train")  # the module (R.train is the function)
 CONFIG = DeploymentConfig.default_for("string").with_(max_new_tokens=6)
 TRAIN = T.TrainConfig(steps=2, prompts_per_step=4, group_size=4, lr=3e-3, minibatches=2, max_rounds=1, overlong_buffer=2, save_every=1)
 
