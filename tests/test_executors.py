@@ -5,7 +5,8 @@ import pytest
 
 import rnr_lens as R
 from rnr_lens import tasks
-from rnr_lens.audit import audit
+from rnr_lens.audit import AuditResult, audit
+from rnr_lens.cli import main
 from rnr_lens.executors import CRASH_ONCE_ENV, run_audit
 from rnr_lens.store import RunStore
 from tests.test_shards import assert_same_tries
@@ -55,5 +56,12 @@ def test_ray_executor_survives_a_dying_worker(folder, single, tmp_path, monkeypa
         assert result.id == single.id and result.info["status"] == "complete"
         assert_same_tries(result.tries, single.tries)
         assert RunStore(db).conn.execute("SELECT count(*) FROM tries").fetchone()[0] == len(single.tries)
+
+        # the command line reaches the same executor (on the cluster already running)
+        cli_db = tmp_path / "cli.db"
+        argv = ["audit", "--model", str(folder), "--task", "add-small", "--n", "12", "--seed", "5", "--executor", "ray",
+                "--shards", "2", "--out", str(cli_db), "--json", *[x for p in PROBES for x in ("--probe", p)]]
+        assert main(argv) == 0
+        assert_same_tries(AuditResult.load(RunStore(cli_db)).tries, single.tries)
     finally:
         ray.shutdown()

@@ -164,3 +164,20 @@ def test_smollm2_loads_offline_from_the_cache(smol):
     assert smol.n_layers == 30 and smol.bridge.cfg.d_model == 576
     assert models.is_cached("smollm2-135m-instruct")
     assert smol.chat_template and "<|im_start|>" in smol.chat_template
+
+
+def test_dtype_and_placement_pass_through(tmp_path):
+    folder = R.tiny_model(n_layers=2, seed=0).save_pretrained(tmp_path / "tiny")
+    half = R.load_model(folder, dtype="bfloat16", device="cpu")
+    assert {p.dtype for p in half.bridge.original_model.parameters()} == {torch.bfloat16}
+    out = half.generate([R.ChatPrompt("What is 1 + 1?")], max_new_tokens=3)
+    assert out[0].token_ids, "a bfloat16 model generates"
+    if not torch.cuda.is_available():
+        with pytest.raises(R.RnrLensError, match="no CUDA GPU"):
+            R.load_model(folder, device="cuda")
+        with pytest.raises(R.RnrLensError, match="needs 2 CUDA GPUs"):
+            R.load_model(folder, n_devices=2)
+    with pytest.raises(R.RnrLensError, match="either device or device_map"):
+        R.load_model(folder, device="cpu", device_map="auto")
+    with pytest.raises(R.RnrLensError, match="unknown dtype"):
+        R.load_model(folder, dtype="float12")

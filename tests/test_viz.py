@@ -68,3 +68,14 @@ def test_save_rejects_bad_paths(tmp_path):
         viz.save(fig, tmp_path / "x.bmp")
     with pytest.raises(R.RnrLensError, match="does not exist"):
         viz.save(fig, tmp_path / "missing" / "x.pdf")
+
+
+def test_reward_curve_shows_the_training_history():
+    history = [{"step": i + 1, "reward": -1 + 0.1 * i, "accuracy": 0.05 * i, "groups_kept": 8, "groups_sampled": 16 + 8 * (i % 2)}
+               for i in range(12)]
+    fig = viz.reward_curve(history, window=4)
+    smooth = [t for t in fig.data if t.name == "reward (4-step mean)"][0]
+    assert list(smooth.y)[-1] == pytest.approx(sum(h["reward"] for h in history[-4:]) / 4)
+    assert [t.name for t in fig.data if t.type == "bar"] == ["groups kept"]
+    with pytest.raises(R.RnrLensError, match="history is empty"):
+        viz.reward_curve([])
