@@ -7,7 +7,8 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
-SIZES = {"01_quickstart.ipynb": ("8", "4"), "02_bottleneck_mlp.ipynb": ("40", "8"), "03_routes_vs_search.ipynb": ("6", "3")}
+SIZES = {"01_quickstart.ipynb": ("8", "4"), "02_bottleneck_mlp.ipynb": ("40", "8"), "03_routes_vs_search.ipynb": ("6", "3"),
+         "04_trained_pair.ipynb": ("8", "2")}
 
 
 def test_notebooks_are_stored_without_outputs():
@@ -24,9 +25,12 @@ def test_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch):
     monkeypatch.setenv("RNR_NB_QUESTIONS", questions)
     monkeypatch.setenv("RNR_NB_K", k)
     monkeypatch.setenv("RNR_NB_OUT", str(tmp_path / "figures"))
+    monkeypatch.setenv("RNR_NB_STEPS", "2")
     nb = nbformat.read(path, as_version=4)
     NotebookClient(nb, timeout=1200, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
     if path.name.startswith("02"):
         assert (tmp_path / "figures" / "bottleneck_repair_break.pdf").read_bytes()[:4] == b"%PDF"
+    if path.name.startswith("04"):
+        assert (tmp_path / "figures" / "dapo" / "final" / "model.safetensors").stat().st_size > 100e6
