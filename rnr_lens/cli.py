@@ -128,6 +128,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if not out.parent.exists():
         raise RnrLensError(f"folder {out.parent} does not exist; create it or choose another --out path")
     load = _load_kwargs(args)
+    if args.shards is not None and not args.executor:
+        raise RnrLensError("--shards needs --executor local or --executor ray (to run one shard here, use --shard i/n)")
     if args.executor:
         if args.shard:
             raise RnrLensError("give either --shard (run one shard here) or --executor (run every shard), not both")

@@ -118,6 +118,9 @@ def test_cli_shard_and_merge(tmp_path, capsys):
     assert main([*base, "--shard", "2/2", "--out", str(tmp_path / "x.db")]) == 2
     assert "shard 2/2 does not exist" in capsys.readouterr().err
     assert main(["merge", str(tmp_path / "nope.db"), "--out", str(tmp_path / "m.db")]) == 2
+    capsys.readouterr()
+    assert main([*base, "--shards", "2", "--out", str(tmp_path / "y.db")]) == 2
+    assert "--shards needs --executor" in capsys.readouterr().err
 
 
 def test_sweep_shards_merge_into_the_whole_sweep(tiny, tmp_path, monkeypatch):
