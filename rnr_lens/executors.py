@@ -163,7 +163,15 @@ def _run_on_ray(
     n_workers = min(n_workers, len(parts))
     actor = ray.remote(ShardWorker).options(max_restarts=max_retries, max_task_retries=max_retries, **options)
     workers = [actor.remote(model, load, threads, os.environ.get(CRASH_ONCE_ENV)) for _ in range(n_workers)]
-    fingerprint = ray.get(workers[0].fingerprint.remote())
+    try:
+        fingerprint = ray.get(workers[0].fingerprint.remote())
+    except Exception as exc:  # the worker could not even load the model
+        for w in workers:
+            ray.kill(w)
+        lines = str(exc).strip().splitlines()
+        marker = "rnr_lens.errors.RnrLensError: "
+        detail = next((line.split(marker, 1)[1] for line in lines if marker in line), lines[-1] if lines else type(exc).__name__)
+        raise RnrLensError(f"Ray workers could not load {model!r}: {detail.strip()[:300]}") from None
     aid = audit_id(fingerprint, task, config, probes, seed)
     pending = _pending(rs, aid, parts)
     bar = _bar([], progress, f"audit {Path(model).name} on {task.name} ({len(parts)} shards, {n_workers} Ray workers)")

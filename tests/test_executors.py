@@ -63,5 +63,9 @@ def test_ray_executor_survives_a_dying_worker(folder, single, tmp_path, monkeypa
                 "--shards", "2", "--out", str(cli_db), "--json", *[x for p in PROBES for x in ("--probe", p)]]
         assert main(argv) == 0
         assert_same_tries(AuditResult.load(RunStore(cli_db)).tries, single.tries)
+
+        # a model the workers cannot load is one clear error, not a Ray traceback
+        with pytest.raises(R.RnrLensError, match="Ray workers could not load .*missing.*: unknown model"):
+            run_audit(tmp_path / "missing", tasks.get("add-small", n=2), store=tmp_path / "bad.db", executor="ray", progress=False, max_retries=0)
     finally:
         ray.shutdown()
