@@ -82,6 +82,17 @@ def _load_config(args: argparse.Namespace, answer_type: str):  # noqa: ANN202
     return DeploymentConfig.load(args.config) if args.config else DeploymentConfig.default_for(answer_type)
 
 
+def _existing_store(path: str, hint: str = ""):  # noqa: ANN202
+    """The run store at ``path``, which must exist (``hint`` says how to make one)."""
+    from pathlib import Path
+
+    from rnr_lens.store import RunStore
+
+    if not Path(path).is_file():
+        raise RnrLensError(f"run store {path} does not exist{hint}")
+    return RunStore(path)
+
+
 def _load_kwargs(args: argparse.Namespace) -> dict:
     """``load_model`` placement options from --device/--dtype/--device-map/--n-devices."""
     load: dict = {}
@@ -160,14 +171,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 @command("show")
 def cmd_show(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from rnr_lens.audit import AuditResult
-    from rnr_lens.store import RunStore
 
-    if not Path(args.store).is_file():
-        raise RnrLensError(f"run store {args.store} does not exist; create one with 'rnr-lens audit --out {args.store}'")
-    store = RunStore(args.store)
+    store = _existing_store(args.store, f"; create one with 'rnr-lens audit --out {args.store}'")
     records = []
     for info in store.audits():
         result = AuditResult.load(store, info["id"])
@@ -190,11 +196,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rnr_lens.audit import AuditResult
-    from rnr_lens.store import RunStore
 
-    if not Path(args.store).is_file():
-        raise RnrLensError(f"run store {args.store} does not exist")
-    result = AuditResult.load(RunStore(args.store), args.audit)
+    result = AuditResult.load(_existing_store(args.store), args.audit)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -232,17 +235,12 @@ def cmd_check_format(args: argparse.Namespace) -> int:
 
 @command("mine")
 def cmd_mine(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from rnr_lens import failures
     from rnr_lens.audit import AuditResult
     from rnr_lens.miner import mine
     from rnr_lens.models import load_model
-    from rnr_lens.store import RunStore
 
-    if not Path(args.store).is_file():
-        raise RnrLensError(f"run store {args.store} does not exist; run 'rnr-lens audit --out {args.store}' first")
-    store = RunStore(args.store)
+    store = _existing_store(args.store, f"; run 'rnr-lens audit --out {args.store}' first")
     result = AuditResult.load(store, args.audit)
     ids = [i for i in (args.ids or "").split(",") if i]
     fs = failures.freeze(result, store, kind="ids" if ids else args.failure_set, probe=args.probe, ids=ids or None,
@@ -289,15 +287,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 @command("compare")
 def cmd_compare(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from rnr_lens.audit import AuditResult
     from rnr_lens.compare import compare
-    from rnr_lens.store import RunStore
 
-    if not Path(args.store).is_file():
-        raise RnrLensError(f"run store {args.store} does not exist")
-    store = RunStore(args.store)
+    store = _existing_store(args.store)
     result = compare(AuditResult.load(store, args.a), AuditResult.load(store, args.b), seed=args.seed)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))

@@ -106,8 +106,16 @@ def run_audit(
     if executor == "local":
         worker = ShardWorker(os.fspath(model), dict(load or {}))
         aid = audit_id(worker.fingerprint(), task, config, probe_objs, seed)
-        for part in _bar(_pending(rs, aid, parts), progress, f"audit {Path(os.fspath(model)).name} on {task.name} ({shards} shards)"):
-            audit(worker.model, task, probe_objs, config, store=rs, seed=seed, shard=part, batch_size=batch_size, progress=False)
+        pending = _pending(rs, aid, parts)
+        bar = _bar(len(pending), progress, f"audit {Path(os.fspath(model)).name} on {task.name} ({shards} shards)")
+        try:
+            for part in pending:
+                audit(worker.model, task, probe_objs, config, store=rs, seed=seed, shard=part, batch_size=batch_size, progress=False)
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
         return AuditResult.load(rs, aid)
     return _run_on_ray(os.fspath(model), task, probe_objs, config, rs, seed, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries)
 
@@ -119,12 +127,13 @@ def _pending(rs: RunStore, aid: str, parts: list[str]) -> list[str]:
     return [p for p in parts if p not in done]
 
 
-def _bar(items: list[str], progress: bool, desc: str):  # noqa: ANN202
+def _bar(total: int, progress: bool, desc: str) -> Any:
+    """A tqdm bar over ``total`` shards, or None without ``progress``."""
     if not progress:
-        return items
+        return None
     from tqdm.auto import tqdm
 
-    return tqdm(items, desc=desc, unit="shard")
+    return tqdm(total=total, desc=desc, unit="shard")
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
@@ -174,18 +183,20 @@ def _run_on_ray(
         raise RnrLensError(f"Ray workers could not load {model!r}: {detail.strip()[:300]}") from None
     aid = audit_id(fingerprint, task, config, probes, seed)
     pending = _pending(rs, aid, parts)
-    bar = _bar([], progress, f"audit {Path(model).name} on {task.name} ({len(parts)} shards, {n_workers} Ray workers)")
-    if progress:
-        bar.total = len(pending)
-        bar.refresh()
+    bar = _bar(len(pending), progress, f"audit {Path(model).name} on {task.name} ({len(parts)} shards, {n_workers} Ray workers)")
     task_ref, probes_ref, config_ref = ray.put(task), ray.put(probes), ray.put(config)
     queue = list(pending)
     running: dict[Any, tuple[Any, str]] = {}
+
+    def submit(worker: Any) -> None:
+        """Give ``worker`` the next queued shard, if any."""
+        if queue:
+            part = queue.pop(0)
+            running[worker.run.remote(task_ref, probes_ref, config_ref, seed, part, batch_size)] = (worker, part)
+
     try:
         for w in workers:
-            if queue:
-                part = queue.pop(0)
-                running[w.run.remote(task_ref, probes_ref, config_ref, seed, part, batch_size)] = (w, part)
+            submit(w)
         while running:
             ready, _ = ray.wait(list(running), num_returns=1)
             worker, part = running.pop(ready[0])
@@ -194,13 +205,11 @@ def _run_on_ray(
             except Exception as exc:
                 raise RnrLensError(f"shard {part} failed on Ray after {max_retries} retries ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); rerun to resume") from None
             rs.absorb(payload, source=f"Ray shard {part}")
-            if progress:
+            if bar is not None:
                 bar.update(1)
-            if queue:
-                nxt = queue.pop(0)
-                running[worker.run.remote(task_ref, probes_ref, config_ref, seed, nxt, batch_size)] = (worker, nxt)
+            submit(worker)
     finally:
-        if progress:
+        if bar is not None:
             bar.close()
         for w in workers:
             ray.kill(w)

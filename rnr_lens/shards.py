@@ -26,7 +26,6 @@ from typing import Sequence
 
 from rnr_lens.errors import RnrLensError
 from rnr_lens.store import RunStore
-from rnr_lens.tasks.core import Question, Task
 
 
 @dataclass(frozen=True)
@@ -60,13 +59,6 @@ class Shard:
     def contains(self, question_id: str) -> bool:
         digest = hashlib.sha256(question_id.encode()).digest()
         return int.from_bytes(digest[:8], "big") % self.count == self.index
-
-    def questions(self, questions: Sequence[Question]) -> list[Question]:
-        return [q for q in questions if self.contains(q.id)]
-
-    def of(self, task: Task) -> Task:
-        """The shard's questions of ``task`` (in task order)."""
-        return task._derive(self.questions(task.questions), f"[shard {self}]")
 
 
 def covered(shards: Sequence[str]) -> bool:

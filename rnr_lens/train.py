@@ -193,14 +193,13 @@ def trainable_parameters(model: LensModel, layers: Sequence[int], components: st
     parent, attr = adapters.decoder_layers_owner(model.bridge, root=twin)
     blocks = getattr(parent, attr)
     sub = adapters.component_module_names(model.bridge)
-    prefix = {name: module for name, module in twin.named_modules()}
-    by_module = {id(m): n for n, m in prefix.items()}
+    names = {id(module): name for name, module in twin.named_modules()}
     out: dict[str, torch.nn.Parameter] = {}
     for layer in layers:
         module = blocks[layer]
         if components != "block":
             module = getattr(module, sub[components])
-        base = by_module[id(module)]
+        base = names[id(module)]
         for name, param in module.named_parameters():
             out[f"{base}.{name}"] = param
     return out
@@ -465,8 +464,9 @@ def _update(
 ) -> dict[str, float]:
     """``minibatches`` clipped policy updates on the kept groups."""
     n_mb = min(config.minibatches, len(groups))
-    chunks = [groups[i::n_mb] for i in range(n_mb)]
-    flat = [[(g.prompt, a, adv) for g in chunk for a, adv in zip(g.answers, group_advantages(torch.tensor([g.rewards]))[0].tolist())] for chunk in chunks]
+    advantages = group_advantages(torch.tensor([g.rewards for g in groups])).tolist()
+    chunks = [range(i, len(groups), n_mb) for i in range(n_mb)]
+    flat = [[(groups[j].prompt, answer, adv) for j in chunk for answer, adv in zip(groups[j].answers, advantages[j])] for chunk in chunks]
     olds: list[torch.Tensor] = []
     with torch.no_grad():
         for rows in flat:
