@@ -26,7 +26,7 @@ from rnr_lens.probes import Default, Probe, ProbeContext, parse_probe
 from rnr_lens.shards import Shard
 from rnr_lens.stats import Estimate, bootstrap, pass_at_k
 from rnr_lens.store import DEFAULT_PROBE, RunStore, try_from_row
-from rnr_lens.tasks.core import Task
+from rnr_lens.tasks.core import Question, Task
 
 ROWS_PER_UNIT = 64  # generation rows per commit unit of a probe (one full batch)
 
@@ -36,10 +36,63 @@ def audit_id(model_fingerprint: str, task: Task, config: DeploymentConfig, probe
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def _open_store(store: RunStore | str | Path | None) -> RunStore:
+MAX_SEED = 2**32 - 1
+
+
+def _open_store(store: RunStore | str | Path | None, mode: str = "create") -> RunStore:
     if isinstance(store, RunStore):
         return store
-    return RunStore(":memory:" if store is None else store)
+    return RunStore(":memory:" if store is None else store, mode=mode)
+
+
+def check_seed(seed: object) -> None:
+    """Refuse a seed that is not an integer in ``0..2**32-1`` (before any work is done)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise RnrLensError(f"seed must be an integer from 0 to {MAX_SEED}, got {seed!r}")
+
+
+def check_context(model: LensModel, config: DeploymentConfig, questions: Sequence[Question]) -> None:
+    """Refuse a question whose prompt plus ``max_new_tokens`` does not fit the model's context."""
+    limit = model.context_length
+    if limit is None:
+        return
+    for q in questions:
+        n = len(model.encode(config.prompt(q)))
+        if n + config.max_new_tokens > limit:
+            raise RnrLensError(
+                f"question {q.id}: its prompt is {n} tokens, plus max_new_tokens {config.max_new_tokens} that exceeds {model.name}'s context "
+                f"of {limit} positions; shorten or drop that question, or lower max_new_tokens"
+            )
+
+
+_IDENTITY_FIELDS = (
+    ("model", "model"), ("model_fingerprint", "model weights"), ("task", "task"), ("task_fingerprint", "task questions"),
+    ("n_questions", "number of questions"), ("config_hash", "deployment config"), ("probes", "probes"), ("seed", "seed"),
+)
+
+
+def resume_mismatch(store: RunStore, record: dict[str, Any]) -> str | None:
+    """Why no audit in ``store`` matches ``record`` (the settings of a ``--resume`` run), or
+    None when one does. Compares only the keys ``record`` holds, so it can run before the model
+    is loaded (without ``model_fingerprint``)."""
+    audits = store.audits()
+    if not audits:
+        return f"nothing to resume: {store.path} holds no audit; leave out --resume to start one"
+    diffs = []
+    for a in audits:
+        differ = [label for key, label in _IDENTITY_FIELDS if key in record and a[key] != record[key]]
+        if not differ:
+            return None
+        diffs.append((len(differ), a, differ))
+    _, closest, differ = min(diffs, key=lambda d: d[0])
+    what = "; ".join(
+        f"{label} {closest[key]!r} there, {record[key]!r} now" if key not in ("model_fingerprint", "task_fingerprint") else f"{label} differ"
+        for key, label in _IDENTITY_FIELDS if label in differ
+    )
+    return (
+        f"--resume found no audit with these settings in {store.path} ({len(audits)} there); the closest, {closest['id'][:12]}, differs in: {what}; "
+        "rerun with its settings to continue it, or leave out --resume to start a new audit"
+    )
 
 
 def audit(
@@ -55,6 +108,7 @@ def audit(
     label: str | None = None,
     resume: bool = True,
     shard: "str | Shard | None" = None,
+    require_existing: bool = False,
 ) -> "AuditResult":
     """Audit ``model`` on ``task``: the realized answer and each probe's tries per question.
 
@@ -69,6 +123,9 @@ def audit(
         progress: Show a tqdm progress bar.
         label: A free-text label stored with the audit.
         resume: Continue an unfinished audit with the same id (False: refuse to).
+        require_existing: Only continue an audit already in the store (the CLI's ``--resume``):
+            if the store holds none with these settings, raise naming what differs instead of
+            silently starting a second audit.
         shard: Run only shard ``"i/n"`` of the questions (see :mod:`rnr_lens.shards`); the
             shards' stores merge into the whole audit with :func:`rnr_lens.shards.merge`.
 
@@ -81,23 +138,28 @@ def audit(
     names = [p.name for p in probe_objs]
     if len(set(names)) != len(names):
         raise RnrLensError("the same probe is given twice; give each probe once")
+    check_seed(seed)
+    for probe in probe_objs:
+        probe.check(model.n_layers)
+    part = Shard.parse(shard) if shard is not None else None
+    selected = [(i, q) for i, q in enumerate(task.questions) if part is None or part.contains(q.id)]
+    check_context(model, config, [q for _, q in selected])
+    # everything above is checked before the store is touched: bad input leaves nothing behind
     rs = _open_store(store)
     fingerprint = model.fingerprint()
     aid = audit_id(fingerprint, task, config, probe_objs, seed)
-    part = Shard.parse(shard) if shard is not None else None
-    selected = [(i, q) for i, q in enumerate(task.questions) if part is None or part.contains(q.id)]
+    record = {"id": aid, "model": model.name, "model_fingerprint": fingerprint, "task": task.name, "task_fingerprint": task.fingerprint(),
+              "answer_type": task.answer_type, "config_hash": config.hash(), "config_json": config.to_json(), "probes": names,
+              "seed": seed, "n_questions": len(task), "label": label}
     existing = [a for a in rs.audits() if a["id"] == aid]
+    if require_existing and not existing:
+        raise RnrLensError(resume_mismatch(rs, record) or f"nothing to resume: {rs.path} holds no audit; leave out --resume to start one")
     if existing and existing[0]["status"] != "complete" and not resume:
         # another shard finishing is no reason to refuse; this run's own unfinished rows are
         started = {qid for qid, _ in rs.done_keys(aid, DEFAULT_PROBE)}
         if part is None or (str(part) not in rs.artifacts(aid, "shard") and any(q.id in started for _, q in selected)):
             raise RnrLensError(f"audit {aid} already exists in {rs.path} unfinished; pass --resume to continue it")
-    rs.create_audit(
-        {"id": aid, "model": model.name, "model_fingerprint": fingerprint, "task": task.name, "task_fingerprint": task.fingerprint(),
-         "answer_type": task.answer_type, "config_hash": config.hash(), "config_json": config.to_json(), "probes": names,
-         "seed": seed, "n_questions": len(task), "label": label},
-        [(i, q.id, q.prompt, q.answer) for i, q in selected],
-    )
+    rs.create_audit(record, [(i, q.id, q.prompt, q.answer) for i, q in selected])
     questions = [q for _, q in selected]
     ctx = ProbeContext(model, config, task.answer_type, seed=seed, batch_size=batch_size)
     units = []
@@ -157,7 +219,7 @@ class AuditResult:
 
     @classmethod
     def load(cls, store: RunStore | str | Path, audit_id: str | None = None) -> "AuditResult":
-        rs = _open_store(store)
+        rs = _open_store(store, mode="read")
         if audit_id is None:
             audits = rs.audits()
             if len(audits) != 1:
@@ -225,41 +287,92 @@ class AuditResult:
             rows.append({"k": k, "pass_at_k": est.value, "low": est.low, "high": est.high})
         return pd.DataFrame(rows)
 
+    def budget(self, probe: str) -> int:
+        """Tries per question the probe's spec asks for (an ablation over every block: the
+        most any question holds, since the spec does not name the model's depth)."""
+        probe = self._probe_name(probe)
+        if probe == DEFAULT_PROBE:
+            return 1
+        spec = parse_probe(probe).budget
+        if spec > 0:
+            return spec
+        counts = self.probe_tries(probe).groupby("question_id").size()
+        return int(counts.max()) if len(counts) else 0
+
+    def complete_mask(self, probe: str) -> pd.Series:
+        """Per question (aligned with :attr:`questions`): its realized answer and all of the
+        probe's tries are stored. Every question of a finished audit is complete; an
+        unfinished one (still running, or killed) is summarized over its complete questions."""
+        probe = self._probe_name(probe)
+        counts = self.probe_tries(probe).groupby("question_id").size()
+        have = self.questions["question_id"].map(counts).fillna(0).to_numpy()
+        budget = self.budget(probe)
+        return pd.Series((have >= max(budget, 1)) & self.questions["has_default"].to_numpy(), index=self.questions.index)
+
+    def progress(self) -> dict[str, tuple[int, int]]:
+        """``(stored, expected)`` tries per probe, the realized answers (``default``) first."""
+        n = len(self.questions)
+        out = {DEFAULT_PROBE: (int(self.questions["has_default"].sum()), n)}
+        for probe in self.probes:
+            out[probe] = (int(len(self.probe_tries(probe))), n * self.budget(probe))
+        return out
+
+    @property
+    def finished(self) -> bool:
+        return self.info["status"] == "complete"
+
     def summary(self) -> pd.DataFrame:
         """Per probe: realized accuracy, reachable ceiling and each selector's accuracy, with
-        95% bootstrap intervals over questions."""
-        realized = self.questions["realized"].to_numpy(float)
+        95% bootstrap intervals over questions.
+
+        An unfinished audit is summarized over the questions whose tries are all stored
+        (``questions`` says how many); a probe with none yet has empty estimates.
+        """
         rows = []
         for probe in self.probes:
-            reach = self.questions[f"reachable[{probe}]"].to_numpy(float)
+            mask = self.complete_mask(probe).to_numpy()
+            q = self.questions[mask]
+            realized = q["realized"].to_numpy(float)
+            reach = q[f"reachable[{probe}]"].to_numpy(float)
             row: dict[str, Any] = {
                 "probe": probe,
-                "budget": int(self.probe_tries(probe).groupby("question_id").size().max() or 0),
-                "questions": len(realized),
+                "budget": self.budget(probe),
+                "questions": len(q),
                 "realized": bootstrap(realized, seed=self.seed),
                 "reachable": bootstrap(reach, seed=self.seed),
                 "reachable_not_realized": int(((reach == 1) & (realized == 0)).sum()),
             }
             picks = self.selections(probe)
-            for s, group in picks.groupby("selector", sort=False):
-                row[f"select:{s}"] = bootstrap(group["correct"].to_numpy(float), seed=self.seed)
+            if len(picks):
+                picks = picks[picks["question_id"].isin(set(q["question_id"]))]
+            for s in list(sel.ANSWER_BLIND) + ["oracle"] + (["reward"] if probe.startswith("search") else []):
+                chosen = picks[picks["selector"] == s]["correct"] if len(picks) else pd.Series([], dtype=float)
+                row[f"select:{s}"] = bootstrap(chosen.to_numpy(float), seed=self.seed)
             rows.append(row)
         if not rows:
+            realized = self.questions.loc[self.questions["has_default"], "realized"].to_numpy(float)
             rows.append({"probe": "(none)", "budget": 1, "questions": len(realized), "realized": bootstrap(realized, seed=self.seed)})
         return pd.DataFrame(rows)
 
     def summary_records(self) -> list[dict[str, Any]]:
-        """The summary as plain JSON-ready dicts (estimates as value/low/high)."""
+        """The summary as plain JSON-ready dicts (estimates as value/low/high; an estimate
+        over no questions has ``null`` values)."""
         out = []
         for row in self.summary().to_dict("records"):
-            out.append({k: (v.as_dict() if isinstance(v, Estimate) else v) for k, v in row.items()
-                        if not (isinstance(v, float) and np.isnan(v))})
+            rec: dict[str, Any] = {}
+            for k, v in row.items():
+                if isinstance(v, Estimate):
+                    rec[k] = {key: (None if isinstance(x, float) and np.isnan(x) else x) for key, x in v.as_dict().items()}
+                elif not (isinstance(v, float) and np.isnan(v)):
+                    rec[k] = v
+            out.append(rec)
         return out
 
 
 def _question_table(questions: pd.DataFrame, tries: pd.DataFrame, probes: list[str]) -> pd.DataFrame:
     table = questions[["question_id", "prompt", "gold"]].copy()
     default = tries[tries["probe"] == DEFAULT_PROBE].set_index("question_id")
+    table["has_default"] = table["question_id"].isin(default.index)
     table["realized"] = table["question_id"].map(default["correct"]).fillna(False).astype(bool)
     table["default_text"] = table["question_id"].map(default["text"])
     table["default_extracted"] = table["question_id"].map(default["extracted"])

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from typing import Callable, Sequence
+from typing import Callable, NoReturn, Sequence
 
 from rnr_lens.errors import RnrLensError
 
@@ -82,15 +83,16 @@ def _load_config(args: argparse.Namespace, answer_type: str):  # noqa: ANN202
     return DeploymentConfig.load(args.config) if args.config else DeploymentConfig.default_for(answer_type)
 
 
-def _existing_store(path: str, hint: str = ""):  # noqa: ANN202
-    """The run store at ``path``, which must exist (``hint`` says how to make one)."""
+def _existing_store(path: str, hint: str = "", mode: str = "read"):  # noqa: ANN202
+    """The run store at ``path``, which must exist (``hint`` says how to make one); opened
+    read-only unless ``mode`` says otherwise, so a reader never modifies the file."""
     from pathlib import Path
 
     from rnr_lens.store import RunStore
 
     if not Path(path).is_file():
         raise RnrLensError(f"run store {path} does not exist{hint}")
-    return RunStore(path)
+    return RunStore(path, mode=mode)
 
 
 def _load_kwargs(args: argparse.Namespace) -> dict:
@@ -103,41 +105,73 @@ def _load_kwargs(args: argparse.Namespace) -> dict:
     return load
 
 
-def _summary_rows(records: list[dict]) -> list[dict]:
-    """Table rows from :meth:`AuditResult.summary_records`."""
-    rows = []
-    for rec in records:
-        row = {"probe": rec["probe"], "k": rec.get("budget"), "n": rec.get("questions")}
-        for key in ("realized", "reachable"):
-            if key in rec:
-                row[key] = _est(rec[key])
-        row["reach-not-real"] = rec.get("reachable_not_realized")
-        for key, value in rec.items():
-            if key.startswith("select:"):
-                row[key[7:]] = _est(value)
-        rows.append(row)
-    return rows
+def probe_labels(probes: Sequence[str]) -> dict[str, str]:
+    """Short table labels for full probe specs: the probe's kind, numbered where it repeats."""
+    kinds = [p.split(":", 1)[0] for p in probes]
+    labels = {}
+    for probe, kind in zip(probes, kinds):
+        labels[probe] = kind if kinds.count(kind) == 1 else f"{kind}-{sum(k == kind for k in kinds[: len(labels) + 1])}"
+    return labels
 
 
-def _est(e: dict) -> str:
+def _est(e: dict | None) -> str:
+    if not e or e.get("value") is None:
+        return "-"
     return f"{e['value']:.2f} [{e['low']:.2f},{e['high']:.2f}]"
+
+
+def print_audit(result, header: str) -> None:  # noqa: ANN001
+    """An audit as two tables that fit 100 columns (probes by short label, specs listed below)."""
+    records = result.summary_records()
+    labels = probe_labels([r["probe"] for r in records])
+    print(header)
+    if not result.finished:
+        done = result.progress()
+        stored, expected = sum(d for d, _ in done.values()), sum(e for _, e in done.values())
+        print(f"unfinished: {stored} of {expected} tries stored (still running, or stopped: rerun it with --resume)")
+        print("each row summarizes the n questions whose tries are all stored")
+    print()
+    print_table([{"probe": labels[r["probe"]], "k": r.get("budget"), "n": r.get("questions"), "realized": _est(r.get("realized")),
+                  "reachable": _est(r.get("reachable")), "reach-not-real": r.get("reachable_not_realized")} for r in records])
+    blind = [{"probe": labels[r["probe"]], **{k[7:]: _est(v) for k, v in r.items() if k.startswith("select:")}} for r in records]
+    if any(len(row) > 1 for row in blind):
+        print("\naccuracy of each selector's pick (oracle: any try correct; the others never see the gold answer)")
+        print_table(blind)
+    if any(labels[r["probe"]] != r["probe"] for r in records):
+        print("\nprobes:")
+        for probe, label in labels.items():
+            print(f"  {label:<10} {probe}")
 
 
 @command("audit")
 def cmd_audit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rnr_lens.audit import audit
+    from rnr_lens.audit import audit, check_seed, resume_mismatch
     from rnr_lens.models import load_model
     from rnr_lens.probes import parse_probe
+    from rnr_lens.store import RunStore
 
     # validate everything cheap before loading a model or touching the store
     probes = [parse_probe(p) for p in args.probe]
+    if len({p.name for p in probes}) != len(probes):
+        raise RnrLensError("the same probe is given twice; give each --probe once")
+    check_seed(args.seed)
     task = _load_task(args)
     config = _load_config(args, task.answer_type)
     out = Path(args.out)
     if not out.parent.exists():
         raise RnrLensError(f"folder {out.parent} does not exist; create it or choose another --out path")
+    if args.resume:
+        if not out.is_file():
+            raise RnrLensError(f"nothing to resume: {out} does not exist; leave out --resume to start an audit")
+        settings = {"task": task.name, "task_fingerprint": task.fingerprint(), "n_questions": len(task), "config_hash": config.hash(),
+                    "probes": [p.name for p in probes], "seed": args.seed}
+        mismatch = resume_mismatch(RunStore(out, mode="read"), settings)
+        if mismatch:
+            raise RnrLensError(mismatch)
+    elif out.exists():
+        RunStore(out, mode="read").close()  # refuses a file that is not a run store, untouched
     load = _load_kwargs(args)
     if args.shards is not None and not args.executor:
         raise RnrLensError("--shards needs --executor local or --executor ray (to run one shard here, use --shard i/n)")
@@ -158,14 +192,18 @@ def cmd_audit(args: argparse.Namespace) -> int:
         model = load_model(args.model, **load)
         model_name = model.name
         result = audit(model, task, probes, config, store=out, seed=args.seed, batch_size=args.batch_size,
-                       progress=not args.json, resume=args.resume, label=args.label, shard=args.shard)
+                       progress=not args.json, resume=args.resume, label=args.label, shard=args.shard, require_existing=args.resume)
     if args.json:
         print(json.dumps({"audit": result.id, "store": str(out), "config_hash": result.info["config_hash"], "status": result.info["status"],
                           "summary": result.summary_records()}, indent=2))
     else:
-        print(f"audit {result.id}  model {model_name}  task {task.name} ({len(task)} questions)  config {config.hash()}  seed {args.seed}  [{result.info['status']}]")
-        print_table(_summary_rows(result.summary_records()))
-        print(f"store: {out}   (rnr-lens show {out})")
+        print_audit(result, f"audit {result.id}  [{result.info['status']}]\nmodel {model_name}  task {task.name} ({len(task)} questions)  config {config.hash()}  seed {args.seed}")
+        print("\nnext:")
+        for what, cmd in [("every audit in this store, with its summary", f"rnr-lens show {out}"),
+                          ("locate the bottleneck MLP on the reachable-not-realized questions", f"rnr-lens mine {out}"),
+                          ("the per-try and per-question tables", f"rnr-lens export {out} --format csv"),
+                          ("explore the audit question by question in JupyterLab", "jupyter lab notebooks/01_quickstart.ipynb")]:
+            print(f"  # {what}\n  {cmd}")
     return 0
 
 
@@ -174,20 +212,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     from rnr_lens.audit import AuditResult
 
     store = _existing_store(args.store, f"; create one with 'rnr-lens audit --out {args.store}'")
-    records = []
-    for info in store.audits():
-        result = AuditResult.load(store, info["id"])
-        records.append({"id": info["id"], "model": info["model"], "task": info["task"], "questions": info["n_questions"],
-                        "config_hash": info["config_hash"], "seed": info["seed"], "status": info["status"],
-                        "summary": result.summary_records()})
+    results = [AuditResult.load(store, info["id"]) for info in store.audits()]
     if args.json:
-        print(json.dumps(records, indent=2))
+        print(json.dumps([{"id": r.id, "model": r.info["model"], "task": r.info["task"], "questions": r.info["n_questions"],
+                           "config_hash": r.info["config_hash"], "config": r.config.to_dict(), "seed": r.info["seed"], "status": r.info["status"],
+                           "progress": {p: {"stored": d, "expected": e} for p, (d, e) in r.progress().items()},
+                           "summary": r.summary_records()} for r in results], indent=2))
         return 0
-    if not records:
+    if not results:
         print(f"{args.store} holds no audits")
-    for rec in records:
-        print(f"\naudit {rec['id']}  model {rec['model']}  task {rec['task']} ({rec['questions']} q)  config {rec['config_hash']}  seed {rec['seed']}  [{rec['status']}]")
-        print_table(_summary_rows(rec["summary"]))
+    for r in results:
+        i = r.info
+        print()
+        print_audit(r, f"audit {r.id}  [{i['status']}]\nmodel {i['model']}  task {i['task']} ({i['n_questions']} questions)  config {i['config_hash']}  seed {i['seed']}")
     return 0
 
 
@@ -197,9 +234,17 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from rnr_lens.audit import AuditResult
 
-    result = AuditResult.load(_existing_store(args.store), args.audit)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise RnrLensError(f"--out {out} is a file; export writes two files into a folder, so give a folder path")
+    result = AuditResult.load(_existing_store(args.store), args.audit)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".rnr_lens_write_test.{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise RnrLensError(f"cannot write into --out {out} ({exc.strerror or exc}); choose a folder you can write to") from None
     written = []
     for name, frame in (("tries", result.tries), ("questions", result.questions)):
         path = out / f"{result.id}-{name}.{args.format}"
@@ -240,7 +285,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
     from rnr_lens.miner import mine
     from rnr_lens.models import load_model
 
-    store = _existing_store(args.store, f"; run 'rnr-lens audit --out {args.store}' first")
+    store = _existing_store(args.store, f"; run 'rnr-lens audit --out {args.store}' first", mode="write")
     result = AuditResult.load(store, args.audit)
     ids = [i for i in (args.ids or "").split(",") if i]
     fs = failures.freeze(result, store, kind="ids" if ids else args.failure_set, probe=args.probe, ids=ids or None,
@@ -281,7 +326,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         return 0
     print(f"merged {len(args.stores)} run stores into {args.out}")
     print_table([{"audit": a["id"], "model": a["model"], "task": a["task"], "config": a["config_hash"], "status": a["status"],
-                  "tries": store.conn.execute("SELECT count(*) FROM tries WHERE audit_id=?", (a["id"],)).fetchone()[0]} for a in audits])
+                  "tries": sum(store.count_tries(a["id"]).values())} for a in audits])
     return 0
 
 
@@ -356,24 +401,59 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _add_task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default="add-small", help="built-in task name or path to a .jsonl/.json/.csv file")
-    p.add_argument("--n", type=int, help="size of a built-in task")
-    p.add_argument("--task-seed", type=int, default=0, help="seed of a built-in task's question draw")
+    p.add_argument("--n", type=positive_int, help="size of a built-in task")
+    p.add_argument("--task-seed", type=seed_int, default=0, help="seed of a built-in task's question draw")
     p.add_argument("--task-format", help="force a file format: gsm8k, svamp, arc, jsonl, csv")
     p.add_argument("--field", action="append", help="field mapping for generic files, e.g. --field answer=label")
-    p.add_argument("--limit", type=int, help="only the first N questions (a quick look)")
+    p.add_argument("--limit", type=positive_int, help="only the first N questions (a quick look)")
     p.add_argument("--config", help="deployment config file (.json or .yaml)")
-    p.add_argument("--batch-size", type=int, help="rows per forward (default: from free memory)")
+    p.add_argument("--batch-size", type=positive_int, help="rows per forward (default: from free memory)")
 
 
 def _add_placement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="where to run the model, e.g. cuda or cuda:1 (default: cpu)")
     p.add_argument("--dtype", help="weight dtype: float32 (CPU default), bfloat16 (suits GPUs), float16")
     p.add_argument("--device-map", help="Hugging Face placement over several GPUs, e.g. auto")
-    p.add_argument("--n-devices", type=int, help="spread the model over the first N GPUs")
+    p.add_argument("--n-devices", type=positive_int, help="spread the model over the first N GPUs")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def seed_int(text: str) -> int:
+    """An argparse type: a seed from 0 to 2**32-1."""
+    from rnr_lens.audit import MAX_SEED
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"a seed is from 0 to {MAX_SEED}, got {value}")
+    return value
+
+
+class _UsageError(Exception):
+    """A command line argparse refused (printed as one ``error:`` line, exit 2)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a refused argument is one line naming the fix, not a usage dump."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        raise _UsageError(f"{self.prog}: {message}; see '{self.prog} --help'")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rnr-lens", description="Realized versus reachable: audit a model question by question.")
+    parser = Parser(prog="rnr-lens", description="Realized versus reachable: audit a model question by question.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("models", help="list the known offline models and whether each is cached")
@@ -384,14 +464,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_task_args(p)
     p.add_argument("--probe", action="append", default=[], help="e.g. sampling:k=8,t=0.7  routes:k=8  search:k=8  ablation:component=mlp")
     p.add_argument("--out", default="run.db", help="SQLite run store (created if missing)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--resume", action="store_true", help="continue an unfinished audit with the same settings")
     p.add_argument("--label", help="free-text label stored with the audit")
     p.add_argument("--shard", help="run only shard i/n of the questions (0-based, e.g. 0/4); merge the stores with rnr-lens merge")
     p.add_argument("--executor", choices=["local", "ray"], help="run every shard: here one after another, or on Ray workers")
-    p.add_argument("--shards", type=int, help="number of shards for --executor (default 1)")
+    p.add_argument("--shards", type=positive_int, help="number of shards for --executor (default 1)")
     p.add_argument("--address", help="Ray cluster address (auto: the running cluster; default: start a local one)")
-    p.add_argument("--num-cpus", type=int, help="CPUs of a local Ray cluster (default: all)")
+    p.add_argument("--num-cpus", type=positive_int, help="CPUs of a local Ray cluster (default: all)")
     _add_placement_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -412,14 +492,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--probe", help="probe for reachable-not-realized (may be left out when the audit has one)")
     p.add_argument("--ids", help="explicit comma-separated question ids instead")
     p.add_argument("--name", default="main", help="name of the frozen failure set")
-    p.add_argument("--seed", type=int, default=0, help="seeds the discovery/held-out split")
+    p.add_argument("--seed", type=seed_int, default=0, help="seeds the discovery/held-out split")
     p.add_argument("--model", help="the audited model (default: the audit's model name)")
     p.add_argument("--component", action="append", choices=["mlp", "attn", "block"])
     p.add_argument("--kind", action="append", choices=["zero", "mean", "resample"])
     p.add_argument("--strategy", default="screen+confirm", choices=["screen+confirm", "exhaustive"])
-    p.add_argument("--top-m", type=int, default=3)
+    p.add_argument("--top-m", type=positive_int, default=3)
     p.add_argument("--break-bound", type=float, default=0.2)
-    p.add_argument("--batch-size", type=int)
+    p.add_argument("--batch-size", type=positive_int)
     p.add_argument("--shard", help="generate only for shard i/n of the questions; merge the stores, then mine the merged one")
     _add_placement_args(p)
     p.add_argument("--json", action="store_true")
@@ -428,23 +508,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("--a", required=True, help="the earlier audit (id or prefix)")
     p.add_argument("--b", required=True, help="the later audit (id or prefix)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--seed", type=seed_int, default=0, help="bootstrap seed")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("train", help="RL fine-tune with verifiable rewards (DAPO) on a task's training split")
     p.add_argument("--model", default="smollm2-135m-instruct", help="known name, HF id, local folder or .gguf file")
     _add_task_args(p)
-    p.add_argument("--steps", type=int, default=40, help="policy-update steps")
+    p.add_argument("--steps", type=positive_int, default=40, help="policy-update steps")
     p.add_argument("--out", required=True, help="run folder: checkpoints (final/ loads with load_model), history.jsonl, reward_curve.html")
     p.add_argument("--layers", help="blocks to train, e.g. 20-29 (default: all)")
     p.add_argument("--components", default="block", choices=["block", "mlp", "attn"], help="what to train inside those blocks")
-    p.add_argument("--group-size", type=int, default=8, help="answers sampled per prompt")
-    p.add_argument("--prompts-per-step", type=int, default=8, help="groups kept per step after dynamic sampling")
+    p.add_argument("--group-size", type=positive_int, default=8, help="answers sampled per prompt")
+    p.add_argument("--prompts-per-step", type=positive_int, default=8, help="groups kept per step after dynamic sampling")
     p.add_argument("--temperature", type=float, default=1.0, help="rollout temperature")
     p.add_argument("--lr", type=float, default=1e-5)
-    p.add_argument("--minibatches", type=int, default=2, help="policy updates per step")
-    p.add_argument("--save-every", type=int, default=10, help="steps between resumable checkpoints")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--minibatches", type=positive_int, default=2, help="policy updates per step")
+    p.add_argument("--save-every", type=positive_int, default=10, help="steps between resumable checkpoints")
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--no-resume", action="store_true", help="refuse to continue a run already in --out")
     p.add_argument("--json", action="store_true")
 
@@ -462,10 +542,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
         return COMMANDS[args.command](args)
-    except RnrLensError as exc:
+    except (RnrLensError, _UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from rnr_lens.prompts import ChatPrompt, PromptLike
 from rnr_lens.tasks.core import Question
 
 CONFIG_VERSION = 1
+MAX_NEW_TOKENS = 8192
+"""Longest generation budget a config may ask for (the model's context is checked per audit)."""
 
 
 @dataclass(frozen=True)
@@ -56,12 +59,25 @@ class DeploymentConfig:
     version: int = field(default=CONFIG_VERSION)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "stop", tuple(self.stop))
+        def need(name: str, ok: bool, what: str) -> None:
+            if not ok:
+                raise RnrLensError(f"deployment config field {name} must be {what}, got {getattr(self, name)!r}")
+
+        stop = self.stop
+        if isinstance(stop, str):  # one stop string, not its characters
+            stop = (stop,)
+        need("stop", isinstance(stop, (list, tuple)) and all(isinstance(x, str) and x for x in stop), "a list of non-empty strings")
+        object.__setattr__(self, "stop", tuple(stop))
+        need("chat", isinstance(self.chat, bool), "true or false")
+        need("system_prompt", self.system_prompt is None or isinstance(self.system_prompt, str), "text or null (the template's own default)")
+        for name in ("instruction", "assistant_prefix", "extractor"):
+            need(name, isinstance(getattr(self, name), str), "text")
+        need("max_new_tokens", isinstance(self.max_new_tokens, int) and not isinstance(self.max_new_tokens, bool)
+             and 1 <= self.max_new_tokens <= MAX_NEW_TOKENS, f"an integer from 1 to {MAX_NEW_TOKENS}")
+        need("temperature", isinstance(self.temperature, (int, float)) and not isinstance(self.temperature, bool)
+             and math.isfinite(self.temperature) and self.temperature >= 0, "a finite number >= 0")
+        need("version", self.version == CONFIG_VERSION, f"{CONFIG_VERSION} (this rnr_lens reads deployment configs of version {CONFIG_VERSION})")
         get_extractor(self.extractor)  # validates the name
-        if self.max_new_tokens < 1:
-            raise RnrLensError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
-        if self.temperature < 0:
-            raise RnrLensError(f"temperature must be >= 0, got {self.temperature}")
 
     @classmethod
     def default_for(cls, answer_type: str) -> "DeploymentConfig":

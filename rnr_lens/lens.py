@@ -86,13 +86,24 @@ class LensModel:
                 ids.update(int(i) for i in source)
         return ids
 
+    @property
+    def context_length(self) -> int | None:
+        """The most positions the model attends over (``max_position_embeddings``), if known."""
+        value = getattr(adapters.text_config(self.bridge), "max_position_embeddings", None)
+        return int(value) if isinstance(value, int) and value > 0 else None
+
     def fingerprint(self) -> str:
-        """A short hash of the weights (identifies a checkpoint in the run store)."""
+        """A short hash of every byte of every weight (identifies a checkpoint in the run store).
+
+        Every element counts: a model that differs in one weight gets another fingerprint, so
+        a ``--resume`` can never mix results of two checkpoints (sha256 streams about 1.8 GB/s
+        here, a third of a second for a 135M model in float32).
+        """
         digest = hashlib.sha256()
         for name, tensor in sorted(adapters.hf_state_dict(self.bridge).items()):
-            digest.update(name.encode())
-            flat = tensor.detach().flatten()
-            digest.update(flat[:: max(1, flat.numel() // 4096)].float().cpu().numpy().tobytes())
+            flat = tensor.detach().contiguous().cpu().reshape(-1)
+            digest.update(f"{name}:{flat.dtype}:{tuple(tensor.shape)}".encode())
+            digest.update(memoryview(flat.view(torch.uint8).numpy()))
         return digest.hexdigest()[:16]
 
     def save_pretrained(self, folder: str | Path, extra_files: dict[str, bytes] | None = None) -> Path:

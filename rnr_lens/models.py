@@ -20,19 +20,23 @@ mistaken for a model.
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import hashlib
 import io
 import json
+import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
 
@@ -97,16 +101,114 @@ def _entry_dir(key: str) -> Path:
 
 
 def is_cached(name: str) -> bool:
-    """Whether a known model has a complete safetensors copy in the cache."""
-    return (_entry_dir(name) / COMPLETE_MARKER).exists()
+    """Whether a known model has a complete, verified safetensors copy in the cache."""
+    return entry_problem(_entry_dir(name)) is None
 
 
 def list_models() -> list[dict[str, Any]]:
-    """The known offline models, each with whether it is cached and where."""
-    return [
-        {"name": m.name, "cached": is_cached(m.name), "path": str(_entry_dir(m.name)), "description": m.description}
-        for m in KNOWN_MODELS.values()
-    ]
+    """The known offline models, each with its cache state (``cached``, ``not cached``, or
+    ``damaged: ...``, which the next load rebuilds) and where it lives."""
+    rows = []
+    for m in KNOWN_MODELS.values():
+        folder = _entry_dir(m.name)
+        problem = entry_problem(folder) if folder.exists() else "not cached"
+        state = "cached" if problem is None else problem if problem == "not cached" else f"damaged: {problem} (rebuilt on next load)"
+        rows.append({"name": m.name, "cached": problem is None, "state": state, "path": str(folder), "description": m.description})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache: entries appear whole, carry a manifest of their files' hashes, and are verified
+# ---------------------------------------------------------------------------------------------
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    tmp = folder / f".{COMPLETE_MARKER}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, folder / COMPLETE_MARKER)
+
+
+def _make_manifest(folder: Path) -> dict[str, Any]:
+    """Size and sha256 of every file in a finished entry, and the mtime at which each was
+    last verified (a file whose size or mtime later changes is hashed again)."""
+    files = {}
+    for f in sorted(folder.rglob("*")):
+        if f.is_file() and f.name != COMPLETE_MARKER:
+            st = f.stat()
+            files[f.relative_to(folder).as_posix()] = {"size": st.st_size, "sha256": _sha256_file(f), "mtime_ns": st.st_mtime_ns}
+    return {"version": 1, "files": files}
+
+
+def entry_problem(folder: Path) -> str | None:
+    """What is wrong with cache entry ``folder``, or None when it is whole.
+
+    Cheap when nothing changed (one ``stat`` per file); a file whose mtime moved is hashed
+    again and must still match the sha256 recorded when the entry was written.
+    """
+    marker = folder / COMPLETE_MARKER
+    if not marker.is_file():
+        return "not cached" if not folder.exists() else "incomplete (no manifest)"
+    try:
+        manifest = json.loads(marker.read_text())
+        files = manifest["files"]
+    except (ValueError, KeyError, TypeError):
+        return "written by an older rnr_lens without file hashes"
+    refreshed = False
+    for rel, rec in files.items():
+        f = folder / rel
+        if not f.is_file():
+            return f"{rel} is missing"
+        st = f.stat()
+        if st.st_size != rec["size"]:
+            return f"{rel} has {st.st_size} bytes, {rec['size']} were written"
+        if st.st_mtime_ns != rec.get("mtime_ns"):
+            if _sha256_file(f) != rec["sha256"]:
+                return f"{rel} was modified after it was written (sha256 differs)"
+            rec["mtime_ns"] = st.st_mtime_ns
+            refreshed = True
+    if refreshed:
+        try:
+            _write_manifest(folder, manifest)
+        except OSError:  # a read-only cache still verifies, just again next time
+            pass
+    return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale(folder: Path) -> list[Path]:
+    """Remove the leftovers of conversions and downloads killed midway in ``folder``:
+    ``.*.partial-PID-*`` and ``fetch-PID-*`` folders whose process is gone."""
+    removed = []
+    if not folder.is_dir():
+        return removed
+    for entry in folder.iterdir():
+        name = entry.name
+        marker = ".partial-" if ".partial-" in name else "fetch-" if name.startswith("fetch-") else None
+        if marker is None or not entry.is_dir():
+            continue
+        pid_text = name.split(marker, 1)[1].split("-", 1)[0]
+        if pid_text.isdigit() and _pid_alive(int(pid_text)):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,22 +305,36 @@ def _convert_gguf(gguf_path: Path, dest: Path) -> None:
 
 def _build_cache_entry(key: str, make: Any) -> Path:
     """Create cache entry ``key`` atomically: ``make(tmpdir)`` fills a temporary folder that is
-    renamed into place only once complete."""
+    renamed into place only once complete, with a manifest of its files' hashes. An entry that
+    fails verification (truncated, overwritten) is rebuilt; leftovers of killed builds are
+    removed first."""
     final = _entry_dir(key)
-    if (final / COMPLETE_MARKER).exists():
-        return final
     final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{key}.partial-", dir=final.parent))
+    clean_stale(final.parent)
+    clean_stale(_scratch_dir())
+    problem = entry_problem(final)
+    if problem is None:
+        return final
+    if final.exists():
+        print(f"rnr_lens: cache entry {final} is damaged ({problem}); rebuilding it", file=sys.stderr)
+    staging = Path(tempfile.mkdtemp(prefix=f".{key}.partial-{os.getpid()}-", dir=final.parent))
     try:
         make(staging)
-        (staging / COMPLETE_MARKER).write_text("ok\n")
-        if final.exists():  # an incomplete leftover from an earlier crash
+        _write_manifest(staging, _make_manifest(staging))
+        if final.exists():  # a damaged or incomplete leftover
             shutil.rmtree(final)
         os.replace(staging, final)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return final
+
+
+def _scratch_dir() -> Path:
+    """Where downloads are assembled (inside the cache, so a killed one is found and removed)."""
+    folder = cache_dir() / "tmp"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def ensure_cached(name: str, progress: bool = True) -> Path:
@@ -228,7 +344,7 @@ def ensure_cached(name: str, progress: bool = True) -> Path:
     def make(staging: Path) -> None:
         if progress:
             print(f"rnr_lens: preparing {name} (one-time download and dequantization, about a minute)", file=sys.stderr)
-        with tempfile.TemporaryDirectory(prefix="rnr_lens_fetch_") as work:
+        with tempfile.TemporaryDirectory(prefix=f"fetch-{os.getpid()}-", dir=_scratch_dir()) as work:
             gguf = _fetch_gguf(spec, Path(work))
             _convert_gguf(gguf, staging)
 
@@ -285,24 +401,64 @@ def _load_hf(
             raise RnrLensError(
                 f"{source} holds no .safetensors weights; rnr_lens never unpickles .bin/.pt files, so convert them with save_pretrained(safe_serialization=True)"
             )
+    unreachable = None if local else _hub_unreachable()
+    if unreachable is not None:
+        kwargs["local_files_only"] = True  # the local Hugging Face cache may still hold it
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True, **kwargs, **(placement or {}))
+        with _quiet_hub():
+            tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True, **kwargs, **(placement or {}))
     except RnrLensError:
         raise
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        if local:
+        if unreachable is not None:
             raise RnrLensError(
-                f"could not load the model in {source} ({type(exc).__name__}: {first}); if it is a cache entry, delete the folder and load again"
+                f"cannot reach the Hugging Face hub ({unreachable}) and {source!r} is not in the local Hugging Face cache; "
+                f"connect, or pass a local folder, a .gguf file, or one of: {', '.join(KNOWN_MODELS)}"
             ) from exc
-        raise RnrLensError(
-            f"could not load {source!r} from the Hugging Face hub ({type(exc).__name__}: {first}); check the id and your network, or pass a local folder, a .gguf file, or one of: {', '.join(KNOWN_MODELS)}"
-        ) from exc
+        raise _load_error(source, exc, local) from exc
     model.eval()
     if device is not None and not placement:
         model.to(device)
     return model, tokenizer
+
+
+def _load_error(source: str | Path, exc: Exception, local: bool) -> RnrLensError:
+    """The one-line error for a model transformers could not load."""
+    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    if local:
+        return RnrLensError(
+            f"could not load the model in {source} ({type(exc).__name__}: {first}); if it is a cache entry, delete the folder and load again"
+        )
+    return RnrLensError(
+        f"could not load {source!r} from the Hugging Face hub ({type(exc).__name__}: {first}); check the id and your network, or pass a local folder, a .gguf file, or one of: {', '.join(KNOWN_MODELS)}"
+    )
+
+
+def _hub_unreachable(timeout: float = 5.0) -> str | None:
+    """Why the Hugging Face hub cannot be reached (None when it can, or when the user chose
+    offline mode, in which case only the local cache is read anyway)."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
+    endpoint = urllib.parse.urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        return f"{host}:{port}: {exc.strerror or type(exc).__name__}"
+    return None
+
+
+@contextlib.contextmanager
+def _quiet_hub() -> Iterator[None]:
+    """Silence huggingface_hub's per-retry warnings (the one-line error says what failed)."""
+    logger = logging.getLogger("huggingface_hub")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _wrap(model: Any, tokenizer: Any, name: str) -> Any:
@@ -401,6 +557,11 @@ def load_model(
         folder = _build_cache_entry(_gguf_cache_key(path), lambda staging: _convert_gguf(path, staging))
         model, tok = _load_hf(folder, dtype=dtype, device=device, trust_remote_code=False, local=True, placement=placement)
         name = path.stem
+    elif path.suffix == ".safetensors" and path.is_file():
+        raise RnrLensError(
+            f"{path} is a bare weights file without its config and tokenizer; pass the folder that holds it together with config.json "
+            "and the tokenizer files (save_pretrained writes all of them)"
+        )
     elif path.exists():
         if not path.is_dir():
             raise RnrLensError(f"{path} is neither a Hugging Face model folder nor a .gguf file")

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Iterator, Sequence
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.generation import Generation
-from rnr_lens.interventions import Ablation
+from rnr_lens.interventions import COMPONENTS, KINDS, Ablation
 from rnr_lens.lens import LensModel
 from rnr_lens.routes import Route
 from rnr_lens.store import DEFAULT_PROBE, Try
@@ -84,6 +84,9 @@ class Probe(ABC):
 
     rows_per_question: ClassVar[int] = 1  # rows one question adds to a generate call
 
+    def check(self, n_layers: int) -> None:
+        """Refuse settings this model cannot run (called before an audit touches its store)."""
+
     @property
     def name(self) -> str:
         """Canonical spec string, e.g. ``'sampling:k=8,t=0.7,top_p=1.0'``; the store's key."""
@@ -125,6 +128,11 @@ class Sampling(Probe):
     t: float = 0.7
     top_p: float = 1.0
     kind: ClassVar[str] = "sampling"
+
+    def __post_init__(self) -> None:
+        _check_k(self)
+        _check_range(self, "t", self.t, 0.0, MAX_TEMPERATURE, low_open=True, hint="for greedy decoding use the default deployment")
+        _check_range(self, "top_p", self.top_p, 0.0, 1.0, low_open=True)
 
     @property
     def budget(self) -> int:
@@ -190,6 +198,15 @@ class RandomRoutes(Probe):
     max_segment: int = 4
     protect: int = 1
     kind: ClassVar[str] = "routes"
+
+    def __post_init__(self) -> None:
+        _check_k(self)
+        _check_range(self, "edit_rate", self.edit_rate, 0.0, 1.0)
+        _check_range(self, "max_segment", self.max_segment, 1, None)
+        _check_range(self, "protect", self.protect, 0, None)
+
+    def check(self, n_layers: int) -> None:
+        _check_protect(self, n_layers)
 
     @property
     def budget(self) -> int:
@@ -259,10 +276,18 @@ class RouteSearch(Probe):
     kind: ClassVar[str] = "search"
 
     def __post_init__(self) -> None:
+        _check_k(self)
+        _check_range(self, "c", self.c, 0.0, None)
+        _check_range(self, "length_penalty", self.length_penalty, None, None)
+        _check_range(self, "epsilon", self.epsilon, 0.0, 1.0)
+        _check_range(self, "protect", self.protect, 0, None)
         if self.reward not in ("confidence", "oracle"):
             raise RnrLensError(f"search reward must be 'confidence' or 'oracle', not {self.reward!r}")
         if self.algo not in ("mcts", "greedy"):
             raise RnrLensError(f"search algo must be 'mcts' or 'greedy', not {self.algo!r}")
+
+    def check(self, n_layers: int) -> None:
+        _check_protect(self, n_layers)
 
     @property
     def budget(self) -> int:
@@ -368,6 +393,19 @@ class AblationProbe(Probe):
     layers: tuple[int, ...] | None = None
     kind: ClassVar[str] = "ablation"
 
+    def __post_init__(self) -> None:
+        if self.component not in COMPONENTS:
+            raise RnrLensError(f"ablation probe: component {self.component!r} is not one of {', '.join(COMPONENTS)}")
+        if self.ablation not in KINDS:
+            raise RnrLensError(f"ablation probe: kind {self.ablation!r} is not one of {', '.join(KINDS)}")
+        if self.layers is not None and (not self.layers or len(set(self.layers)) != len(self.layers)):
+            raise RnrLensError(f"ablation probe: layers {self.layers} must name each block once, e.g. layers=3+4+12")
+
+    def check(self, n_layers: int) -> None:
+        bad = [i for i in self.layers or () if not 0 <= i < n_layers]
+        if bad:
+            raise RnrLensError(f"probe {self.name}: block {bad[0]} does not exist in a {n_layers}-block model (valid: 0..{n_layers - 1})")
+
     @property
     def budget(self) -> int:
         return len(self.layers) if self.layers is not None else -1  # -1: every block of the model
@@ -389,6 +427,35 @@ class AblationProbe(Probe):
             yield [ctx.make_try(q, self.name, index, g, ablation=str(ablation)) for q, g in zip(pending, gens)]
 
 
+MAX_BUDGET = 100_000
+MAX_TEMPERATURE = 100.0
+
+
+def _check_k(probe: Probe) -> None:
+    k = getattr(probe, "k")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_BUDGET:
+        raise RnrLensError(f"{probe.kind} probe: the budget k must be an integer from 1 to {MAX_BUDGET}, got {k!r}")
+
+
+def _check_range(probe: Probe, key: str, value: object, low: float | None, high: float | None, *, low_open: bool = False, hint: str = "") -> None:
+    """Refuse a setting that is not a finite number within ``[low, high]`` (``(low, high]``)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low  # type: ignore[operator]
+    if ok and high is not None:
+        ok = value <= high  # type: ignore[operator]
+    if not ok:
+        lo = "-inf" if low is None else f"{low}"
+        span = f"{'(' if low_open else '['}{lo}, {'inf' if high is None else high}]"
+        raise RnrLensError(f"{probe.kind} probe: {key}={value!r} must be a finite number in {span}" + (f"; {hint}" if hint else ""))
+
+
+def _check_protect(probe: Probe, n_layers: int) -> None:
+    protect = getattr(probe, "protect")
+    if 2 * protect >= n_layers:
+        raise RnrLensError(f"probe {probe.name}: protect={protect} keeps every block of a {n_layers}-block model fixed; lower it")
+
+
 PROBES: dict[str, type[Probe]] = {"sampling": Sampling, "routes": RandomRoutes, "search": RouteSearch, "ablation": AblationProbe}
 
 
@@ -405,6 +472,8 @@ def parse_probe(text: str) -> Probe:
     for part in filter(None, rest.split(",")):
         key, eq, value = part.partition("=")
         key = renames.get(key.strip(), key.strip())
+        if key in kwargs:
+            raise RnrLensError(f"probe {text!r}: {part.partition('=')[0].strip()} is given twice; give each setting once")
         if not eq or key not in fields_ or key == "kind":
             raise RnrLensError(f"probe {text!r}: unknown or malformed setting {part!r}; {kind} takes {', '.join(k for k in fields_ if k != 'kind')}")
         default = fields_[key].default

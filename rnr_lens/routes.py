@@ -25,6 +25,9 @@ from rnr_lens.errors import RnrLensError
 DEFAULT_MAX_FACTOR = 2
 """By default a route may be at most this many times as long as the model is deep."""
 
+MAX_BLOCKS = 100_000
+"""No model this package loads has more blocks; a route string claiming more is malformed."""
+
 
 @dataclass(frozen=True)
 class Route:
@@ -85,20 +88,28 @@ class Route:
         return cls.identity(n_layers).then_repeat(layer, times)
 
     @classmethod
-    def parse(cls, text: str, n_layers: int | None = None) -> "Route":
-        """Parse the compact form ``"30:0-2,5-29"`` (the ``30:`` prefix may be given as n_layers)."""
+    def parse(cls, text: str, n_layers: int | None = None, max_length: int | None = None) -> "Route":
+        """Parse the compact form ``"30:0-2,5-29"`` (the ``30:`` prefix may be given as n_layers).
+
+        The same limits as the constructor hold (at most ``max_length``, by default
+        ``2 * n_layers``, blocks), checked run by run, so a huge route is refused before it is
+        built.
+        """
         body = text.strip()
         if ":" in body:
             head, body = body.split(":", 1)
             try:
                 parsed_n = int(head)
             except ValueError:
-                raise RnrLensError(f"cannot parse route {text!r}: expected 'N:runs' such as '30:0-2,4-29'") from None
+                raise RnrLensError(f"cannot parse route {text[:80]!r}: expected 'N:runs' such as '30:0-2,4-29'") from None
             if n_layers is not None and n_layers != parsed_n:
-                raise RnrLensError(f"route {text!r} is for a {parsed_n}-block model, not {n_layers}")
+                raise RnrLensError(f"route {text[:80]!r} is for a {parsed_n}-block model, not {n_layers}")
             n_layers = parsed_n
         if n_layers is None:
-            raise RnrLensError(f"route {text!r} does not say how many blocks the model has; write it as 'N:{body}'")
+            raise RnrLensError(f"route {text[:80]!r} does not say how many blocks the model has; write it as 'N:{body[:40]}'")
+        if not 1 <= n_layers <= MAX_BLOCKS:
+            raise RnrLensError(f"route {text[:80]!r}: a model has 1 to {MAX_BLOCKS} blocks, not {n_layers}")
+        limit = max_length if max_length is not None else DEFAULT_MAX_FACTOR * n_layers
         layers: list[int] = []
         for run in filter(None, (part.strip() for part in body.split(","))):
             try:
@@ -106,12 +117,17 @@ class Route:
                     a, b = (int(x) for x in run.split("-", 1))
                     if b < a:
                         raise ValueError
-                    layers.extend(range(a, b + 1))
                 else:
-                    layers.append(int(run))
+                    a = b = int(run)
             except ValueError:
-                raise RnrLensError(f"cannot parse run {run!r} in route {text!r}: write ascending runs like '4-9' or single blocks like '7'") from None
-        return cls(layers, n_layers, max_length=max(len(layers), DEFAULT_MAX_FACTOR * n_layers))
+                raise RnrLensError(f"cannot parse run {run[:40]!r} in route {text[:80]!r}: write ascending runs like '4-9' or single blocks like '7'") from None
+            if not (0 <= a and b < n_layers):
+                bad = a if a < 0 else b
+                raise RnrLensError(f"route block index {bad} is out of range for a {n_layers}-block model (valid: 0..{n_layers - 1})")
+            if len(layers) + b - a + 1 > limit:
+                raise RnrLensError(f"route {text[:80]!r} has more than the maximum {limit} blocks; pass max_length= to allow longer routes")
+            layers.extend(range(a, b + 1))
+        return cls(layers, n_layers, max_length=max_length)
 
     # -- edits --------------------------------------------------------------------------
     def then_repeat(self, layer: int, times: int = 2) -> "Route":

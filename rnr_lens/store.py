@@ -102,7 +102,14 @@ _TRY_COLUMNS = [f for f in Try.__dataclass_fields__]
 
 
 class RunStore:
-    """A SQLite run store at ``path`` (created on first use).
+    """A SQLite run store at ``path``.
+
+    Args:
+        path: The database file, or ``":memory:"``.
+        mode: ``"create"`` (open it, creating it if missing: the writers ``audit`` and
+            ``merge``), ``"write"`` (an existing store only: ``mine`` adds its frozen sets and
+            sweeps) or ``"read"`` (an existing store, opened read-only: ``show``, ``export``,
+            ``compare``, the viewers). A file that is not a run store is never modified.
 
     Example:
         >>> store = RunStore(":memory:")
@@ -110,21 +117,43 @@ class RunStore:
         []
     """
 
-    def __init__(self, path: str | Path) -> None:
+    MODES = ("create", "write", "read")
+
+    def __init__(self, path: str | Path, mode: str = "create") -> None:
+        if mode not in self.MODES:
+            raise RnrLensError(f"unknown run-store mode {mode!r}; use one of {', '.join(self.MODES)}")
         self.path = str(path)
-        if self.path != ":memory:" and not Path(self.path).parent.exists():
+        self.mode = mode
+        memory = self.path == ":memory:"
+        if not memory and not Path(self.path).parent.exists():
             raise RnrLensError(f"folder {Path(self.path).parent} does not exist; create it or choose another --out path")
+        exists = not memory and Path(self.path).exists()
+        if exists and not Path(self.path).is_file():
+            raise RnrLensError(f"{self.path} is a folder, not a run store file; choose a file path such as {Path(self.path) / 'run.db'}")
+        if mode != "create" and not memory and not exists:
+            raise RnrLensError(f"run store {self.path} does not exist; create one with 'rnr-lens audit --out {self.path}'")
         try:
-            self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            if mode == "read" and not memory:
+                self.conn = sqlite3.connect(f"{Path(self.path).resolve().as_uri()}?mode=ro", uri=True, timeout=60, isolation_level=None)
+            else:
+                self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            # Only an empty new file (or a store) may be turned into a store: look before writing.
+            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            raise RnrLensError(f"{self.path} is not an rnr_lens run store ({exc}); choose another file") from None
+        is_store = "meta" in tables and self.conn.execute("SELECT 1 FROM meta WHERE key='schema'").fetchone() is not None
+        fresh = memory or not exists or (not tables and Path(self.path).stat().st_size == 0)
+        if not is_store and not (fresh and mode == "create"):
+            self.conn.close()
+            what = "an empty file" if exists and not tables else "another application's SQLite database" if tables else "missing"
+            raise RnrLensError(f"{self.path} is not an rnr_lens run store ({what}); it was left untouched, so choose another file")
+        if mode != "read":
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise RnrLensError(f"{self.path} is not an rnr_lens run store ({exc}); choose another file") from None
+            self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         row = self.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        if row is None:
-            self.conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) != SCHEMA_VERSION:
+        if int(row[0]) != SCHEMA_VERSION:
             raise RnrLensError(f"{self.path} uses run-store schema {row[0]}, this rnr_lens reads {SCHEMA_VERSION}")
 
     def close(self) -> None:
@@ -285,13 +314,26 @@ class RunStore:
 
     # -- tries -----------------------------------------------------------------------------
     def add_tries(self, audit_id: str, tries: Iterable[Try]) -> int:
+        """Commit finished tries; return how many were new.
+
+        A try another writer of the same audit already committed (two ``--resume`` runs at
+        once) is kept as it is: an audit is deterministic, so both computed the same answer.
+        """
         rows = [(audit_id, *[getattr(t, c) for c in _TRY_COLUMNS]) for t in tries]
         if not rows:
             return 0
         cols = ", ".join(["audit_id", *_TRY_COLUMNS])
         with self.transaction() as c:
-            c.executemany(f"INSERT INTO tries ({cols}) VALUES ({', '.join('?' * (len(_TRY_COLUMNS) + 1))})", rows)
-        return len(rows)
+            before = c.total_changes
+            c.executemany(f"INSERT INTO tries ({cols}) VALUES ({', '.join('?' * (len(_TRY_COLUMNS) + 1))})"
+                          " ON CONFLICT (audit_id, question_id, probe, try_index) DO NOTHING", rows)
+            added = c.total_changes - before
+        return added
+
+    def count_tries(self, audit_id: str) -> dict[str, int]:
+        """Stored tries per probe of one audit (``default`` included)."""
+        rows = self.conn.execute("SELECT probe, count(*) FROM tries WHERE audit_id=? GROUP BY probe", (audit_id,)).fetchall()
+        return {probe: int(n) for probe, n in rows}
 
     def done_keys(self, audit_id: str, probe: str) -> dict[tuple[str, int], Try]:
         cur = self.conn.execute(f"SELECT {', '.join(_TRY_COLUMNS)} FROM tries WHERE audit_id=? AND probe=?", (audit_id, probe))

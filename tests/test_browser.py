@@ -8,7 +8,6 @@ numbers change; saves a screenshot.
 import json
 import os
 import secrets
-import shutil
 import socket
 import subprocess
 import sys
@@ -20,8 +19,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
+from tests.conftest import require_chromium
+
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
 
@@ -77,7 +77,7 @@ def test_layer_explorer_in_jupyterlab(lab):
 
     url, folder = lab
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)  # a fresh temporary profile
+        browser = p.chromium.launch(executable_path=require_chromium(), args=ARGS)  # a fresh temporary profile
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url)
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)

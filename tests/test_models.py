@@ -92,13 +92,18 @@ def test_bad_specs(spec, message):
         R.load_model(spec)
 
 
-def test_unreachable_hub_is_a_clear_error(monkeypatch):
-    """With the hub out of reach (offline mode, as on a machine without network)."""
-    import huggingface_hub.constants
-
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(R.RnrLensError, match="could not load 'someone/not-a-real-model' from the Hugging Face hub"):
+@pytest.mark.parametrize("how", ["closed port", "offline mode"])
+def test_unreachable_hub_is_one_quiet_line(monkeypatch, capfd, how):
+    """Guards against huggingface_hub's five retries per file (23 lines of noise, ~45 s)
+    before the error: an unreachable hub is found at once and named in one line."""
+    if how == "closed port":
+        monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
+    else:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(R.RnrLensError, match=r"cannot reach the Hugging Face hub .* 'someone/not-a-real-model' is not in the local") as info:
         R.load_model("someone/not-a-real-model")
+    assert "\n" not in str(info.value)
+    assert "Retrying" not in capfd.readouterr().err
 
 
 def test_half_written_cache_entry_is_never_used(cache):
@@ -152,11 +157,95 @@ def test_wheel_member_is_checked_against_its_record(tmp_path):
 def test_list_models_reports_cache_state(cache):
     listed = {m["name"]: m for m in R.list_models()}
     assert set(listed) == set(R.KNOWN_MODELS)
-    assert not listed["smollm2-135m-instruct"]["cached"]
-    entry = cache / "models" / "smollm2-135m-instruct"
-    entry.mkdir(parents=True)
-    (entry / models.COMPLETE_MARKER).write_text("ok")
+    assert not listed["smollm2-135m-instruct"]["cached"] and listed["smollm2-135m-instruct"]["state"] == "not cached"
+    entry = models._build_cache_entry("smollm2-135m-instruct", lambda staging: (staging / "model.safetensors").write_bytes(b"w" * 64))
     assert {m["name"]: m for m in R.list_models()}["smollm2-135m-instruct"]["cached"]
+    with open(entry / "model.safetensors", "r+b") as f:  # a truncated copy is not "cached"
+        f.truncate(10)
+    row = {m["name"]: m for m in R.list_models()}["smollm2-135m-instruct"]
+    assert not row["cached"] and row["state"].startswith("damaged: model.safetensors has 10 bytes, 64 were written")
+
+
+def _entry_with_weights(cache_root: Path, calls: list) -> Path:
+    def build(staging):
+        calls.append(1)
+        (staging / "model.safetensors").write_bytes(bytes(range(256)) * 4)
+
+    return models._build_cache_entry("demo", build)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "overwrite same size", "delete", "legacy marker"])
+def test_damaged_cache_entry_is_detected_and_rebuilt(cache, capsys, damage):
+    """Guards against a truncated or overwritten cached file being loaded as the model
+    (random bytes once loaded with 228 non-finite weights and no error)."""
+    calls: list = []
+    entry = _entry_with_weights(cache, calls)
+    weights = entry / "model.safetensors"
+    assert models.entry_problem(entry) is None
+    if damage == "truncate":
+        weights.write_bytes(weights.read_bytes()[:100])
+    elif damage == "overwrite same size":
+        os.utime(weights, ns=(1, 1))  # even with an mtime moved back, the hash is checked again
+        weights.write_bytes(os.urandom(1024))
+    elif damage == "delete":
+        weights.unlink()
+    else:
+        (entry / models.COMPLETE_MARKER).write_text("ok\n")
+    assert models.entry_problem(entry) is not None
+    _entry_with_weights(cache, calls)
+    assert calls == [1, 1], "the damaged entry was rebuilt"
+    assert "is damaged" in capsys.readouterr().err
+    assert weights.read_bytes() == bytes(range(256)) * 4 and models.entry_problem(entry) is None
+
+
+def test_touched_but_unchanged_entry_is_rehashed_once(cache):
+    calls: list = []
+    entry = _entry_with_weights(cache, calls)
+    weights = entry / "model.safetensors"
+    os.utime(weights, ns=(10**18, 10**18))
+    assert models.entry_problem(entry) is None, "same bytes: still whole"
+    assert json.loads((entry / models.COMPLETE_MARKER).read_text())["files"]["model.safetensors"]["mtime_ns"] == 10**18
+    _entry_with_weights(cache, calls)
+    assert calls == [1]
+
+
+def test_leftovers_of_killed_conversions_are_removed(cache):
+    """Guards against a conversion killed midway leaving a 517 MB partial folder in the cache
+    and a 183 MB fetch folder behind for ever."""
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    models_dir, scratch = cache / "models", cache / "tmp"
+    stale = [models_dir / f".demo.partial-{dead}-abc", scratch / f"fetch-{dead}-xyz", models_dir / ".demo.partial-old"]
+    alive = [models_dir / f".other.partial-{os.getpid()}-abc"]  # a conversion still running here
+    for folder in stale + alive:
+        folder.mkdir(parents=True)
+        (folder / "big.bin").write_bytes(b"x" * 10)
+    _entry_with_weights(cache, [])
+    assert not any(f.exists() for f in stale)
+    assert all(f.exists() for f in alive)
+
+
+def test_bare_safetensors_file_gets_advice(tmp_path):
+    folder = _save_tiny(tmp_path)
+    with pytest.raises(R.RnrLensError, match="bare weights file .* pass the folder that holds it"):
+        R.load_model(folder / "model.safetensors")
+
+
+def test_fingerprint_sees_every_weight(tiny):
+    """Guards against the sampled fingerprint (one element in numel//4096): zeroing all of three
+    MLPs but the sampled elements left it unchanged, so --resume mixed two models' results."""
+    before = tiny.fingerprint()
+    weight = tiny.bridge.original_model.model.layers[1].mlp.down_proj.weight
+    with torch.no_grad():
+        old = weight[3, 5].item()
+        weight[3, 5] = old + 1e-3  # one element, not on any sampling grid
+        try:
+            assert tiny.fingerprint() != before
+        finally:
+            weight[3, 5] = old
+    assert tiny.fingerprint() == before
 
 
 @pytest.mark.slow

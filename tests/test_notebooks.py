@@ -6,6 +6,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests.conftest import require_chromium
+
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 SIZES = {"01_quickstart.ipynb": ("8", "4"), "02_bottleneck_mlp.ipynb": ("40", "8"), "03_routes_vs_search.ipynb": ("6", "3"),
          "04_trained_pair.ipynb": ("8", "2")}
@@ -21,6 +23,8 @@ def test_notebooks_are_stored_without_outputs():
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch):
+    if path.name.startswith("02"):
+        require_chromium()  # it exports a PDF figure
     questions, k = SIZES[path.name]
     monkeypatch.setenv("RNR_NB_QUESTIONS", questions)
     monkeypatch.setenv("RNR_NB_K", k)

@@ -27,7 +27,7 @@ def test_parse_and_canonical_names():
     assert parse_probe("search:k=3,reward=oracle,algo=greedy").reward == "oracle"
     assert parse_probe("ablation:component=attn,layers=1+2").layers == (1, 2)
     for bad, msg in [("magic:k=1", "unknown probe"), ("sampling:q=1", "unknown or malformed"),
-                     ("sampling:k=x", "not a valid int"), ("sampling:k=0", "at least 1"), ("search:reward=gold", "reward")]:
+                     ("sampling:k=x", "not a valid int"), ("sampling:k=0", "budget k must be"), ("search:reward=gold", "reward")]:
         with pytest.raises(RnrLensError, match=msg):
             parse_probe(bad)
 

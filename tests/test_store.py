@@ -16,19 +16,20 @@ def test_round_trip_and_primary_key(tmp_path):
     store.create_audit(_record(), [(0, "q1", "p1", "1"), (1, "q2", "p2", "2")])
     store.create_audit(_record(), [(0, "q1", "p1", "1"), (1, "q2", "p2", "2")])  # idempotent
     assert len(store.audits()) == 1 and store.audits()[0]["probes"] == ["sampling:k=2"]
-    store.add_tries("a1", [Try("q1", "default", 0, "1.", "1", True, 2)])
-    with pytest.raises(sqlite3.IntegrityError):
-        store.add_tries("a1", [Try("q1", "default", 0, "1.", "1", True, 2)])
-    assert list(store.done_keys("a1", "default")) == [("q1", 0)]
-    assert store.tries("a1")["correct"].tolist() == [True]
+    assert store.add_tries("a1", [Try("q1", "default", 0, "1.", "1", True, 2)]) == 1
+    # a row another writer of the audit already committed is kept, not duplicated
+    assert store.add_tries("a1", [Try("q1", "default", 0, "1.", "1", True, 2), Try("q2", "default", 0, "2.", "2", True, 2)]) == 1
+    assert sorted(store.done_keys("a1", "default")) == [("q1", 0), ("q2", 0)]
+    assert store.tries("a1")["correct"].tolist() == [True, True]
+    assert store.count_tries("a1") == {"default": 2}
     assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_failed_batch_commits_nothing(tmp_path):
     store = RunStore(tmp_path / "r.db")
     store.create_audit(_record(), [(0, "q1", "p1", "1")])
-    with pytest.raises(sqlite3.IntegrityError):
-        store.add_tries("a1", [Try("q1", "default", 0, "a", None, False, 1), Try("q1", "default", 0, "b", None, False, 1)])
+    with pytest.raises(sqlite3.IntegrityError):  # the second row breaks NOT NULL: the first is rolled back too
+        store.add_tries("a1", [Try("q1", "default", 0, "a", None, False, 1), Try("q2", "default", 0, None, None, False, 1)])  # type: ignore[arg-type]
     assert store.tries("a1").empty
 
 

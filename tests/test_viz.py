@@ -8,6 +8,7 @@ from rnr_lens import failures, tasks, viz
 from rnr_lens.attribution import direct_logit_attribution
 from rnr_lens.audit import audit
 from rnr_lens.miner import mine
+from tests.conftest import require_chromium
 from tests.test_miner import CONFIG, PLANTED, build_planted
 
 
@@ -56,6 +57,8 @@ def test_screen_audit_attribution_and_route_figures(tiny, sweep_and_result):
 
 @pytest.mark.parametrize("suffix, magic", [(".html", b"<html"), (".png", b"\x89PNG"), (".pdf", b"%PDF"), (".svg", b"<svg")])
 def test_save_writes_each_format(tmp_path, suffix, magic):
+    if suffix != ".html":
+        require_chromium()  # kaleido renders static formats in Chromium
     fig = viz.route_diagram([R.Route.skip(4, 2)])
     path = viz.save(fig, tmp_path / f"fig{suffix}")
     assert magic in path.read_bytes()[:2000]

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,14 @@ DEFAULT_TASK = "add-small"
 __all__ = ["ANSWER_TYPES", "BUILTINS", "DEFAULT_TASK", "FORMATS", "Question", "Task", "get", "guess_format", "list_builtins", "load_file"]
 
 
+def _check_params(name: str, params: dict[str, Any], fn: Any, what: str) -> None:
+    known = [k for k in inspect.signature(fn).parameters if k not in ("name", "path")]
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        hint = "; to use only the first N questions of a file, use --limit N (Task.first(N))" if "n" in unknown else ""
+        raise RnrLensError(f"{unknown[0]}= does not apply to {what} ({name}); it takes {', '.join(known)}{hint}")
+
+
 def list_builtins() -> list[str]:
     return list(BUILTINS)
 
@@ -32,8 +41,10 @@ def get(name: str, **params: Any) -> Task:
     """A built-in task by name (``n``, ``seed``, ``split``), or a task file by path
     (``format`` and field-mapping keywords as in :func:`load_file`)."""
     if name in BUILTINS:
+        _check_params(name, params, build, "a built-in task")
         return build(name, **params)
     path = Path(name).expanduser()
     if path.suffix in (".jsonl", ".json", ".csv") or path.exists():
+        _check_params(name, params, load_file, "a task file")
         return load_file(path, **params)
     raise RnrLensError(f"unknown task {name!r}; use a built-in ({', '.join(BUILTINS)}) or a path to a .jsonl/.json/.csv file")

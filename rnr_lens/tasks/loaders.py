@@ -27,7 +27,13 @@ FORMATS = ("gsm8k", "svamp", "arc", "jsonl", "csv")
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line or record number, record) for a jsonl, json-list or csv file."""
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise RnrLensError(
+            f"{path}:{line}: not UTF-8 text (byte {exc.object[exc.start]:#04x}); re-save the file as UTF-8, e.g. iconv -f latin1 -t utf-8"
+        ) from None
     if path.suffix == ".csv":
         for i, row in enumerate(csv.DictReader(text.splitlines()), start=2):
             yield i, row

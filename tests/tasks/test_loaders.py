@@ -77,3 +77,52 @@ def test_missing_file_and_unknown_format(tmp_path):
     f.write_text('{"question": "a", "answer": "1"}\n')
     with pytest.raises(RnrLensError, match="unknown task format"):
         tasks.load_file(f, format="xml")
+
+
+# -- the same loaders on small files in each real format, written here (a bare clone has no
+# ../shared/data): layout and quirks copied from the real GSM8K test split and SVAMP.
+
+
+def test_gsm8k_format_file(tmp_path):
+    f = tmp_path / "gsm8k_sample.jsonl"
+    records = [
+        {"question": "Janet\u2019s ducks lay 16 eggs per day. She eats three. How many are left?",
+         "answer": "She has 16 - 3 = <<16-3=13>>13 eggs.\n#### 13"},
+        {"question": "A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total?",
+         "answer": "It takes 2/2=<<2/2=1>>1 bolt of white fiber\nSo the total is 2+1=<<2+1=3>>3 bolts\n#### 3"},
+        {"question": "Josh makes a profit of how much?", "answer": "He made 1,000 - 300 = <<1000-300=700>>700\n#### 1,700"},
+    ]
+    f.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    assert tasks.guess_format(f) == "gsm8k"
+    t = tasks.get(str(f))
+    assert len(t) == 3 and t.answer_type == "number" and t.name == "gsm8k_sample"
+    assert t[0].prompt == records[0]["question"], "the question text is kept as is (curly quotes included)"
+    assert [q.answer for q in t] == ["13", "3", "1,700"], "the gold is what follows the last '####'"
+    assert canonical_number(t[2].answer) == "1700"
+    assert t.ids == ["gsm8k_sample-1", "gsm8k_sample-2", "gsm8k_sample-3"], "ids name the file and line"
+
+
+def test_svamp_format_file(tmp_path):
+    f = tmp_path / "svamp_sample.json"
+    records = [
+        {"ID": "chal-1", "Body": "Each pack of dvds costs 76 dollars. If there is a discount of 25 dollars on each pack",
+         "Question": "How much do you have to pay to buy each pack?", "Equation": "( 76.0 - 25.0 )", "Answer": 51.0, "Type": "Subtraction"},
+        {"ID": "chal-2", "Body": " Dan had $ 3 left with him after he bought a candy bar. If he had $ 4 at the start ",
+         "Question": "How much did the candy bar cost? ", "Equation": "( 4.0 - 3.0 )", "Answer": 1.0, "Type": "Subtraction"},
+    ]
+    f.write_text(json.dumps(records, indent=4))
+    assert tasks.guess_format(f) == "svamp"
+    t = tasks.get(str(f))
+    assert t.ids == ["chal-1", "chal-2"]
+    assert t[1].prompt == "Dan had $ 3 left with him after he bought a candy bar. If he had $ 4 at the start How much did the candy bar cost?"
+    assert [canonical_number(q.answer) for q in t] == ["51", "1"], "float golds (51.0) compare as numbers"
+
+
+def test_utf8_with_bom_and_latin1(tmp_path):
+    f = tmp_path / "bom.jsonl"
+    f.write_bytes("\ufeff".encode() + json.dumps({"question": "Caf\u00e9: 2 + 2?", "answer": "4"}).encode() + b"\n")
+    assert tasks.get(str(f))[0].prompt == "Caf\u00e9: 2 + 2?", "a UTF-8 byte-order mark is not part of the first record"
+    bad = tmp_path / "latin.jsonl"
+    bad.write_bytes(b'{"question": "2 + 2?", "answer": "4"}\n' + '{"question": "Caf\u00e9?", "answer": "1"}\n'.encode("latin-1"))
+    with pytest.raises(RnrLensError, match=r"latin\.jsonl:2: not UTF-8 text \(byte 0xe9\)"):
+        tasks.get(str(bad))
