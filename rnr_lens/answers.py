@@ -189,3 +189,24 @@ def is_correct(extracted: str | None, gold: str, answer_type: str) -> bool:
         except (ValueError, ZeroDivisionError):
             return False
     return extracted == want if answer_type == "choice" else normalize_string(extracted) == want
+
+
+def holds_gold(text: str, gold: str, answer_type: str) -> bool:
+    """Whether ``text`` states the gold answer anywhere (any number in it, for numbers; the
+    normalized gold as a phrase, for strings; the letter alone, for choices). A wrong answer
+    whose text holds the gold is a format miss (the extractor read another number), not
+    necessarily a capability miss.
+
+    Example:
+        >>> text = "The answer is 2 + 8, which is 10."
+        >>> extract_number(text), holds_gold(text, "10", "number")
+        ('2', True)
+    """
+    if answer_type == "number":
+        return any(is_correct(n, gold, "number") for n in _numbers(text))
+    want = canonical_gold(gold, answer_type)
+    if want is None:
+        return False
+    if answer_type == "choice":
+        return re.search(rf"(?<![A-Za-z]){re.escape(want)}(?![A-Za-z])", text) is not None
+    return f" {want} " in f" {normalize_string(text)} "

@@ -10,6 +10,7 @@ give the same per-question results.
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,45 @@ def audit_id(model_fingerprint: str, task: Task, config: DeploymentConfig, probe
 
 
 MAX_SEED = 2**32 - 1
+
+
+def probe_labels(probes: Sequence[str]) -> dict[str, str]:
+    """Short labels for full probe specs (tables, figures): the probe's kind, numbered where
+    a kind repeats.
+
+    Example:
+        >>> probe_labels(["sampling:k=8,t=0.7,top_p=1.0", "routes:k=8", "sampling:k=8,t=1.0,top_p=1.0"])
+        {'sampling:k=8,t=0.7,top_p=1.0': 'sampling-1', 'routes:k=8': 'routes', 'sampling:k=8,t=1.0,top_p=1.0': 'sampling-2'}
+    """
+    kinds = [p.split(":", 1)[0] for p in probes]
+    labels: dict[str, str] = {}
+    for i, (probe, kind) in enumerate(zip(probes, kinds)):
+        labels[probe] = kind if kinds.count(kind) == 1 else f"{kind}-{kinds[: i + 1].count(kind)}"
+    return labels
+
+
+def short_text(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis (progress bars stay on one line)."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def estimate_text(e: dict[str, Any] | None) -> str:
+    """``0.58 [0.33,0.83]`` for an estimate record; ``-`` for one over no questions."""
+    if not e or e.get("value") is None:
+        return "-"
+    return f"{e['value']:.2f} [{e['low']:.2f},{e['high']:.2f}]"
+
+
+def html_table(rows: Sequence[Sequence[Any]], columns: Sequence[str], wrap: Sequence[str] = ("prompt", "text")) -> str:
+    """A plain HTML table for notebook views of results: numbers and intervals never wrap;
+    only the free-text columns named in ``wrap`` do."""
+    style = "padding:2px 8px;text-align:left;vertical-align:top"
+    nowrap = style + ";white-space:nowrap"
+    cell = [style if c in wrap else nowrap for c in columns]
+    head = "".join(f"<th style='{nowrap}'>{html.escape(str(c))}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td style='{st}'>{html.escape('' if v is None else str(v))}</td>" for st, v in zip(cell, row)) + "</tr>"
+                   for row in rows)
+    return f"<table class='rnr-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _open_store(store: RunStore | str | Path | None, mode: str = "create") -> RunStore:
@@ -167,11 +207,12 @@ def audit(
         size = max(1, ROWS_PER_UNIT // probe.rows_per_question)
         units.extend((probe, questions[i:i + size]) for i in range(0, len(questions), size))
     bar = None
+    labels = probe_labels(names)
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=sum(len(c) * max(1, p.budget if p.budget > 0 else model.n_layers) for p, c in units),
-                   desc=f"audit {model.name} on {task.name}" + (f" [shard {part}]" if part else ""), unit="try")
+                   desc=short_text(f"{model.name} / {task.name}", 32) + (f" [{part}]" if part else ""), unit="try")
     try:
         for probe, chunk in units:
             done = rs.done_keys(aid, probe.name)
@@ -180,7 +221,7 @@ def audit(
             budget = probe.budget if probe.budget > 0 else model.n_layers
             already = sum(1 for q in chunk for i in range(budget) if (q.id, i) in done)
             if bar is not None:
-                bar.set_postfix_str(probe.name[:40])
+                bar.set_postfix_str(labels.get(probe.name, probe.name), refresh=False)  # one line: the short label
                 bar.update(already)
             for tries in probe.run(ctx, chunk, done):
                 rs.add_tries(aid, tries)
@@ -341,6 +382,7 @@ class AuditResult:
                 "realized": bootstrap(realized, seed=self.seed),
                 "reachable": bootstrap(reach, seed=self.seed),
                 "reachable_not_realized": int(((reach == 1) & (realized == 0)).sum()),
+                "format_misses": int(self.format_misses(probe)["question_id"].isin(set(q["question_id"])).sum()),
             }
             picks = self.selections(probe)
             if len(picks):
@@ -353,6 +395,37 @@ class AuditResult:
             realized = self.questions.loc[self.questions["has_default"], "realized"].to_numpy(float)
             rows.append({"probe": "(none)", "budget": 1, "questions": len(realized), "realized": bootstrap(realized, seed=self.seed)})
         return pd.DataFrame(rows)
+
+    def format_misses(self, probe: str | None = None) -> pd.DataFrame:
+        """Wrong tries whose text states the gold answer elsewhere (the extractor read another
+        number): format misses rather than capability misses. ``probe`` None: the default
+        deployment's (realized) answers; else that probe's tries."""
+        from rnr_lens.answers import holds_gold
+
+        name = DEFAULT_PROBE if probe is None else self._probe_name(probe)
+        tries = self.tries[(self.tries["probe"] == name) & ~self.tries["correct"]]
+        gold = self.questions.set_index("question_id")["gold"]
+        kind = self.info.get("answer_type", "number")
+        hit = [holds_gold(str(t.text), str(gold.get(t.question_id, "")), kind) for t in tries.itertuples()]
+        out = tries[hit] if len(tries) else tries
+        return out.assign(gold=out["question_id"].map(gold))[["question_id", "probe", "try_index", "text", "extracted", "gold"]]
+
+    def _repr_html_(self) -> str:
+        """A compact summary for notebooks: short probe labels, intervals on one line."""
+        i = self.info
+        records = self.summary_records()
+        labels = probe_labels([r["probe"] for r in records])
+        cells = ["probe", "k", "n", "realized", "reachable", "reach-not-real", "format misses"]
+        rows = [[labels[r["probe"]], r.get("budget"), r.get("questions"), estimate_text(r.get("realized")),
+                 estimate_text(r.get("reachable")), r.get("reachable_not_realized"), r.get("format_misses")] for r in records]
+        blind = sorted({k[7:] for r in records for k in r if k.startswith("select:")})
+        for row, r in zip(rows, records):
+            row += [estimate_text(r.get(f"select:{b}")) for b in blind]
+        specs = "".join(f"<li><code>{html.escape(labels[r['probe']])}</code> = <code>{html.escape(r['probe'])}</code></li>" for r in records)
+        status = "" if self.finished else " — unfinished: " + ", ".join(f"{d}/{e}" for d, e in self.progress().values()) + " tries"
+        return (f"<div class='rnr-audit'><b>audit {self.id}</b> [{html.escape(i['status'])}]{status}<br>"
+                f"model <code>{html.escape(i['model'])}</code>, task <code>{html.escape(i['task'])}</code> ({i['n_questions']} questions), "
+                f"config {i['config_hash']}, seed {i['seed']}" + html_table(rows, cells + [f"blind: {b}" for b in blind]) + f"<ul>{specs}</ul></div>")
 
     def summary_records(self) -> list[dict[str, Any]]:
         """The summary as plain JSON-ready dicts (estimates as value/low/high; an estimate

@@ -105,23 +105,16 @@ def _load_kwargs(args: argparse.Namespace) -> dict:
     return load
 
 
-def probe_labels(probes: Sequence[str]) -> dict[str, str]:
-    """Short table labels for full probe specs: the probe's kind, numbered where it repeats."""
-    kinds = [p.split(":", 1)[0] for p in probes]
-    labels = {}
-    for probe, kind in zip(probes, kinds):
-        labels[probe] = kind if kinds.count(kind) == 1 else f"{kind}-{sum(k == kind for k in kinds[: len(labels) + 1])}"
-    return labels
-
-
 def _est(e: dict | None) -> str:
-    if not e or e.get("value") is None:
-        return "-"
-    return f"{e['value']:.2f} [{e['low']:.2f},{e['high']:.2f}]"
+    from rnr_lens.audit import estimate_text
+
+    return estimate_text(e)
 
 
 def print_audit(result, header: str) -> None:  # noqa: ANN001
     """An audit as two tables that fit 100 columns (probes by short label, specs listed below)."""
+    from rnr_lens.audit import probe_labels
+
     records = result.summary_records()
     labels = probe_labels([r["probe"] for r in records])
     print(header)
@@ -132,7 +125,13 @@ def print_audit(result, header: str) -> None:  # noqa: ANN001
         print("each row summarizes the n questions whose tries are all stored")
     print()
     print_table([{"probe": labels[r["probe"]], "k": r.get("budget"), "n": r.get("questions"), "realized": _est(r.get("realized")),
-                  "reachable": _est(r.get("reachable")), "reach-not-real": r.get("reachable_not_realized")} for r in records])
+                  "reachable": _est(r.get("reachable")), "reach-not-real": r.get("reachable_not_realized"),
+                  "format-miss": r.get("format_misses")} for r in records])
+    misses = result.format_misses()
+    wrong = int((~result.questions["realized"] & result.questions["has_default"]).sum())
+    if len(misses):
+        print(f"format misses: {len(misses)} of {wrong} wrong greedy answers state the gold elsewhere in their text")
+        print("(format-miss: the same among each probe's wrong tries; rnr-lens export shows texts and answers)")
     blind = [{"probe": labels[r["probe"]], **{k[7:]: _est(v) for k, v in r.items() if k.startswith("select:")}} for r in records]
     if any(len(row) > 1 for row in blind):
         print("\naccuracy of each selector's pick (oracle: any try correct; the others never see the gold answer)")

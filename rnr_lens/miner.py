@@ -23,6 +23,7 @@ on resume.
 
 from __future__ import annotations
 
+import html
 import json
 import time
 from dataclasses import dataclass, field
@@ -43,6 +44,18 @@ from rnr_lens.store import RunStore
 from rnr_lens.tasks.core import Question
 
 STRATEGIES = ("screen+confirm", "exhaustive")
+
+
+class Bottleneck(dict):
+    """The chosen block: a dict (``layer``, ``component``, ``kind``, ``repair_discovery``,
+    ``repair_heldout``, ``repair``, ``break``) that prints its rates to three digits."""
+
+    def __repr__(self) -> str:
+        rates = ", ".join(f"{k} {self[k]:.3f}" for k in ("repair_discovery", "repair_heldout", "break") if self.get(k) is not None)
+        return f"Bottleneck({self['component']}{self['layer']}:{self['kind']}; {rates})"
+
+    def _repr_html_(self) -> str:
+        return f"<code>{html.escape(repr(self))}</code>"
 
 
 @dataclass
@@ -66,6 +79,21 @@ class SweepResult:
     strategy: str = "screen+confirm"
     failure_set: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+
+    def _repr_html_(self) -> str:
+        """The generated rows in one compact table, and the bottleneck."""
+        from rnr_lens.audit import html_table
+
+        done = self.table.dropna(subset=["repair"]) if "repair" in self.table else self.table.iloc[0:0]
+
+        def rate(r: Any, key: str) -> str:
+            return f"{r[key]:.2f} [{r[f'{key}_low']:.2f},{r[f'{key}_high']:.2f}]" if pd.notna(r.get(key)) else "-"
+
+        rows = [[f"{r['component']}{int(r['layer'])}:{r['kind']}", f"{r['screen_logprob']:.3f}", rate(r, "repair_discovery"),
+                 rate(r, "repair_heldout"), rate(r, "break")] for r in done.to_dict("records")]
+        head = f"<b>sweep of {html.escape(self.failure_set)}</b> ({self.strategy}): {len(done)} of {len(self.table)} blocks generated; "
+        head += f"bottleneck {html.escape(repr(self.bottleneck))}" if self.bottleneck else "no bottleneck within the break bound"
+        return f"<div class='rnr-sweep'>{head}" + html_table(rows, ["block", "screen Δ log p", "repair discovery", "repair held-out", "break"]) + "</div>"
 
     def to_json(self) -> dict[str, Any]:
         table = self.table.astype(object).where(self.table.notna(), None)
@@ -194,7 +222,7 @@ def mine(
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(chosen) + 1, desc=f"mine {failure_set.name} ({strategy})", unit="ablation")
+        bar = tqdm(total=len(chosen) + 1, desc=f"mine ({strategy})", unit="ablation")
 
     part = Shard.parse(shard) if shard is not None else None
 
@@ -281,7 +309,9 @@ def _rates(after: list[dict[str, Any]], before: dict[str, dict[str, Any]]) -> di
     est = wilson(sum(before[r["question_id"]]["correct"] and not r["correct"] for r in control), len(control))
     out["break"], out["break_low"], out["break_high"] = est.value, est.low, est.high
     out["n_repaired"] = sum(r["correct"] and not before[r["question_id"]]["correct"] for r in failures)
+    out["n_failures"] = len(failures)
     out["n_broken"] = sum(before[r["question_id"]]["correct"] and not r["correct"] for r in control)
+    out["n_control"] = len(control)
     return out
 
 
@@ -293,9 +323,9 @@ def _bottleneck(table: pd.DataFrame, bound: float) -> dict[str, Any] | None:
     if ok.empty:
         return None
     best = ok.sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True]).iloc[0]
-    return {"layer": int(best.layer), "component": best.component, "kind": best.kind,
+    return Bottleneck({"layer": int(best.layer), "component": best.component, "kind": best.kind,
             "repair_discovery": float(best.repair_discovery), "repair_heldout": float(best.repair_heldout),
-            "repair": float(best.repair), "break": float(best["break"])}
+            "repair": float(best.repair), "break": float(best["break"])})
 
 
 def _top(table: pd.DataFrame, column: str) -> tuple[int, str, str]:

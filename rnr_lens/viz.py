@@ -7,8 +7,10 @@ Chromium) or standalone HTML. Figures read result objects only; they never load 
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -35,10 +37,12 @@ pio.templates["rnr_paper"] = go.layout.Template(
         colorway=OKABE_ITO,
         plot_bgcolor="white",
         paper_bgcolor="white",
-        xaxis=dict(showline=True, linecolor="#444", ticks="outside", gridcolor="#eee", zeroline=False),
-        yaxis=dict(showline=True, linecolor="#444", ticks="outside", gridcolor="#eee", zeroline=True, zerolinecolor="#bbb"),
+        xaxis=dict(showline=True, linecolor="#444", ticks="outside", gridcolor="#eee", zeroline=False, automargin=True,
+                   title=dict(standoff=6)),
+        yaxis=dict(showline=True, linecolor="#444", ticks="outside", gridcolor="#eee", zeroline=True, zerolinecolor="#bbb",
+                   automargin=True, title=dict(standoff=6)),
         legend=dict(bgcolor="rgba(255,255,255,0.8)", borderwidth=0),
-        margin=dict(l=60, r=20, t=50, b=50),
+        margin=dict(l=50, r=20, t=60, b=50),
     )
 )
 PAPER = "rnr_paper"
@@ -49,52 +53,112 @@ def _errors(df: pd.DataFrame, col: str) -> dict:
                 arrayminus=(df[col] - df[f"{col}_low"]).tolist(), thickness=1.2, width=3)
 
 
-def repair_break(sweep: "SweepResult", title: str | None = None) -> go.Figure:
-    """Repair rate (failure set) and break rate (control set) per layer, 95% Wilson intervals,
-    one panel per component and ablation kind; the bottleneck is marked."""
-    table = sweep.table.dropna(subset=["repair"]) if "repair" in sweep.table else sweep.table.iloc[0:0]
+COMPONENT_NAMES = {"mlp": "MLP", "attn": "attention", "block": "whole block"}
+KIND_NAMES = {"zero": "zeroed", "mean": "mean-ablated", "resample": "resampled"}
+SCREEN_NAMES = {"screen_logprob": "screen: Δ log p(gold)", "screen_atp": "screen: attribution patching"}
+
+
+def _layer_ticks(n_layers: int) -> dict:
+    """Integer ticks over every block: each one up to 16 blocks, else every fifth."""
+    return dict(tickmode="linear", tick0=0, dtick=1 if n_layers <= 16 else 5, range=[-0.6, n_layers - 0.4])
+
+
+def repair_break(sweep: "SweepResult", title: str | None = None, screen: str = "screen_logprob") -> go.Figure:
+    """Repair rates per block, the design card's figure.
+
+    Per component and ablation kind, two panels over every block: the screen score of every
+    block (teacher-forced, no generation), and for the blocks confirmed by generation the
+    repair rate on the failure set and the break rate on the control set with 95% Wilson
+    intervals (hover: n/N). Blocks that were only screened are drawn as hollow grey marks, never
+    as zero bars; the bottleneck is shaded.
+    """
+    table = sweep.table
     if table.empty:
-        raise RnrLensError("the sweep evaluated no candidate; run mine() first")
+        raise RnrLensError("the sweep holds no blocks; run mine() first")
+    if screen not in table:
+        raise RnrLensError(f"the sweep has no {screen} column; use one of {', '.join(c for c in SCREEN_NAMES if c in table)}")
     groups = list(table.groupby(["component", "kind"], sort=False))
-    fig = make_subplots(rows=len(groups), cols=1, shared_xaxes=True, subplot_titles=[f"{c} ({k})" for (c, k), _ in groups])
-    for row, ((comp, kind), df) in enumerate(groups, start=1):
+    n_layers = int(table["layer"].max()) + 1
+    many = len(groups) > 1
+    subtitles = []
+    for (comp, kind), _ in groups:
+        name = f"{COMPONENT_NAMES.get(comp, comp)}, {KIND_NAMES.get(kind, kind)}: " if many else ""
+        subtitles += [f"{name}{SCREEN_NAMES.get(screen, screen)}, every block", f"{name}generated: repair and break"]
+    fig = make_subplots(rows=2 * len(groups), cols=1, shared_xaxes=True, vertical_spacing=0.12 / len(groups),
+                        row_heights=[0.35, 0.65] * len(groups), subplot_titles=subtitles)
+    b = sweep.bottleneck
+    for g, ((comp, kind), df) in enumerate(groups):
+        top, bottom = 2 * g + 1, 2 * g + 2
         df = df.sort_values("layer")
-        fig.add_bar(x=df["layer"], y=df["repair"], error_y=_errors(df, "repair"), name="repair rate",
-                    marker_color=OKABE_ITO[0], legendgroup="repair", showlegend=row == 1, row=row, col=1,
-                    hovertemplate="layer %{x}<br>repair %{y:.2f}<extra></extra>")
-        fig.add_bar(x=df["layer"], y=df["break"], error_y=_errors(df, "break"), name="break rate",
-                    marker_color=OKABE_ITO[3], legendgroup="break", showlegend=row == 1, row=row, col=1,
-                    hovertemplate="layer %{x}<br>break %{y:.2f}<extra></extra>")
-        b = sweep.bottleneck
+        fig.add_bar(x=df["layer"], y=df[screen], marker_color="#999", name="screen score", legendgroup="screen", showlegend=g == 0,
+                    hovertemplate="block %{x}<br>screen %{y:.3f}<extra></extra>", row=top, col=1)
+        done = df.dropna(subset=["repair"]) if "repair" in df else df.iloc[0:0]
+        only = df[~df["layer"].isin(done["layer"])]
+        for key, name, colour, n, of in (("repair", "repair rate (failure set)", OKABE_ITO[0], "n_repaired", "n_failures"),
+                                          ("break", "break rate (control set)", OKABE_ITO[3], "n_broken", "n_control")):
+            if done.empty:
+                continue
+            counts = [f"{int(a)}/{int(c)}" if pd.notna(a) and pd.notna(c) else "" for a, c in zip(done.get(n, []), done.get(of, []))]
+            fig.add_bar(x=done["layer"], y=done[key], error_y=_errors(done, key), name=name, marker_color=colour, legendgroup=key,
+                        showlegend=g == 0, row=bottom, col=1, customdata=list(zip(counts, done[f"{key}_low"], done[f"{key}_high"])),
+                        hovertemplate=f"block %{{x}}<br>{key} %{{customdata[0]}} = %{{y:.2f}} [%{{customdata[1]:.2f}}, %{{customdata[2]:.2f}}]<extra></extra>")
+        if not only.empty:
+            fig.add_scatter(x=only["layer"], y=[0.02] * len(only), mode="markers", name="screened only (not generated)",
+                            marker=dict(symbol="circle-open", color="#888", size=6), legendgroup="only", showlegend=g == 0,
+                            hovertemplate="block %{x}: screened only, not generated<extra></extra>", row=bottom, col=1)
         if b and b["component"] == comp and b["kind"] == kind:
-            fig.add_annotation(x=b["layer"], y=1.05, text=f"bottleneck {comp}{b['layer']}", showarrow=True, arrowhead=2,
-                               ax=0, ay=-25, row=row, col=1)
-        fig.update_yaxes(range=[0, 1.15], title_text="rate", row=row, col=1)
-    fig.update_xaxes(title_text="layer", dtick=max(1, int(sweep.table["layer"].max() // 15)), row=len(groups), col=1)
-    fig.update_layout(template=PAPER, barmode="group", title=title or f"Single-block ablation: {sweep.failure_set} ({sweep.strategy})",
-                      height=260 * len(groups) + 80)
+            for row in (top, bottom):
+                fig.add_vrect(x0=b["layer"] - 0.5, x1=b["layer"] + 0.5, fillcolor=OKABE_ITO[6], opacity=0.35, line_width=0, layer="below",
+                              row=row, col=1)
+            fig.add_annotation(x=b["layer"], y=1.19, text=f"bottleneck: block {b['layer']}", showarrow=False, yanchor="top",
+                               row=bottom, col=1)
+        fig.update_yaxes(title_text="Δ log p", row=top, col=1)
+        fig.update_yaxes(range=[0, 1.2], title_text="rate", row=bottom, col=1)
+        fig.update_xaxes(**_layer_ticks(n_layers), row=top, col=1)
+        fig.update_xaxes(**_layer_ticks(n_layers), row=bottom, col=1)
+    fig.update_xaxes(title_text="block (layer)", row=2 * len(groups), col=1)
+    (comp, kind), _ = groups[0]
+    default = "Silencing one block's component: repair and break" if many else f"Silencing one {COMPONENT_NAMES.get(comp, comp)} block ({KIND_NAMES.get(kind, kind)})"
+    fig.update_layout(template=PAPER, barmode="group", title=title or default, height=300 * len(groups) + 140, margin=dict(t=90),
+                      legend=dict(orientation="h", yanchor="top", y=-0.18 / len(groups), x=0))
     return fig
 
 
 def repair_heatmap(sweep: "SweepResult", component: str = "mlp", kind: str = "zero") -> go.Figure:
-    """Layer x question: +1 repaired (a failure now correct), -1 broken (a control now wrong),
-    0 unchanged; RdBu centred at zero, question text on hover."""
+    """Block x question: +1 repaired (a failure now correct), -1 broken (a control now wrong),
+    0 unchanged; RdBu centred at zero. Only the blocks evaluated by generation are rows (a
+    categorical axis: no row stands for blocks in between); the failure-set questions come
+    first, then the control set, with the boundary marked."""
     d = sweep.details
     if d.empty:
         raise RnrLensError("the sweep has no evaluated candidates to show")
     d = d[(d.component == component) & (d.kind == kind)].copy()
+    if d.empty:
+        raise RnrLensError(f"the sweep evaluated no {component} ({kind}) ablation by generation")
     d["effect"] = d.after_correct.astype(int) - d.before_correct.astype(int)
-    order = d.drop_duplicates("question_id").sort_values(["set", "question_id"])
-    grid = d.pivot_table(index="layer", columns="question_id", values="effect").reindex(columns=order.question_id)
-    prompts = order.set_index("question_id")["prompt"]
-    hover = [[f"layer {layer}<br>{q} ({order.set_index('question_id').loc[q, 'set']})<br>{prompts[q][:120]}"
-              for q in grid.columns] for layer in grid.index]
-    fig = go.Figure(go.Heatmap(z=grid.values, x=list(grid.columns), y=list(grid.index), colorscale=SIGNED, zmid=0, zmin=-1, zmax=1,
-                               text=hover, hovertemplate="%{text}<br>effect %{z}<extra></extra>",
+    rank = {"discovery": 0, "heldout": 1, "control": 2}
+    order = d.drop_duplicates("question_id").assign(r=lambda f: f["set"].map(rank)).sort_values(["r", "question_id"])
+    layers = sorted(d["layer"].unique())
+    grid = d.pivot_table(index="layer", columns="question_id", values="effect").reindex(index=layers, columns=order.question_id)
+    info = order.set_index("question_id")
+    hover = [[f"block {layer}<br>{q} ({info.loc[q, 'set']})<br>{str(info.loc[q, 'prompt'])[:120]}" for q in grid.columns] for layer in layers]
+    fig = go.Figure(go.Heatmap(z=grid.values, x=list(range(len(grid.columns))), y=[str(layer) for layer in layers], colorscale=SIGNED,
+                               zmid=0, zmin=-1, zmax=1, xgap=1, ygap=1, text=hover, hovertemplate="%{text}<br>effect %{z}<extra></extra>",
                                colorbar=dict(title="effect", tickvals=[-1, 0, 1], ticktext=["broken", "same", "repaired"])))
-    fig.update_layout(template=PAPER, title=f"Repairs and breaks per question ({component}, {kind})",
-                      xaxis=dict(title="question", showticklabels=len(grid.columns) <= 40, tickangle=-60),
-                      yaxis=dict(title="layer"))
+    n_fail = int((order["set"] != "control").sum())
+    if 0 < n_fail < len(order):
+        fig.add_vline(x=n_fail - 0.5, line_color="#222", line_width=2)
+    for x0, x1, label in ((0, n_fail, f"failure set ({n_fail})"), (n_fail, len(order), f"control set ({len(order) - n_fail})")):
+        if x1 > x0:
+            fig.add_annotation(x=(x0 + x1 - 1) / 2, y=1.0, yref="paper", yanchor="bottom", text=label, showarrow=False)
+    show_labels = len(order) <= 40
+    fig.update_layout(
+        template=PAPER, title=dict(text=f"Repairs and breaks per question ({COMPONENT_NAMES.get(component, component)}, {KIND_NAMES.get(kind, kind)})", y=0.97),
+        xaxis=dict(title="question", tickmode="array", tickvals=list(range(len(order))), ticktext=list(order.question_id) if show_labels else None,
+                   showticklabels=show_labels, tickangle=-90, tickfont=dict(size=9)),
+        yaxis=dict(title="block (evaluated)", type="category"), margin=dict(t=90),
+        height=max(300, 28 * len(layers) + (260 if show_labels else 160)),
+    )
     return fig
 
 
@@ -118,13 +182,17 @@ def realized_vs_reachable(results: "AuditResult | Sequence[AuditResult]") -> go.
     """Per probe: realized accuracy, the reachable ceiling (oracle) and every answer-blind
     selector, with 95% bootstrap intervals; one panel per audit (model / task)."""
     results = [results] if not isinstance(results, (list, tuple)) else list(results)
+    one = len(results) == 1
     fig = make_subplots(rows=1, cols=len(results), shared_yaxes=True,
-                        subplot_titles=[f"{r.info['model']} / {r.info['task']}" for r in results])
+                        subplot_titles=None if one else [f"{r.info['model']} / {r.info['task']}" for r in results])
     series = ["realized", "reachable", "select:majority", "select:logprob", "select:entropy", "select:reward"]
     names = {"realized": "realized (greedy)", "reachable": "reachable (oracle)"}
+    from rnr_lens.audit import probe_labels
+
     for col, result in enumerate(results, start=1):
         summary = result.summary()
-        labels = [p.split(",")[0] for p in summary["probe"]]
+        short = probe_labels(list(summary["probe"]))
+        labels = [short.get(p, p) for p in summary["probe"]]
         for i, key in enumerate(series):
             if key not in summary:
                 continue
@@ -136,22 +204,33 @@ def realized_vs_reachable(results: "AuditResult | Sequence[AuditResult]") -> go.
                         error_y=dict(type="data", symmetric=False, array=[e.high - e.value for e in est[keep]],
                                      arrayminus=[e.value - e.low for e in est[keep]], thickness=1.2, width=3))
     fig.update_yaxes(range=[0, 1.05], title_text="accuracy", row=1, col=1)
-    fig.update_layout(template=PAPER, barmode="group", title="Realized versus reachable, per probe at its budget")
+    fig.update_xaxes(title_text="probe at budget k (reachable: one of its own k tries is correct; the greedy default is not "
+                                "one of them, so reachable can fall below realized)", row=1, col=1)
+    head = "Realized versus reachable" + (f"<br>{results[0].info['model']} / {results[0].info['task']}" if one else "")
+    fig.update_layout(template=PAPER, barmode="group", title=head)
     return fig
 
 
-def pass_at_k(result: "AuditResult", probes: Sequence[str] | None = None) -> go.Figure:
-    """pass@k for k = 1..budget per probe, with 95% bootstrap bands; realized accuracy dashed."""
+def pass_at_k(result: "AuditResult", probes: Sequence[str] | None = None, k: int | None = None) -> go.Figure:
+    """pass@k for k = 1..budget per probe, with 95% bootstrap bands; realized accuracy dashed;
+    integer ticks; ``k`` draws a marker at that budget."""
     fig = go.Figure()
+    budget = 1
     for i, probe in enumerate(probes or result.probes):
         curve = result.pass_at_k(probe)
+        if curve.empty:
+            continue
+        budget = max(budget, int(curve.k.max()))
         color = OKABE_ITO[i % 8]
         fig.add_scatter(x=list(curve.k) + list(curve.k[::-1]), y=list(curve.high) + list(curve.low[::-1]), fill="toself",
                         line=dict(width=0), fillcolor=color, opacity=0.18, showlegend=False, hoverinfo="skip")
         fig.add_scatter(x=curve.k, y=curve.pass_at_k, mode="lines+markers", name=probe.split(",")[0], line=dict(color=color))
-    realized = float(result.questions["realized"].mean())
+    realized = float(result.questions.loc[result.questions["has_default"], "realized"].mean()) if result.questions["has_default"].any() else 0.0
     fig.add_hline(y=realized, line_dash="dash", line_color="#444", annotation_text=f"realized {realized:.2f}")
-    fig.update_layout(template=PAPER, title="pass@k (unbiased estimator)", xaxis_title="k", yaxis_title="pass@k", yaxis_range=[0, 1.05])
+    if k is not None:
+        fig.add_vline(x=k, line_dash="dot", line_color=OKABE_ITO[3], annotation_text=f"k = {k}", annotation_position="bottom right")
+    fig.update_layout(template=PAPER, title="pass@k (unbiased estimator)", yaxis_title="pass@k", yaxis_range=[0, 1.05],
+                      xaxis=dict(title="k", tickmode="linear", tick0=1, dtick=max(1, -(-budget // 10)), range=[0.7, budget + 0.3]))
     return fig
 
 
@@ -166,15 +245,17 @@ def attribution(dla: pd.DataFrame, question_id: str | None = None, bottleneck: i
         raise RnrLensError(f"no attribution rows{f' for question {question_id}' if question_id else ''}")
     mean = df.groupby(["layer", "component"])["contribution"].agg(["mean", "sem"]).reset_index()
     fig = go.Figure()
-    for i, comp in enumerate(["attn", "mlp"]):
+    # attention and MLP take colours of their own (blue and vermillion mean repair and break elsewhere)
+    for comp, colour in (("attn", OKABE_ITO[2]), ("mlp", OKABE_ITO[4])):
         part = mean[mean.component == comp]
-        fig.add_bar(x=part.layer, y=part["mean"], name=comp, marker_color=OKABE_ITO[i],
+        fig.add_bar(x=part.layer, y=part["mean"], name=COMPONENT_NAMES[comp], marker_color=colour,
                     error_y=dict(type="data", array=part["sem"].fillna(0).tolist(), thickness=1.2, width=3) if question_id is None else None)
     if bottleneck is not None:
-        fig.add_vline(x=bottleneck, line_dash="dot", line_color=OKABE_ITO[3], annotation_text=f"bottleneck {bottleneck}")
-    scope = f"question {question_id}" if question_id else f"mean over {df.question_id.nunique()} questions"
-    fig.update_layout(template=PAPER, barmode="group", title=f"Direct logit attribution to gold - default ({scope})",
-                      xaxis_title="layer", yaxis_title="contribution to logit difference")
+        fig.add_vline(x=bottleneck, line_dash="dot", line_color="#444", annotation_text=f"bottleneck {bottleneck}")
+    n = df.question_id.nunique()
+    scope = f"question {question_id}" if question_id else f"mean over {n} questions; error bars ±1 standard error of the mean"
+    fig.update_layout(template=PAPER, barmode="group", title=dict(text=f"Direct logit attribution to logit[gold] − logit[default]<br><sup>{scope}</sup>"),
+                      xaxis=dict(title="block (layer)", **_layer_ticks(int(df.layer.max()) + 1)), yaxis_title="contribution")
     return fig
 
 
@@ -237,25 +318,187 @@ def reward_curve(history: Sequence[dict], window: int = 5) -> go.Figure:
     return fig
 
 
-def save(fig: go.Figure, path: str | Path, *, width: int = 800, height: int | None = None, scale: float = 2.0) -> Path:
-    """Write ``fig`` as PDF, SVG, PNG (kaleido + system Chromium) or standalone HTML, atomically."""
+SIZES: dict[str, tuple[float, float]] = {"column": (3.5, 2.8), "full": (7.0, 3.6)}
+"""Print sizes in inches: a paper's single column and its full text width."""
+MIN_FONT_PT = 8.0
+_PX_PER_PT = 4 / 3  # Chromium lays pages out at 96 px per inch, 72 pt per inch
+
+
+def print_layout(fig: go.Figure, size: str | tuple[float, float], *, min_font_pt: float = MIN_FONT_PT) -> tuple[go.Figure, int, int]:
+    """A copy of ``fig`` laid out for print at ``size`` (a name in :data:`SIZES` or
+    ``(width, height)`` in inches), every font at least ``min_font_pt`` points at that size.
+
+    Returns the figure and its width and height in CSS pixels (at scale 1, one pixel is 0.75 pt).
+    """
+    if isinstance(size, str):
+        if size not in SIZES:
+            raise RnrLensError(f"unknown figure size {size!r}; use one of {', '.join(SIZES)} or (width, height) in inches")
+        size = SIZES[size]
+    width_in, height_in = size
+    # taller figures (several panels) keep their aspect ratio within the preset's width
+    natural = (fig.layout.height or 450) / (fig.layout.width or 700)
+    height_in = max(height_in, min(width_in * natural, 9.0))
+    width, height = round(width_in * 72 * _PX_PER_PT), round(height_in * 72 * _PX_PER_PT)
+    # 12 px = 9 pt nominal: a capital-to-descender glyph box of 8.5 pt, so text measures >= 8 pt
+    base = max(12, math.ceil(min_font_pt * _PX_PER_PT / 0.94))
+    out = go.Figure(fig)
+    # plotly never wraps text: break long titles at spaces to the width they have
+    chars = int(width / (0.56 * base))
+    if out.layout.title and out.layout.title.text:
+        out.layout.title.text = _wrap(out.layout.title.text, int(chars / 1.2))
+    for axis in [a for a in out.layout if a.startswith(("xaxis", "yaxis"))]:
+        ax = out.layout[axis]
+        if ax.title and ax.title.text:
+            ax.title.text = _wrap(ax.title.text, chars if axis.startswith("x") else int(height / (0.56 * base)))
+    # the legend goes under the plot (a column has no room beside it); margins grow to fit titles
+    # room, top down: the title's lines; at the bottom, tick labels, the x-axis title, then the
+    # legend in rows under everything (plotly's automargin does not stack the legend, so we do)
+    title_lines = str(out.layout.title.text or "").count("<br>") + 1 if out.layout.title and out.layout.title.text else 0
+    bottom_axis = out.layout[min((a for a in out.layout if a.startswith("xaxis")), key=lambda a: out.layout[a].domain[0] if out.layout[a].domain else 0, default="xaxis")]
+    x_title_lines = str(bottom_axis.title.text).count("<br>") + 1 if bottom_axis.title and bottom_axis.title.text else 0
+    legend_h = _legend_rows(out, width, base) * round(1.7 * base)
+    top = round(1.35 * (base + 2) * title_lines) + 16
+    if any(a.yref == "paper" and a.y is not None and a.y >= 0.99 and a.yanchor == "bottom" for a in out.layout.annotations):
+        top += round(1.5 * base)  # a subplot title sits above the top panel
+    bottom = round(1.6 * base + 1.3 * base * x_title_lines + legend_h + 8)
+    height += legend_h + round(1.3 * base * max(0, x_title_lines - 1))  # the plot keeps its share of the preset
+    # plotly anchors a multi-line title by its last line: shift by the lines above it
+    title_y = 1 - (6 + 1.3 * (base + 2) * max(0, title_lines - 1)) / height
+    out.update_layout(font=dict(size=base), title=dict(font=dict(size=base + 2), x=0.01, xanchor="left", y=title_y, yref="container",
+                                                       yanchor="top"),
+                      legend=dict(font=dict(size=base), orientation="h", x=0, xanchor="left", y=0, yref="container", yanchor="bottom"),
+                      margin=dict(l=10, r=10, t=top, b=bottom), width=width, height=height)
+    out.update_xaxes(automargin=True, tickfont=dict(size=base), title=dict(font=dict(size=base)))
+    out.update_yaxes(automargin=True, tickfont=dict(size=base), title=dict(font=dict(size=base)))
+    for note in out.layout.annotations:  # subplot titles and labels: the base size, no larger than the title
+        note.update(font=dict(size=base))
+    for trace in out.data:
+        if getattr(trace, "textfont", None) is not None and trace.type in ("bar", "scatter", "heatmap"):
+            trace.update(textfont=dict(size=base))
+        if trace.type == "heatmap":
+            trace.update(colorbar=dict(tickfont=dict(size=base), title=dict(font=dict(size=base))))
+    return out, width, height
+
+
+def _legend_rows(fig: go.Figure, width: int, base: int) -> int:
+    """How many rows a horizontal legend of ``fig`` takes at ``width`` pixels (an estimate)."""
+    names = [t.name for t in fig.data if t.name and t.showlegend is not False and fig.layout.showlegend is not False]
+    if not names or (len(names) == 1 and fig.layout.showlegend is None):
+        return 0
+    rows, used = 1, 0.0
+    for name in dict.fromkeys(names):
+        item = 0.56 * base * len(name) + 45
+        if used and used + item > width - 20:
+            rows, used = rows + 1, 0.0
+        used += item
+    return rows
+
+
+def _wrap(text: str, width: int) -> str:
+    """Insert ``<br>`` at spaces so no line of ``text`` is much longer than ``width`` characters."""
+    out = []
+    for line in str(text).split("<br>"):
+        words, current = line.split(" "), ""
+        for word in words:
+            if current and len(current) + 1 + len(word) > max(12, width):
+                out.append(current)
+                current = word
+            else:
+                current = f"{current} {word}" if current else word
+        out.append(current)
+    return "<br>".join(out)
+
+
+_KALEIDO_STARTED = False
+
+
+def _kaleido_server() -> None:
+    """Start kaleido's Chromium once per process (5-7 s a figure without it, 0.5 s with)."""
+    global _KALEIDO_STARTED
+    if _KALEIDO_STARTED:
+        return
+    try:
+        import atexit
+
+        import kaleido
+
+        kaleido.start_sync_server(silence_warnings=True)
+        atexit.register(kaleido.stop_sync_server, silence_warnings=True)
+    except Exception:  # an older kaleido: every write_image starts its own Chromium, as before
+        pass
+    _KALEIDO_STARTED = True
+
+
+def _pdf_metadata(path: str, title: str) -> None:
+    """Replace kaleido's PDF metadata (title "Kaleido-fier") with the figure's own."""
+    from pypdf import PdfReader, PdfWriter
+
+    from rnr_lens import __version__
+
+    writer = PdfWriter(clone_from=PdfReader(path))
+    writer.add_metadata({"/Title": title, "/Creator": f"rnr_lens {__version__} (plotly, kaleido)", "/Producer": "rnr_lens"})
+    with open(path, "wb") as f:
+        writer.write(f)
+
+
+def _figure_title(fig: go.Figure, path: Path) -> str:
+    text = fig.layout.title.text if fig.layout.title and fig.layout.title.text else path.stem.replace("_", " ")
+    return text.split("<br>")[0].replace("<sup>", "").replace("</sup>", "")
+
+
+def save(
+    fig: go.Figure,
+    path: str | Path,
+    *,
+    size: str | tuple[float, float] | None = None,
+    width: int = 800,
+    height: int | None = None,
+    scale: float | None = None,
+) -> Path:
+    """Write ``fig`` as PDF, SVG, PNG (kaleido + system Chromium) or standalone HTML, atomically,
+    with the usual file permissions (0644 under a 022 umask) and, for PDF, the figure's title
+    as the document title.
+
+    Args:
+        fig: The figure.
+        path: Where to write; the suffix picks the format.
+        size: A print preset, ``"column"`` (3.5 in wide) or ``"full"`` (7 in), or
+            ``(width, height)`` in inches: the figure is laid out at that size with every font at
+            least 8 pt when printed there (PDF and SVG at scale 1, PNG at 300 dpi).
+        width, height, scale: Screen sizes in pixels, used without ``size``.
+
+    Example:
+        >>> save(repair_break(sweep), "bottleneck.pdf", size="column")  # doctest: +SKIP
+    """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".pdf", ".svg", ".png", ".html"):
         raise RnrLensError(f"cannot save a figure as {suffix or 'a file without extension'}; use .pdf, .svg, .png or .html")
     if not path.parent.exists():
         raise RnrLensError(f"folder {path.parent} does not exist")
+    if size is not None:
+        fig, width, height = print_layout(fig, size)
+        scale = scale or (300 / 96 if suffix == ".png" else 1.0)
+    scale = scale or 2.0
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=suffix, dir=path.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a figure is for sharing
     try:
         if suffix == ".html":
             fig.write_html(tmp, include_plotlyjs=True, full_html=True)
         else:
+            _kaleido_server()
             try:
-                fig.write_image(tmp, width=width, height=height or fig.layout.height or 500, scale=scale)
+                with warnings.catch_warnings():  # plotly warns that the server ignores per-call Chromium options
+                    warnings.filterwarnings("ignore", message="The kopts argument is ignored")
+                    fig.write_image(tmp, width=width, height=height or fig.layout.height or 500, scale=scale)
             except Exception as exc:
                 raise RnrLensError(f"could not export {suffix} ({type(exc).__name__}: {str(exc).splitlines()[0][:150]}); "
-                                   "install kaleido>=1 and Chromium (Debian: apt-get install chromium)") from exc
+                                   "install kaleido>=1 and Chromium (Debian: apt-get install chromium; or bash scripts/dev-setup)") from exc
+            if suffix == ".pdf":
+                _pdf_metadata(tmp, _figure_title(fig, path))
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

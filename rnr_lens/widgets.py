@@ -1,21 +1,30 @@
 """JupyterLab widgets (ipywidgets 8) over sweep and audit results; they never load a model.
 
-- :func:`layer_explorer`: a layer slider beside the repair/break figure; the chosen layer's
-  rates and the questions it repairs and breaks, with answers before and after.
-- :func:`audit_explorer`: choose a probe, a selector and k; the pass@k figure and the
-  question table follow.
+- :func:`layer_explorer`: a block slider over the repair/break figure (the same blocks); the
+  chosen block is highlighted, with its rates and the questions it repairs and breaks, each
+  with its text and extracted answer before and after.
+- :func:`audit_explorer`: choose a probe, a selector and k; the pass@k figure marks k, and the
+  question table (filterable, sortable) shows each selector's pick among the first k tries.
+- :func:`question_explorer`: the per-question drill-down: the default answer and every try of
+  every probe, with its route or ablation, raw text, extracted answer and correctness.
+
+Tables are HTML built in Python, so sorting and filtering are controls, not page scripts.
 """
 
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Sequence
 
 import ipywidgets as W
+import pandas as pd
 import plotly.graph_objects as go
 
+from rnr_lens import selectors as sel
 from rnr_lens import viz
+from rnr_lens.audit import html_table, probe_labels
 from rnr_lens.errors import RnrLensError
+from rnr_lens.store import DEFAULT_PROBE, try_from_row
 
 if TYPE_CHECKING:
     from rnr_lens.audit import AuditResult
@@ -23,85 +32,182 @@ if TYPE_CHECKING:
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
-    head = "".join(f"<th style='text-align:left;padding:2px 8px'>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td style='padding:2px 8px'>{html.escape(str(r.get(c, '')))}</td>" for c in columns) + "</tr>"
-                   for r in rows)
-    return f"<table class='rnr-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return html_table([[r.get(c, "") for c in columns] for r in rows], columns)
+
+
+def _answer(text: Any, answer: Any) -> str:
+    """``'2 + 8, which is 10.' -> 2``: a generated text and what the extractor read from it."""
+    return f"{str(text).strip()!r} -> {answer if answer is not None else 'no answer'}"
 
 
 def layer_summary_html(sweep: "SweepResult", layer: int, component: str = "mlp", kind: str = "zero") -> str:
-    """The HTML the layer explorer shows for one layer."""
+    """The HTML the layer explorer shows for one block."""
     row = sweep.table[(sweep.table.layer == layer) & (sweep.table.component == component) & (sweep.table.kind == kind)]
     if row.empty or "repair" not in row or row["repair"].isna().all():
         screen = float(row["screen_logprob"].iloc[0]) if not row.empty else float("nan")
-        return (f"<div class='rnr-layer' data-layer='{layer}'><b>layer {layer}</b> ({component}, {kind}): not confirmed by "
-                f"generation; screen Δ log p(gold) = {screen:.3f}</div>")
+        return (f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {kind}): screened only, not "
+                f"confirmed by generation; screen Δ log p(gold) = {screen:.3f}</div>")
     r = row.iloc[0]
     d = sweep.details[(sweep.details.layer == layer) & (sweep.details.component == component) & (sweep.details.kind == kind)]
     repaired = d[(d.set != "control") & d.after_correct & ~d.before_correct]
     broken = d[(d.set == "control") & ~d.after_correct & d.before_correct]
-    cols = ["question_id", "prompt", "before_answer", "after_answer"]
+
+    def rows(frame: pd.DataFrame) -> list[dict]:
+        return [{"question": q.question_id, "prompt": q.prompt, "before: text -> answer": _answer(q.before_text, q.before_answer),
+                 "after: text -> answer": _answer(q.after_text, q.after_answer)} for q in frame.itertuples()]
+
+    cols = ["question", "prompt", "before: text -> answer", "after: text -> answer"]
+    counts = lambda n, of: f" ({int(r[n])}/{int(r[of])})" if n in r and pd.notna(r[n]) else ""  # noqa: E731
     return (
-        f"<div class='rnr-layer' data-layer='{layer}'><b>layer {layer}</b> ({component}, {kind}): "
-        f"<span class='rnr-repair'>repair {r['repair']:.2f} [{r['repair_low']:.2f}, {r['repair_high']:.2f}]</span>, "
-        f"<span class='rnr-break'>break {r['break']:.2f} [{r['break_low']:.2f}, {r['break_high']:.2f}]</span></div>"
-        f"<p>repaired ({len(repaired)})</p>{_table(repaired[cols].to_dict('records'), cols)}"
-        f"<p>broken ({len(broken)})</p>{_table(broken[cols].to_dict('records'), cols)}"
+        f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {kind}): "
+        f"<span class='rnr-repair'>repair {r['repair']:.2f} [{r['repair_low']:.2f}, {r['repair_high']:.2f}]{counts('n_repaired', 'n_failures')}</span>, "
+        f"<span class='rnr-break'>break {r['break']:.2f} [{r['break_low']:.2f}, {r['break_high']:.2f}]{counts('n_broken', 'n_control')}</span></div>"
+        f"<p>repaired ({len(repaired)})</p>{_table(rows(repaired), cols)}"
+        f"<p>broken ({len(broken)})</p>{_table(rows(broken), cols)}"
     )
 
 
+def _highlight(figure: go.FigureWidget, layer: int) -> None:
+    """Shade the selected block in every panel of the repair/break figure."""
+    keep = [s for s in figure.layout.shapes if getattr(s, "name", None) != "rnr-selected"]
+    axes = sorted({t.xaxis for t in figure.data if getattr(t, "xaxis", None)}) or ["x"]
+    picked = [go.layout.Shape(type="rect", xref=a, yref=f"{a.replace('x', 'y')} domain", x0=layer - 0.5, x1=layer + 0.5, y0=0, y1=1,
+                              line=dict(color="#222", width=1.5), fillcolor="rgba(0,0,0,0)", name="rnr-selected") for a in axes]
+    figure.layout.shapes = tuple(keep) + tuple(picked)
+
+
 def layer_explorer(sweep: "SweepResult", component: str = "mlp", kind: str = "zero") -> W.VBox:
-    """A slider over layers (or a click on a bar) showing that layer's repairs and breaks."""
-    layers = sorted(sweep.table.layer.unique())
+    """A block slider (or a click on a bar) showing that block's repairs and breaks.
+
+    The slider and the figure cover the same blocks (every block of the sweep); the selected
+    one is outlined in the figure.
+    """
+    layers = sorted(int(x) for x in sweep.table[(sweep.table.component == component) & (sweep.table.kind == kind)].layer.unique())
     if not layers:
-        raise RnrLensError("the sweep has no layers to explore")
-    start = sweep.bottleneck["layer"] if sweep.bottleneck else layers[0]
-    slider = W.IntSlider(value=start, min=layers[0], max=layers[-1], step=1, description="layer", continuous_update=False)
-    figure = go.FigureWidget(viz.repair_break(sweep)) if "repair" in sweep.table and sweep.table["repair"].notna().any() else None
+        raise RnrLensError(f"the sweep has no {component} ({kind}) blocks to explore")
+    start = sweep.bottleneck["layer"] if sweep.bottleneck and sweep.bottleneck["layer"] in layers else layers[0]
+    slider = W.SelectionSlider(options=layers, value=start, description="block", continuous_update=False)
+    figure = go.FigureWidget(viz.repair_break(sweep))
     info = W.HTML(layer_summary_html(sweep, start, component, kind))
+    _highlight(figure, start)
 
     def show(change: dict) -> None:
         info.value = layer_summary_html(sweep, int(change["new"]), component, kind)
+        _highlight(figure, int(change["new"]))
 
     slider.observe(show, names="value")
-    if figure is not None:
-        def clicked(trace: object, points: object, state: object) -> None:
-            if points.xs:  # type: ignore[attr-defined]
-                slider.value = int(points.xs[0])  # type: ignore[attr-defined]
 
-        for trace in figure.data:
-            trace.on_click(clicked)
-    children = [slider] + ([figure] if figure is not None else []) + [info]
-    return W.VBox(children)
+    def clicked(trace: object, points: object, state: object) -> None:
+        if points.xs and int(points.xs[0]) in layers:  # type: ignore[attr-defined]
+            slider.value = int(points.xs[0])  # type: ignore[attr-defined]
+
+    for trace in figure.data:
+        trace.on_click(clicked)
+    return W.VBox([slider, figure, info])
+
+
+def _picks(result: "AuditResult", probe: str, k: int) -> pd.DataFrame:
+    """Each selector's pick per question among the first ``k`` tries of ``probe``."""
+    tries = result.probe_tries(probe)
+    head = tries[tries.try_index < k]
+    names = list(sel.ANSWER_BLIND) + ["oracle"] + (["reward"] if probe.startswith("search") else [])
+    rows = []
+    for qid, group in head.groupby("question_id", sort=False):
+        chosen = [try_from_row(r) for r in group.to_dict("records")]
+        for s in names:
+            pick = sel.get(s)(chosen)
+            rows.append({"question_id": qid, "selector": s, "extracted": pick.extracted, "correct": bool(pick.correct)})
+    return pd.DataFrame(rows, columns=["question_id", "selector", "extracted", "correct"])
 
 
 def audit_explorer(result: "AuditResult") -> W.VBox:
-    """Probe, selector and k controls over an audit; figure and question table update."""
+    """Probe, selector and k controls over an audit; the pass@k figure marks k and the
+    question table shows the selector's pick among the first k tries (filter by text, sort
+    by any column)."""
     if not result.probes:
         raise RnrLensError("the audit has no probes to explore")
-    probe = W.Dropdown(options=result.probes, description="probe")
+    labels = probe_labels(result.probes)
+    probe = W.Dropdown(options=[(labels[p], p) for p in result.probes], description="probe")
     selector = W.Dropdown(options=["oracle", "majority", "logprob", "entropy"], description="selector")
-    k = W.IntSlider(value=1, min=1, max=1, description="k", continuous_update=False)
-    figure = go.FigureWidget(viz.pass_at_k(result))
+    k = W.IntSlider(value=1, min=1, max=max(1, result.budget(result.probes[0])), description="k", continuous_update=False)
+    search = W.Text(placeholder="filter: id, prompt or gold", description="filter")
+    sort = W.Dropdown(options=["question", "gold", "realized", "reached", "pick"], description="sort by")
+    figure = go.FigureWidget(viz.pass_at_k(result, k=1))
     table = W.HTML()
 
     def refresh(*_: object) -> None:
-        tries = result.probe_tries(probe.value)
-        budget = int(tries.groupby("question_id").size().min())
+        budget = max(1, result.budget(probe.value))
         k.max = budget
         k.value = min(k.value, budget)
-        head = tries[tries.try_index < k.value]
-        picks = result.selections(probe.value)
-        picks = picks[picks.selector == selector.value].set_index("question_id")
+        picks = _picks(result, probe.value, k.value)
+        mine = picks[picks.selector == selector.value].set_index("question_id")
+        reached = set(picks[(picks.selector == "oracle") & picks.correct].question_id)
+        needle = search.value.strip().lower()
         rows = []
         for q in result.questions.itertuples():
-            hit = bool(head[head.question_id == q.question_id]["correct"].any())
-            rows.append({"question_id": q.question_id, "gold": q.gold, "realized": q.realized, f"reached within k={k.value}": hit,
-                         f"{selector.value} pick": picks.loc[q.question_id, "extracted"] if q.question_id in picks.index else ""})
-        share = sum(r[f"reached within k={k.value}"] for r in rows) / max(1, len(rows))
-        table.value = f"<p class='rnr-share'>reached within k={k.value}: {share:.2f}</p>" + _table(rows, list(rows[0].keys()))
+            if needle and needle not in f"{q.question_id} {q.prompt} {q.gold}".lower():
+                continue
+            pick = mine.loc[q.question_id] if q.question_id in mine.index else None
+            rows.append({"question": q.question_id, "prompt": q.prompt, "gold": q.gold, "realized": bool(q.realized),
+                         "reached": q.question_id in reached, "pick": "" if pick is None else pick["extracted"],
+                         "pick correct": "" if pick is None else bool(pick["correct"])})
+        key = sort.value
+        rows.sort(key=lambda r: (str(type(r[key])), r[key]) if key != "question" else (0, r["question"]))
+        share = sum(r["reached"] for r in rows) / max(1, len(rows))
+        head = f"<p class='rnr-share'>reached within k={k.value}: {share:.2f} ({len(rows)} questions shown)</p>"
+        columns = ["question", "prompt", "gold", "realized", "reached", "pick", "pick correct"]
+        table.value = head + _table(rows, columns)
+        with figure.batch_update():
+            new = viz.pass_at_k(result, k=k.value)
+            figure.layout.shapes = new.layout.shapes
+            figure.layout.annotations = new.layout.annotations
 
-    for control in (probe, selector, k):
+    for control in (probe, selector, k, search, sort):
         control.observe(refresh, names="value")
     refresh()
-    return W.VBox([W.HBox([probe, selector, k]), figure, table])
+    return W.VBox([W.HBox([probe, selector, k]), W.HBox([search, sort]), figure, table])
+
+
+def question_html(result: "AuditResult", question_id: str, probes: Sequence[str] | None = None) -> str:
+    """The drill-down for one question: prompt, gold, the default answer and every try."""
+    q = result.questions[result.questions.question_id == question_id]
+    if q.empty:
+        raise RnrLensError(f"audit {result.id[:12]} has no question {question_id!r}")
+    q = q.iloc[0]
+    labels = {DEFAULT_PROBE: DEFAULT_PROBE, **probe_labels(result.probes)}
+    wanted = [DEFAULT_PROBE, *(probes if probes is not None else result.probes)]
+    tries = result.tries[(result.tries.question_id == question_id) & result.tries.probe.isin(wanted)]
+    rows = []
+    for t in tries.sort_values(["probe", "try_index"], key=lambda c: c.map(wanted.index) if c.name == "probe" else c).itertuples():
+        how = t.route if isinstance(t.route, str) else t.ablation if isinstance(t.ablation, str) else f"seed {int(t.seed)}" if pd.notna(t.seed) else "greedy"
+        rows.append([labels.get(t.probe, t.probe), int(t.try_index), how, str(t.text).strip(), t.extracted if t.extracted is not None else "no answer",
+                     "yes" if t.correct else "no"])
+    default = tries[tries.probe == DEFAULT_PROBE]
+    realized = "yes" if bool(q.realized) else "no" if len(default) else "not yet run"
+    return (
+        f"<div class='rnr-question' data-question='{html.escape(question_id)}'>"
+        f"<p><b>{html.escape(question_id)}</b>: {html.escape(str(q.prompt))}</p>"
+        f"<p>gold <b class='rnr-gold'>{html.escape(str(q.gold))}</b>; default answer <span class='rnr-default'>"
+        f"{html.escape(_answer(q.default_text, q.default_extracted) if isinstance(q.default_text, str) else '-')}</span>; realized {realized}</p>"
+        + html_table(rows, ["probe", "try", "route / ablation / seed", "text", "extracted", "correct"]) + "</div>"
+    )
+
+
+def question_explorer(result: "AuditResult") -> W.VBox:
+    """Pick a question (and optionally one probe): its default answer and every try, each with
+    its route or ablation, the raw text, the extracted answer and whether it is correct."""
+    if result.questions.empty:
+        raise RnrLensError("the audit holds no questions yet")
+    labels = probe_labels(result.probes)
+    options = [(f"{q.question_id}: {str(q.prompt)[:50]}", q.question_id) for q in result.questions.itertuples()]
+    question = W.Dropdown(options=options, description="question", layout=W.Layout(width="60%"))
+    probe = W.Dropdown(options=[("all probes", None)] + [(labels[p], p) for p in result.probes], description="probe")
+    view = W.HTML()
+
+    def refresh(*_: object) -> None:
+        view.value = question_html(result, question.value, None if probe.value is None else [probe.value])
+
+    question.observe(refresh, names="value")
+    probe.observe(refresh, names="value")
+    refresh()
+    return W.VBox([W.HBox([question, probe]), view])

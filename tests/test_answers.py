@@ -60,3 +60,17 @@ def test_extraction_details():
 def test_unknown_extractor():
     with pytest.raises(RnrLensError, match="unknown extractor 'x'"):
         get_extractor("x")
+
+
+@pytest.mark.parametrize("text, gold, kind, expected", [
+    ("The answer is 2 + 8, which is 10.", "10", "number", True),   # read as 2: a format miss
+    ("The answer is 12.", "10", "number", False),
+    ("It costs $1,000 in total", "1000", "number", True),
+    ("The answer is B, iron", "B", "choice", True),
+    ("Both answers are wrong", "B", "choice", False),
+    ("the capital is paris, I think", "Paris", "string", True),
+])
+def test_holds_gold_finds_the_gold_anywhere(text, gold, kind, expected):
+    from rnr_lens.answers import holds_gold
+
+    assert holds_gold(text, gold, kind) is expected

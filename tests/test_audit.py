@@ -119,3 +119,18 @@ def test_kill_9_then_resume_gives_exactly_the_uninterrupted_rows(tmp_path):
     result = subprocess.run(args + ["--out", str(killed_db), "--resume"], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert _rows(killed_db, aid) == expected
+
+
+def test_format_misses_are_counted_in_the_summary(tiny):
+    """Answers like "2 + 8, which is 10." were scored wrong with nobody able to see why."""
+    from rnr_lens.answers import holds_gold
+
+    result = audit(tiny, tasks.get("add-small", n=12), ["sampling:k=4,t=1.5"], progress=False)
+    gold = result.questions.set_index("question_id")["gold"]
+    for probe, name in ((None, "default"), (result.probes[0], result.probes[0])):
+        wrong = result.tries[(result.tries.probe == name) & ~result.tries.correct]
+        expected = sorted((t.question_id, t.try_index) for t in wrong.itertuples() if holds_gold(t.text, gold[t.question_id], "number"))
+        got = sorted(zip(result.format_misses(probe).question_id, result.format_misses(probe).try_index))
+        assert got == expected
+    assert result.summary_records()[0]["format_misses"] == len(result.format_misses(result.probes[0]))
+    assert "default_extracted" in result.questions

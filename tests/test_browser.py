@@ -31,6 +31,7 @@ CELLS = [
     "tiny = R.tiny_model()\nresult, store = build_planted(tiny, 'planted.db')\n"
     "sweep = mine(tiny, failures.freeze(result, store, probe='ablation'), strategy='exhaustive', break_bound=1.0, progress=False)",
     "widgets.layer_explorer(sweep)",
+    "qa = R.audit(tiny, R.tasks.get('add-small', n=4), ['sampling:k=2,t=1.0', 'routes:k=2'], progress=False)\nwidgets.question_explorer(qa)",
 ]
 
 
@@ -94,7 +95,25 @@ def test_layer_explorer_in_jupyterlab(lab):
         page.wait_for_function(f"document.querySelector('.rnr-layer').dataset.layer !== '{before}'", timeout=30_000)
         after_text = layer.inner_text()
         page.screenshot(path=str(folder / "layer_explorer.png"), full_page=True)
+
+        # the per-question drill-down: pick another question, its texts and numbers follow
+        page.wait_for_selector(".rnr-question", timeout=120_000)
+        question = page.locator(".rnr-question")
+        question.scroll_into_view_if_needed()
+        first_id, first_text = question.get_attribute("data-question"), question.inner_text()
+        picker = page.locator(".widget-dropdown select").nth(0)
+        options = picker.locator("option").all_inner_texts()
+        picker.select_option(index=2)
+        page.wait_for_function(f"document.querySelector('.rnr-question').dataset.question !== '{first_id}'", timeout=30_000)
+        second_id, second_text = question.get_attribute("data-question"), question.inner_text()
+        page.screenshot(path=str(folder / "question_explorer.png"), full_page=True)
         browser.close()
     assert before_text != after_text
     assert "repair" in after_text
     assert (folder / "layer_explorer.png").stat().st_size > 10_000
+    assert len(options) == 4 and options[2].startswith(second_id)
+    assert first_text != second_text and second_id in second_text
+    for probe in ("default", "sampling", "routes"):
+        assert probe in second_text, f"every probe's tries are listed ({probe})"
+    assert "gold" in second_text and "extracted" in second_text
+    assert (folder / "question_explorer.png").stat().st_size > 10_000

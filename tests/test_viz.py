@@ -23,19 +23,60 @@ def test_repair_break_bars_match_the_table(sweep_and_result):
     sweep, _, _ = sweep_and_result
     fig = viz.repair_break(sweep)
     assert isinstance(fig, go.Figure)
-    repair = next(t for t in fig.data if t.name == "repair rate")
+    repair = next(t for t in fig.data if t.name == "repair rate (failure set)")
     assert list(repair.y) == sweep.table.sort_values("layer")["repair"].tolist()
-    assert any(f"bottleneck mlp{PLANTED.layer}" in a.text for a in fig.layout.annotations)
+    assert any(f"bottleneck: block {PLANTED.layer}" in a.text for a in fig.layout.annotations)
+    assert "main" not in fig.layout.title.text and "Silencing one MLP block" in fig.layout.title.text
 
 
-def test_repair_heatmap_is_signed_and_centred(sweep_and_result):
+def test_repair_break_shows_every_block_after_screen_and_confirm(tiny, sweep_and_result):
+    """Only the confirmed layers were drawn, on a numeric axis whose gaps read as zero effect."""
+    _, _, fs = sweep_and_result
+    sweep = mine(tiny, fs, strategy="screen+confirm", top_m=2, break_bound=1.0, progress=False)
+    fig = viz.repair_break(sweep)
+    confirmed = sorted(sweep.table.dropna(subset=["repair"]).layer)
+    screen = next(t for t in fig.data if t.name == "screen score")
+    assert sorted(screen.x) == list(range(tiny.n_layers)), "the screen score of every block"
+    repair = next(t for t in fig.data if t.name == "repair rate (failure set)")
+    assert sorted(repair.x) == confirmed
+    only = next(t for t in fig.data if t.name == "screened only (not generated)")
+    assert sorted(only.x) == sorted(set(range(tiny.n_layers)) - set(confirmed)) and only.marker.symbol == "circle-open"
+    row = sweep.table.set_index("layer").loc[PLANTED.layer]
+    hover = dict(zip(repair.x, repair.customdata))[PLANTED.layer]
+    assert hover[0] == f"{int(row.n_repaired)}/{int(row.n_failures)}" and hover[1] == row.repair_low
+    assert [(s.x0, s.x1) for s in fig.layout.shapes if s.type == "rect"] == [(PLANTED.layer - 0.5, PLANTED.layer + 0.5)] * 2
+    assert fig.layout.xaxis2.dtick == 1 and fig.layout.xaxis2.tick0 == 0
+
+
+def test_repair_heatmap_is_signed_categorical_and_split(sweep_and_result):
     sweep, _, _ = sweep_and_result
-    heat = viz.repair_heatmap(sweep).data[0]
+    fig = viz.repair_heatmap(sweep)
+    heat = fig.data[0]
     assert heat.colorscale and heat.zmid == 0
-    row = list(heat.y).index(PLANTED.layer)
-    failures_cols = [i for i, q in enumerate(heat.x) if q in set(sweep.details[sweep.details.set != "control"].question_id)]
-    assert all(heat.z[row][i] == 1 for i in failures_cols)
+    assert fig.layout.yaxis.type == "category" and list(heat.y) == [str(layer) for layer in sorted(sweep.details.layer.unique())]
+    row = list(heat.y).index(str(PLANTED.layer))
+    labels = list(fig.layout.xaxis.ticktext)
+    failing = set(sweep.details[sweep.details.set != "control"].question_id)
+    n_fail = len(failing)
+    assert set(labels[:n_fail]) == failing, "failure-set questions first, then the control set"
+    assert all(heat.z[row][i] == 1 for i in range(n_fail))
+    assert [s.x0 for s in fig.layout.shapes] == [n_fail - 0.5], "the boundary between the sets is drawn"
+    assert {a.text for a in fig.layout.annotations} == {f"failure set ({n_fail})", f"control set ({len(labels) - n_fail})"}
     assert "What is" in heat.text[0][0]
+
+
+def test_pass_at_k_has_integer_ticks_and_a_k_marker(tiny):
+    small = audit(tiny, tasks.get("add-small", n=3), ["sampling:k=4,t=1.0"], progress=False)
+    fig = viz.pass_at_k(small, k=2)
+    assert fig.layout.xaxis.tickmode == "linear" and fig.layout.xaxis.tick0 == 1 and fig.layout.xaxis.dtick == 1
+    assert [s.x0 for s in fig.layout.shapes if s.x0 == s.x1] == [2]
+
+
+def test_figure_explains_why_reachable_can_be_below_realized(tiny):
+    small = audit(tiny, tasks.get("add-small", n=3), ["routes:k=2"], progress=False)
+    fig = viz.realized_vs_reachable(small)
+    assert "can fall below realized" in fig.layout.xaxis.title.text
+    assert [t.x[0] for t in fig.data][:1] == ["routes"], "short probe labels on the axis"
 
 
 def test_screen_audit_attribution_and_route_figures(tiny, sweep_and_result):
@@ -47,7 +88,11 @@ def test_screen_audit_attribution_and_route_figures(tiny, sweep_and_result):
     curve = viz.pass_at_k(small)
     assert [list(t.x) for t in curve.data if t.mode == "lines+markers"][0] == [1, 2, 3]
     dla = direct_logit_attribution(tiny, list(fs.discovery)[:2], CONFIG)
-    assert {t.name for t in viz.attribution(dla, bottleneck=PLANTED.layer).data} == {"attn", "mlp"}
+    fig = viz.attribution(dla, bottleneck=PLANTED.layer)
+    assert {t.name for t in fig.data} == {"attention", "MLP"}
+    repair_break_colours = {t.marker.color for t in viz.repair_break(sweep).data if t.type == "bar"}
+    assert not {t.marker.color for t in fig.data} & repair_break_colours, "attention/MLP do not reuse repair/break colours"
+    assert "error bars ±1 standard error of the mean" in fig.layout.title.text
     one = viz.attribution(dla, question_id=dla.question_id.iloc[0])
     assert len(one.data[0].x) == tiny.n_layers
     routes = viz.route_diagram([R.Route.skip(4, 1), "4:0-2,2-3"])
@@ -82,3 +127,42 @@ def test_reward_curve_shows_the_training_history():
     assert [t.name for t in fig.data if t.type == "bar"] == ["groups kept"]
     with pytest.raises(R.RnrLensError, match="history is empty"):
         viz.reward_curve([])
+
+
+def test_pdf_for_a_single_column_is_readable_in_print(sweep_and_result, tmp_path):
+    """The exported PDF was 1200x510 pt (13 px fonts ~4 pt in a column), cut off its x-axis
+    title, carried the title "Kaleido-fier" and mode 0600."""
+    require_chromium()
+    import os
+
+    import pdfplumber
+    from pypdf import PdfReader
+
+    sweep, _, _ = sweep_and_result
+    old = os.umask(0o022)
+    try:
+        path = viz.save(viz.repair_break(sweep), tmp_path / "bottleneck.pdf", size="column")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert PdfReader(path).metadata.title == "Silencing one MLP block (zeroed)"
+    with pdfplumber.open(path) as pdf:
+        (page,) = pdf.pages
+        assert page.width == pytest.approx(252, abs=1), "3.5 inches wide"
+        upright = [c for c in page.chars if c["upright"] and c["text"].strip()]
+        assert min(c["size"] for c in upright) >= 8, "every font at least 8 pt at print size"
+        words = page.extract_words()
+        for title in ("block", "(layer)", "Silencing", "rate"):
+            found = [w for w in words if w["text"] == title]
+            assert found, f"{title!r} is on the page"
+            assert all(0 <= w["x0"] and w["x1"] <= page.width and 0 <= w["top"] and w["bottom"] <= page.height for w in found)
+        rotated = [c for c in page.chars if not c["upright"]]
+        assert rotated and all(0 <= c["x0"] and c["x1"] <= page.width and 0 <= c["top"] and c["bottom"] <= page.height for c in rotated), \
+            "the y-axis titles are inside the page"
+    png = viz.save(viz.repair_break(sweep), tmp_path / "bottleneck.png", size="full")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_print_layout_rejects_unknown_sizes(sweep_and_result):
+    with pytest.raises(R.RnrLensError, match="unknown figure size 'poster'"):
+        viz.print_layout(viz.repair_break(sweep_and_result[0]), "poster")
