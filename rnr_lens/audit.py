@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,11 +22,12 @@ import pandas as pd
 
 from rnr_lens import selectors as sel
 from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.display import estimate_text, html_table, probe_labels, short_text
 from rnr_lens.errors import RnrLensError
 from rnr_lens.lens import LensModel
 from rnr_lens.probes import Default, Probe, ProbeContext, parse_probe
 from rnr_lens.shards import Shard
-from rnr_lens.stats import Estimate, bootstrap, pass_at_k
+from rnr_lens.stats import Estimate, bootstrap, pass_at_k, permutation_chance
 from rnr_lens.store import DEFAULT_PROBE, RunStore, try_from_row
 from rnr_lens.tasks.core import Question, Task
 
@@ -38,45 +40,6 @@ def audit_id(model_fingerprint: str, task: Task, config: DeploymentConfig, probe
 
 
 MAX_SEED = 2**32 - 1
-
-
-def probe_labels(probes: Sequence[str]) -> dict[str, str]:
-    """Short labels for full probe specs (tables, figures): the probe's kind, numbered where
-    a kind repeats.
-
-    Example:
-        >>> probe_labels(["sampling:k=8,t=0.7,top_p=1.0", "routes:k=8", "sampling:k=8,t=1.0,top_p=1.0"])
-        {'sampling:k=8,t=0.7,top_p=1.0': 'sampling-1', 'routes:k=8': 'routes', 'sampling:k=8,t=1.0,top_p=1.0': 'sampling-2'}
-    """
-    kinds = [p.split(":", 1)[0] for p in probes]
-    labels: dict[str, str] = {}
-    for i, (probe, kind) in enumerate(zip(probes, kinds)):
-        labels[probe] = kind if kinds.count(kind) == 1 else f"{kind}-{kinds[: i + 1].count(kind)}"
-    return labels
-
-
-def short_text(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters with an ellipsis (progress bars stay on one line)."""
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def estimate_text(e: dict[str, Any] | None) -> str:
-    """``0.58 [0.33,0.83]`` for an estimate record; ``-`` for one over no questions."""
-    if not e or e.get("value") is None:
-        return "-"
-    return f"{e['value']:.2f} [{e['low']:.2f},{e['high']:.2f}]"
-
-
-def html_table(rows: Sequence[Sequence[Any]], columns: Sequence[str], wrap: Sequence[str] = ("prompt", "text")) -> str:
-    """A plain HTML table for notebook views of results: numbers and intervals never wrap;
-    only the free-text columns named in ``wrap`` do."""
-    style = "padding:2px 8px;text-align:left;vertical-align:top"
-    nowrap = style + ";white-space:nowrap"
-    cell = [style if c in wrap else nowrap for c in columns]
-    head = "".join(f"<th style='{nowrap}'>{html.escape(str(c))}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td style='{st}'>{html.escape('' if v is None else str(v))}</td>" for st, v in zip(cell, row)) + "</tr>"
-                   for row in rows)
-    return f"<table class='rnr-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _open_store(store: RunStore | str | Path | None, mode: str = "create") -> RunStore:
@@ -184,6 +147,9 @@ def audit(
     part = Shard.parse(shard) if shard is not None else None
     selected = [(i, q) for i, q in enumerate(task.questions) if part is None or part.contains(q.id)]
     check_context(model, config, [q for _, q in selected])
+    note = task.repeated_prompts()
+    if note:
+        warnings.warn(note, stacklevel=2)
     # everything above is checked before the store is touched: bad input leaves nothing behind
     rs = _open_store(store)
     fingerprint = model.fingerprint()
@@ -321,10 +287,11 @@ class AuditResult:
         probe = self._probe_name(probe)
         counts = self.probe_tries(probe).groupby("question_id")["correct"].agg(["size", "sum"])
         budget = int(counts["size"].min()) if len(counts) else 0
+        prompts = self.questions.set_index("question_id")["prompt"].reindex(counts.index).tolist()
         rows = []
         for k in range(1, budget + 1):
             values = [pass_at_k(int(n), int(c), k) for n, c in zip(counts["size"], counts["sum"])]
-            est = bootstrap(values, seed=self.seed)
+            est = bootstrap(values, seed=self.seed, clusters=prompts)
             rows.append({"k": k, "pass_at_k": est.value, "low": est.low, "high": est.high})
         return pd.DataFrame(rows)
 
@@ -375,26 +342,59 @@ class AuditResult:
             q = self.questions[mask]
             realized = q["realized"].to_numpy(float)
             reach = q[f"reachable[{probe}]"].to_numpy(float)
+            prompts = q["prompt"].tolist()
+
+            def est(values: np.ndarray) -> Estimate:  # questions that share a prompt are resampled together
+                return bootstrap(values, seed=self.seed, clusters=prompts)
+
             row: dict[str, Any] = {
                 "probe": probe,
                 "budget": self.budget(probe),
                 "questions": len(q),
-                "realized": bootstrap(realized, seed=self.seed),
-                "reachable": bootstrap(reach, seed=self.seed),
+                "prompts": len(set(prompts)),
+                "realized": est(realized),
+                "reachable": est(reach),
                 "reachable_not_realized": int(((reach == 1) & (realized == 0)).sum()),
                 "format_misses": int(self.format_misses(probe)["question_id"].isin(set(q["question_id"])).sum()),
             }
+            chance = self.chance(probe)[mask]
+            row["chance"] = est(chance)
+            row["above_chance"] = est(reach - chance)
             picks = self.selections(probe)
             if len(picks):
                 picks = picks[picks["question_id"].isin(set(q["question_id"]))]
             for s in list(sel.ANSWER_BLIND) + ["oracle"] + (["reward"] if probe.startswith("search") else []):
-                chosen = picks[picks["selector"] == s]["correct"] if len(picks) else pd.Series([], dtype=float)
-                row[f"select:{s}"] = bootstrap(chosen.to_numpy(float), seed=self.seed)
+                chosen = picks[picks["selector"] == s].set_index("question_id")["correct"] if len(picks) else pd.Series([], dtype=float)
+                chosen = chosen.reindex(q["question_id"]).dropna()
+                row[f"select:{s}"] = bootstrap(chosen.to_numpy(float), seed=self.seed,
+                                               clusters=q.set_index("question_id").loc[chosen.index, "prompt"].tolist())
             rows.append(row)
         if not rows:
-            realized = self.questions.loc[self.questions["has_default"], "realized"].to_numpy(float)
-            rows.append({"probe": "(none)", "budget": 1, "questions": len(realized), "realized": bootstrap(realized, seed=self.seed)})
+            done = self.questions[self.questions["has_default"]]
+            rows.append({"probe": "(none)", "budget": 1, "questions": len(done), "prompts": done["prompt"].nunique(),
+                         "realized": bootstrap(done["realized"].to_numpy(float), seed=self.seed, clusters=done["prompt"].tolist())})
         return pd.DataFrame(rows)
+
+    def chance(self, probe: str, n_perm: int = 200) -> np.ndarray:
+        """Per question (aligned with :attr:`questions`), its chance of counting as reached:
+        the probe's own tries scored against the other questions' gold answers, over
+        ``n_perm`` seeded derangements (:func:`rnr_lens.stats.permutation_chance`). Its mean is
+        the chance level beside the oracle reachability; reachable minus chance is what the
+        probe found beyond answering the task's common answers."""
+        from rnr_lens.answers import canonical_gold
+
+        probe = self._probe_name(probe)
+        kind = self.info.get("answer_type", "number")
+        ids = self.questions["question_id"].tolist()
+        golds = [canonical_gold(str(g), kind) for g in self.questions["gold"]]
+        said: dict[str, set[str]] = {qid: set() for qid in ids}
+        for t in self.probe_tries(probe).itertuples():
+            if isinstance(t.extracted, str):
+                value = canonical_gold(t.extracted, kind)
+                if value is not None:
+                    said[t.question_id].add(value)
+        match = np.array([[g is not None and g in said[qid] for g in golds] for qid in ids], dtype=bool)
+        return permutation_chance(match, n_perm=n_perm, seed=self.seed)
 
     def format_misses(self, probe: str | None = None) -> pd.DataFrame:
         """Wrong tries whose text states the gold answer elsewhere (the extractor read another
@@ -415,9 +415,10 @@ class AuditResult:
         i = self.info
         records = self.summary_records()
         labels = probe_labels([r["probe"] for r in records])
-        cells = ["probe", "k", "n", "realized", "reachable", "reach-not-real", "format misses"]
-        rows = [[labels[r["probe"]], r.get("budget"), r.get("questions"), estimate_text(r.get("realized")),
-                 estimate_text(r.get("reachable")), r.get("reachable_not_realized"), r.get("format_misses")] for r in records]
+        cells = ["probe", "k", "n", "realized", "reachable", "chance", "above chance", "reach-not-real", "format misses"]
+        rows = [[labels[r["probe"]], r.get("budget"), r.get("questions"), estimate_text(r.get("realized")), estimate_text(r.get("reachable")),
+                 estimate_text(r.get("chance")), estimate_text(r.get("above_chance")), r.get("reachable_not_realized"), r.get("format_misses")]
+                for r in records]
         blind = sorted({k[7:] for r in records for k in r if k.startswith("select:")})
         for row, r in zip(rows, records):
             row += [estimate_text(r.get(f"select:{b}")) for b in blind]
@@ -425,7 +426,9 @@ class AuditResult:
         status = "" if self.finished else " — unfinished: " + ", ".join(f"{d}/{e}" for d, e in self.progress().values()) + " tries"
         return (f"<div class='rnr-audit'><b>audit {self.id}</b> [{html.escape(i['status'])}]{status}<br>"
                 f"model <code>{html.escape(i['model'])}</code>, task <code>{html.escape(i['task'])}</code> ({i['n_questions']} questions), "
-                f"config {i['config_hash']}, seed {i['seed']}" + html_table(rows, cells + [f"blind: {b}" for b in blind]) + f"<ul>{specs}</ul></div>")
+                f"config {i['config_hash']}, seed {i['seed']}" + html_table(rows, cells + [f"blind: {b}" for b in blind])
+                + "<p>reachable: one of the probe's own k tries is correct (the default answer is never counted); chance: the same tries "
+                "scored against the other questions' gold answers.</p>" + f"<ul>{specs}</ul></div>")
 
     def summary_records(self) -> list[dict[str, Any]]:
         """The summary as plain JSON-ready dicts (estimates as value/low/high; an estimate
@@ -470,7 +473,7 @@ def check_format(model: LensModel, task: Task, config: DeploymentConfig | None =
     correct = sum(c for _, c in graded)
     ex, acc = wilson(extracted, len(task)), wilson(correct, len(task))
     return {
-        "n": len(task), "config_hash": config.hash(),
+        "n": len(task), "distinct_prompts": len({q.prompt for q in task}), "config_hash": config.hash(),
         "extractable": ex.value, "extractable_low": ex.low, "extractable_high": ex.high,
         "accuracy": acc.value, "accuracy_low": acc.low, "accuracy_high": acc.high,
         "unextractable_examples": [g.text for g, (e, _) in zip(gens, graded) if e is None][:5],

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from typing import Callable, NoReturn, Sequence
 
 from rnr_lens.errors import RnrLensError
@@ -77,6 +78,13 @@ def _load_task(args: argparse.Namespace):  # noqa: ANN202
     return task
 
 
+def _note_repeats(task) -> None:  # noqa: ANN001
+    """Say on stderr when a task repeats prompts (the library warns; the CLI says it once, plainly)."""
+    note = task.repeated_prompts()
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+
+
 def _load_config(args: argparse.Namespace, answer_type: str):  # noqa: ANN202
     from rnr_lens.deploy import DeploymentConfig
 
@@ -106,14 +114,14 @@ def _load_kwargs(args: argparse.Namespace) -> dict:
 
 
 def _est(e: dict | None) -> str:
-    from rnr_lens.audit import estimate_text
+    from rnr_lens.display import estimate_text
 
     return estimate_text(e)
 
 
 def print_audit(result, header: str) -> None:  # noqa: ANN001
     """An audit as two tables that fit 100 columns (probes by short label, specs listed below)."""
-    from rnr_lens.audit import probe_labels
+    from rnr_lens.display import probe_labels
 
     records = result.summary_records()
     labels = probe_labels([r["probe"] for r in records])
@@ -125,13 +133,17 @@ def print_audit(result, header: str) -> None:  # noqa: ANN001
         print("each row summarizes the n questions whose tries are all stored")
     print()
     print_table([{"probe": labels[r["probe"]], "k": r.get("budget"), "n": r.get("questions"), "realized": _est(r.get("realized")),
-                  "reachable": _est(r.get("reachable")), "reach-not-real": r.get("reachable_not_realized"),
-                  "format-miss": r.get("format_misses")} for r in records])
+                  "reachable": _est(r.get("reachable")), "chance": _est(r.get("chance")), "above chance": _est(r.get("above_chance"))}
+                 for r in records])
+    print("reachable: one of the probe's own k tries is correct (the default answer is never counted);")
+    print("chance: the same tries scored against other questions' gold answers (a derangement of the golds)")
+    if records and "reachable_not_realized" in records[0]:
+        print("reachable, not realized: " + ", ".join(f"{labels[r['probe']]} {r['reachable_not_realized']}" for r in records))
     misses = result.format_misses()
     wrong = int((~result.questions["realized"] & result.questions["has_default"]).sum())
-    if len(misses):
-        print(f"format misses: {len(misses)} of {wrong} wrong greedy answers state the gold elsewhere in their text")
-        print("(format-miss: the same among each probe's wrong tries; rnr-lens export shows texts and answers)")
+    print(f"format misses (wrong answers whose text states the gold elsewhere): {len(misses)} of {wrong} wrong greedy answers")
+    if records and "format_misses" in records[0]:
+        print("  among each probe's wrong tries: " + ", ".join(f"{labels[r['probe']]} {r['format_misses']}" for r in records))
     blind = [{"probe": labels[r["probe"]], **{k[7:]: _est(v) for k, v in r.items() if k.startswith("select:")}} for r in records]
     if any(len(row) > 1 for row in blind):
         print("\naccuracy of each selector's pick (oracle: any try correct; the others never see the gold answer)")
@@ -157,6 +169,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise RnrLensError("the same probe is given twice; give each --probe once")
     check_seed(args.seed)
     task = _load_task(args)
+    _note_repeats(task)
     config = _load_config(args, task.answer_type)
     out = Path(args.out)
     if not out.parent.exists():
@@ -190,6 +203,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             Shard.parse(args.shard)
         model = load_model(args.model, **load)
         model_name = model.name
+        warnings.filterwarnings("ignore", message=r"task .* distinct prompts")  # said once above, as a note
         result = audit(model, task, probes, config, store=out, seed=args.seed, batch_size=args.batch_size,
                        progress=not args.json, resume=args.resume, label=args.label, shard=args.shard, require_existing=args.resume)
     if args.json:
@@ -264,6 +278,7 @@ def cmd_check_format(args: argparse.Namespace) -> int:
     from rnr_lens.models import load_model
 
     task = _load_task(args)
+    _note_repeats(task)
     config = _load_config(args, task.answer_type)
     report = check_format(load_model(args.model), task, config, batch_size=args.batch_size)
     if args.json:
@@ -309,8 +324,9 @@ def cmd_mine(args: argparse.Namespace) -> int:
     if b is None:
         print(f"no bottleneck: no candidate repairs a failure with break rate <= {args.break_bound}")
     else:
+        broke = f"{b['break']:.2f}" if b["break"] is not None else "unmeasured (no realized question to break)"
         print(f"bottleneck: {b['component']}{b['layer']}:{b['kind']}  repair discovery {b['repair_discovery']:.2f}, "
-              f"held-out {b['repair_heldout']:.2f}, break {b['break']:.2f}")
+              f"held-out {b['repair_heldout']:.2f}, break {broke}")
     return 0
 
 

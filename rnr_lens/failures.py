@@ -30,7 +30,9 @@ class FailureSet:
     definition: dict[str, Any]
     discovery: Task
     heldout: Task
-    control: Task
+    control: Task | None
+    """Realized questions for the break rate; None when the audit realized none (the break
+    rate is then unmeasured, and said so, rather than the sweep refused)."""
     config: DeploymentConfig
     before: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
     """The audit's default (realized) outputs per question: text, answer, correct."""
@@ -40,11 +42,19 @@ class FailureSet:
         return Task(f"{self.name}:failures", self.discovery.questions + self.heldout.questions,
                     self.discovery.answer_type, self.discovery.source)
 
+    @property
+    def groups(self) -> list[tuple[str, Task]]:
+        """``(set name, questions)`` for the discovery half, the held-out half and the control
+        set (when there is one), in that order."""
+        out = [("discovery", self.discovery), ("heldout", self.heldout)]
+        return out + ([("control", self.control)] if self.control is not None else [])
+
     def describe(self) -> str:
         d = self.definition
         what = d["kind"] + (f" under {d['probe']}" if d.get("probe") else "")
-        return (f"failure set {self.name!r}: {what}; {len(self.discovery)} discovery + {len(self.heldout)} held-out "
-                f"failures, {len(self.control)} control (realized) questions")
+        control = (f"{len(self.control)} control (realized) questions" if self.control is not None
+                   else "no control set (the audit realized no question): break rates are unmeasured")
+        return f"failure set {self.name!r}: {what}; {len(self.discovery)} discovery + {len(self.heldout)} held-out failures, {control}"
 
 
 def _questions(result: AuditResult, ids: Sequence[str], answer_type: str, name: str) -> Task:
@@ -109,8 +119,6 @@ def freeze(
     rng.shuffle(shuffled)
     half = (len(shuffled) + 1) // 2
     realized = result.realized_ids()
-    if not realized:
-        raise RnrLensError(f"audit {result.id[:12]} has no realized questions to serve as a control set")
     control = realized if control_size is None or control_size >= len(realized) else sorted(rng.sample(realized, control_size), key=realized.index)
     body = {"definition": definition, "discovery": sorted(shuffled[:half], key=chosen.index),
             "heldout": sorted(shuffled[half:], key=chosen.index), "control": control}
@@ -131,7 +139,7 @@ def _build(result: AuditResult, name: str, body: dict[str, Any]) -> FailureSet:
         name, result.id, body["definition"],
         _questions(result, body["discovery"], kind, f"{name}:discovery"),
         _questions(result, body["heldout"], kind, f"{name}:heldout"),
-        _questions(result, body["control"], kind, f"{name}:control"),
+        _questions(result, body["control"], kind, f"{name}:control") if body["control"] else None,
         result.config,
         {r.question_id: {"question_id": r.question_id, "text": r.default_text, "answer": r.default_extracted, "correct": bool(r.realized)}
          for r in result.questions.itertuples()},

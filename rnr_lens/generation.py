@@ -6,8 +6,8 @@ running, dropping rows as they finish. The cache has one slot per route position
 (:class:`rnr_lens.adapters.RouteCache`), so a repeated block keeps separate keys and values
 for each visit and a routed step costs what a default step costs.
 
-Sampling uses one ``torch.Generator`` per sample, seeded ``seed + sample_index``, so any
-sample can be reproduced alone with ``generate([prompt], n=1, seed=sample.seed, ...)``.
+Sampling uses one ``torch.Generator`` per sample, seeded ``base + sample_index`` (one base
+seed for all prompts, or one per prompt), so any sample can be reproduced alone with ``generate([prompt], n=1, seed=sample.seed, ...)``.
 Log-probabilities are those of the model's untempered distribution.
 """
 
@@ -91,7 +91,7 @@ def generate(
     temperature: float = 0.0,
     top_p: float = 1.0,
     n: int = 1,
-    seed: int | None = None,
+    seed: int | Sequence[int] | None = None,
     stop: Sequence[str] | None = None,
     batch_size: int | None = None,
     progress: bool = False,
@@ -108,7 +108,8 @@ def generate(
         temperature: 0 for greedy decoding, otherwise the sampling temperature.
         top_p: Nucleus sampling threshold.
         n: Samples per prompt (greedy samples are computed once and copied).
-        seed: Base seed; sample ``j`` uses ``seed + j``. Required when sampling.
+        seed: Base seed, or one per prompt; sample ``j`` of a prompt uses its base ``+ j``.
+            Required when sampling.
         stop: Stop strings; the text is cut before the first one.
         batch_size: Rows per forward; chosen from free memory when None.
         progress: Show a tqdm progress bar over batches.
@@ -135,6 +136,11 @@ def generate(
         raise RnrLensError("sampling (temperature > 0) needs a seed so every sample can be reproduced; pass seed=")
     if not prompts:
         return []
+    bases: list[int] | None = None
+    if seed is not None:
+        bases = [int(seed)] * len(prompts) if isinstance(seed, int) else [int(x) for x in seed]
+        if len(bases) != len(prompts):
+            raise RnrLensError(f"give one seed, or one per prompt: {len(bases)} seeds for {len(prompts)} prompts")
     encoded = [model.encode(p) for p in prompts]
     n_distinct = 1 if greedy else n
     results: list[Generation | None] = [None] * (len(prompts) * n)
@@ -150,12 +156,12 @@ def generate(
         for prompt_ids, samples in iterator:
             outs = _generate_batch(
                 model, [encoded[i] for i in prompt_ids], samples, greedy=greedy, temperature=temperature,
-                top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, stop=list(stop or []),
+                top_p=top_p, seeds=None if bases is None else [bases[i] for i in prompt_ids], max_new_tokens=max_new_tokens, stop=list(stop or []),
                 eos=set() if ignore_eos else model.eos_token_ids,
             )
             for k, (pi, si) in enumerate((pi, si) for pi in prompt_ids for si in samples):
                 text, ids, lps, ents, reason = outs[k]
-                sample_seed = None if greedy else seed + si  # type: ignore[operator]
+                sample_seed = None if greedy or bases is None else bases[pi] + si
                 copies = range(n) if greedy else [si]
                 for sj in copies:
                     results[pi * n + sj] = Generation(text, list(ids), list(lps), reason, pi, sj, sample_seed, list(ents))
@@ -185,12 +191,13 @@ def _generate_batch(
     greedy: bool,
     temperature: float,
     top_p: float,
-    seed: int | None,
+    seeds: list[int] | None,
     max_new_tokens: int,
     stop: list[str],
     eos: set[int],
 ) -> list[tuple[str, list[int], list[float], list[float], str]]:
-    """Decode ``len(samples)`` samples for each prompt; rows are prompt-major."""
+    """Decode ``len(samples)`` samples for each prompt; rows are prompt-major; sample ``j`` of
+    prompt ``i`` draws from a generator seeded ``seeds[i] + j``."""
     tok = model.tokenizer
     reps = len(samples)
     ids, mask = model.pad(prompt_ids)
@@ -203,7 +210,7 @@ def _generate_batch(
     n_rows = len(prompt_ids) * reps
     generators = None
     if not greedy:
-        generators = [torch.Generator().manual_seed(int(seed) + samples[r % reps]) for r in range(n_rows)]  # type: ignore[arg-type]
+        generators = [torch.Generator().manual_seed(seeds[r // reps] + samples[r % reps]) for r in range(n_rows)]  # type: ignore[index]
     out_ids: list[list[int]] = [[] for _ in range(n_rows)]
     out_lps: list[list[float]] = [[] for _ in range(n_rows)]
     out_ents: list[list[float]] = [[] for _ in range(n_rows)]

@@ -33,6 +33,7 @@ import pandas as pd
 import torch
 
 from rnr_lens.attribution import attribution_patching, gold_keep, gold_logprob_batch, gold_logprobs
+from rnr_lens.display import html_table
 from rnr_lens.errors import RnrLensError
 from rnr_lens.failures import FailureSet
 from rnr_lens.interventions import COMPONENTS, KINDS, Ablation
@@ -51,7 +52,8 @@ class Bottleneck(dict):
     ``repair_heldout``, ``repair``, ``break``) that prints its rates to three digits."""
 
     def __repr__(self) -> str:
-        rates = ", ".join(f"{k} {self[k]:.3f}" for k in ("repair_discovery", "repair_heldout", "break") if self.get(k) is not None)
+        rates = ", ".join(f"{k} {self[k]:.3f}" if self.get(k) is not None else f"{k} unmeasured"
+                          for k in ("repair_discovery", "repair_heldout", "break"))
         return f"Bottleneck({self['component']}{self['layer']}:{self['kind']}; {rates})"
 
     def _repr_html_(self) -> str:
@@ -82,8 +84,6 @@ class SweepResult:
 
     def _repr_html_(self) -> str:
         """The generated rows in one compact table, and the bottleneck."""
-        from rnr_lens.audit import html_table
-
         done = self.table.dropna(subset=["repair"]) if "repair" in self.table else self.table.iloc[0:0]
 
         def rate(r: Any, key: str) -> str:
@@ -98,12 +98,29 @@ class SweepResult:
     def to_json(self) -> dict[str, Any]:
         table = self.table.astype(object).where(self.table.notna(), None)
         return {"strategy": self.strategy, "failure_set": self.failure_set, "bottleneck": self.bottleneck,
-                "agreement": self.agreement, "layers": table.to_dict("records")}
+                "agreement": self.agreement, "layers": table.to_dict("records"), "changes": self.changes()}
+
+    def changes(self) -> list[dict[str, Any]]:
+        """Per generated candidate, the questions it repaired (failure set) and broke (control
+        set), each with its answer and text before and after."""
+        out = []
+        if self.details.empty:
+            return out
+        for (layer, comp, kind), d in self.details.groupby(["layer", "component", "kind"], sort=True):
+            def rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+                return [{"question_id": r.question_id, "set": r.set, "before_answer": r.before_answer, "after_answer": r.after_answer,
+                         "before_text": r.before_text, "after_text": r.after_text} for r in frame.itertuples()]
+
+            repaired = d[(d.set != "control") & d.after_correct & ~d.before_correct]
+            broken = d[(d.set == "control") & ~d.after_correct & d.before_correct]
+            out.append({"layer": int(layer), "component": comp, "kind": kind, "repaired": rows(repaired), "broken": rows(broken)})
+        return out
 
 
 def _reference(failure_set: FailureSet, model: LensModel) -> tuple[str, ...]:
     """Reference prompts for mean/resample ablations: the control set's rendered prompts."""
-    return tuple(model.render(failure_set.config.prompt(q))[0] for q in list(failure_set.control)[:16])
+    source = failure_set.control if failure_set.control is not None else failure_set.failures  # no realized question: the failures
+    return tuple(model.render(failure_set.config.prompt(q))[0] for q in list(source)[:16])
 
 
 def screen_logprob(
@@ -133,8 +150,7 @@ def _evaluate(
 ) -> list[dict[str, Any]]:
     """Greedy default-deployment answers on every failure and control question (of ``shard``)."""
     config = failure_set.config
-    groups = [("discovery", failure_set.discovery), ("heldout", failure_set.heldout), ("control", failure_set.control)]
-    questions = [(g, q) for g, task in groups for q in task if shard is None or shard.contains(q.id)]
+    questions = [(g, q) for g, task in failure_set.groups for q in task if shard is None or shard.contains(q.id)]
     if not questions:
         return []
     gens = model.generate([config.prompt(q) for _, q in questions], max_new_tokens=config.max_new_tokens, stop=config.stop,
@@ -241,7 +257,7 @@ def mine(
 
     try:
         # the audit's own default outputs are the "before" answers (same model, config, greedy)
-        wanted = [q.id for task in (failure_set.discovery, failure_set.heldout, failure_set.control) for q in task
+        wanted = [q.id for _, task in failure_set.groups for q in task
                   if part is None or part.contains(q.id)]
         if all(i in failure_set.before for i in wanted):
             before = {i: failure_set.before[i] for i in wanted}
@@ -254,7 +270,7 @@ def mine(
         if bar is not None:
             bar.close()
 
-    prompts = {q.id: q.prompt for task in (failure_set.discovery, failure_set.heldout, failure_set.control) for q in task}
+    prompts = {q.id: q.prompt for _, task in failure_set.groups for q in task}
     rows, details = [], []
     for a in candidates:
         row: dict[str, Any] = {"layer": a.layer, "component": a.component, "kind": a.kind,
@@ -293,7 +309,7 @@ def _from_shards(store: RunStore, failure_set: FailureSet, key: str) -> list[dic
     for count, parts in sorted(by_count.items()):
         if len(parts) == count:
             rows = {r["question_id"]: r for body in parts.values() for r in body}
-            order = [q.id for task in (failure_set.discovery, failure_set.heldout, failure_set.control) for q in task]
+            order = [q.id for _, task in failure_set.groups for q in task]
             return [rows[i] for i in order if i in rows]
     return None
 
@@ -319,13 +335,14 @@ def _bottleneck(table: pd.DataFrame, bound: float) -> dict[str, Any] | None:
     if "repair_discovery" not in table:
         return None
     ok = table.dropna(subset=["repair_discovery"])
-    ok = ok[(ok["break"] <= bound) & (ok["repair_discovery"] > 0)]
+    # an unmeasured break rate (no control set) bounds nothing: the bottleneck says so instead
+    ok = ok[((ok["break"] <= bound) | ok["break"].isna()) & (ok["repair_discovery"] > 0)]
     if ok.empty:
         return None
-    best = ok.sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True]).iloc[0]
+    best = ok.sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True], na_position="last").iloc[0]
     return Bottleneck({"layer": int(best.layer), "component": best.component, "kind": best.kind,
             "repair_discovery": float(best.repair_discovery), "repair_heldout": float(best.repair_heldout),
-            "repair": float(best.repair), "break": float(best["break"])})
+            "repair": float(best.repair), "break": None if pd.isna(best["break"]) else float(best["break"])})
 
 
 def _top(table: pd.DataFrame, column: str) -> tuple[int, str, str]:

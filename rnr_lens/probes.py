@@ -5,7 +5,8 @@ each), so budgets can be matched across probes:
 
 - :class:`Default` - the realized answer: one greedy generation under the deployment.
 - :class:`Sampling` - ``k`` samples at temperature ``t`` (top-p configurable); sample ``i``
-  uses seed ``seed + i``.
+  of a question uses seed :func:`question_seed` ``(seed, question id) + i``, so questions that
+  repeat a prompt get independent draws.
 - :class:`RandomRoutes` - ``k`` routes drawn by :func:`draw_route`, greedy under each. Route
   ``i`` depends only on ``(seed, i)``, so it is shared by all questions (which lets the engine
   batch them) and the first ``k`` routes of a larger budget are the same routes.
@@ -21,6 +22,7 @@ Probes share one interface (:meth:`Probe.run`), so a notebook can define its own
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 from abc import ABC, abstractmethod
@@ -148,13 +150,27 @@ class Sampling(Probe):
     def run(self, ctx, questions, done):  # type: ignore[no-untyped-def]
         whole = [q for q in questions if not any((q.id, i) in done for i in range(self.k))]
         if whole:
-            gens = ctx.generate(whole, n=self.k, temperature=self.t, top_p=self.top_p, seed=ctx.seed)
+            seeds = [question_seed(ctx.seed, q.id) for q in whole]
+            gens = ctx.generate(whole, n=self.k, temperature=self.t, top_p=self.top_p, seed=seeds)
             yield [ctx.make_try(whole[g.prompt_index], self.name, g.sample_index, g, seed=g.seed) for g in gens]
         for q in questions:  # questions a crash left half done: only the missing samples
             missing = [i for i in range(self.k) if (q.id, i) not in done] if q not in whole else []
             for i in missing:
-                g = ctx.generate([q], n=1, temperature=self.t, top_p=self.top_p, seed=ctx.seed + i)[0]
-                yield [ctx.make_try(q, self.name, i, g, seed=ctx.seed + i)]
+                sample_seed = question_seed(ctx.seed, q.id) + i
+                g = ctx.generate([q], n=1, temperature=self.t, top_p=self.top_p, seed=sample_seed)[0]
+                yield [ctx.make_try(q, self.name, i, g, seed=sample_seed)]
+
+
+def question_seed(seed: int, question_id: str) -> int:
+    """The base seed of one question's samples (sample ``i`` uses it ``+ i``): a hash of the
+    audit's seed and the question id, so questions that repeat a prompt draw independent
+    samples, and each sample is still reproducible alone.
+
+    Example:
+        >>> question_seed(0, "add-small-3-4") == question_seed(0, "add-small-3-4") != question_seed(0, "add-small-4-3")
+        True
+    """
+    return int.from_bytes(hashlib.sha256(f"sampling:{seed}:{question_id}".encode()).digest()[:4], "big")
 
 
 def draw_route(n_layers: int, rng: random.Random, *, edit_rate: float = 0.25, max_segment: int = 4,
@@ -189,14 +205,40 @@ def draw_route(n_layers: int, rng: random.Random, *, edit_rate: float = 0.25, ma
     raise RnrLensError("could not draw a route within the length limit; raise max_length or lower edit_rate")
 
 
+def draw_edits(n_layers: int, rng: random.Random, edits: int, *, protect: int = 1) -> Route:
+    """A route ``edits`` single-block moves from the identity: distinct unprotected blocks drawn
+    uniformly, each skipped or repeated with even odds (the move set of :class:`RouteSearch`).
+
+    Example:
+        >>> len(draw_edits(30, random.Random(0), 2).describe().split(";")) in (1, 2)
+        True
+    """
+    blocks = rng.sample(range(protect, n_layers - protect), edits)
+    moves = [KEEP] * n_layers
+    for block in blocks:
+        moves[block] = rng.choice((SKIP, REPEAT))
+    return edits_to_route(tuple(moves))
+
+
 @dataclass(repr=False)
 class RandomRoutes(Probe):
-    """``k`` random routes, greedy decoding under each."""
+    """``k`` random routes, greedy decoding under each, from one of two distributions named in
+    the spec:
+
+    - segments (``routes:k=8``, the default): :func:`draw_route`, each 1..``max_segment``-block
+      segment skipped or repeated with probability ``edit_rate`` (about seven blocks edited on
+      a 30-block model);
+    - the route search's own move set (``routes:k=8,edits=d``): :func:`draw_edits`, ``d``
+      distinct single-block skip/repeat edits of the identity, uniform over unprotected
+      blocks, the neighbourhood :class:`RouteSearch` explores at depth ``d``; compare random
+      and structured search over the same moves with this one.
+    """
 
     k: int = 8
     edit_rate: float = 0.25
     max_segment: int = 4
     protect: int = 1
+    edits: int = 0
     kind: ClassVar[str] = "routes"
 
     def __post_init__(self) -> None:
@@ -204,19 +246,27 @@ class RandomRoutes(Probe):
         _check_range(self, "edit_rate", self.edit_rate, 0.0, 1.0)
         _check_range(self, "max_segment", self.max_segment, 1, None)
         _check_range(self, "protect", self.protect, 0, None)
+        _check_range(self, "edits", self.edits, 0, None)
 
     def check(self, n_layers: int) -> None:
         _check_protect(self, n_layers)
+        if self.edits > n_layers - 2 * self.protect:
+            raise RnrLensError(f"probe {self.name}: edits={self.edits} needs that many unprotected blocks; a {n_layers}-block model "
+                               f"with protect={self.protect} has {n_layers - 2 * self.protect}")
 
     @property
     def budget(self) -> int:
         return self.k
 
     def params(self) -> dict[str, Any]:
+        if self.edits:
+            return {"k": self.k, "edits": self.edits, "protect": self.protect}
         return {"k": self.k, "edit_rate": self.edit_rate, "max_segment": self.max_segment, "protect": self.protect}
 
     def route(self, n_layers: int, seed: int, index: int) -> Route:
         rng = random.Random(f"routes:{seed}:{index}")
+        if self.edits:
+            return draw_edits(n_layers, rng, self.edits, protect=self.protect)
         return draw_route(n_layers, rng, edit_rate=self.edit_rate, max_segment=self.max_segment, protect=self.protect)
 
     def run(self, ctx, questions, done):  # type: ignore[no-untyped-def]

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
+from rnr_lens.display import probe_labels
 from rnr_lens.errors import RnrLensError
 from rnr_lens.routes import Route
 
@@ -102,6 +103,9 @@ def repair_break(sweep: "SweepResult", title: str | None = None, screen: str = "
             fig.add_bar(x=done["layer"], y=done[key], error_y=_errors(done, key), name=name, marker_color=colour, legendgroup=key,
                         showlegend=g == 0, row=bottom, col=1, customdata=list(zip(counts, done[f"{key}_low"], done[f"{key}_high"])),
                         hovertemplate=f"block %{{x}}<br>{key} %{{customdata[0]}} = %{{y:.2f}} [%{{customdata[1]:.2f}}, %{{customdata[2]:.2f}}]<extra></extra>")
+        if not done.empty and done["break"].isna().all():
+            fig.add_annotation(x=0, xref="x domain", y=1.19, text="break rate unmeasured: the audit realized no question", showarrow=False,
+                               xanchor="left", yanchor="top", row=bottom, col=1)
         if not only.empty:
             fig.add_scatter(x=only["layer"], y=[0.02] * len(only), mode="markers", name="screened only (not generated)",
                             marker=dict(symbol="circle-open", color="#888", size=6), legendgroup="only", showlegend=g == 0,
@@ -185,22 +189,22 @@ def realized_vs_reachable(results: "AuditResult | Sequence[AuditResult]") -> go.
     one = len(results) == 1
     fig = make_subplots(rows=1, cols=len(results), shared_yaxes=True,
                         subplot_titles=None if one else [f"{r.info['model']} / {r.info['task']}" for r in results])
-    series = ["realized", "reachable", "select:majority", "select:logprob", "select:entropy", "select:reward"]
-    names = {"realized": "realized (greedy)", "reachable": "reachable (oracle)"}
-    from rnr_lens.audit import probe_labels
-
+    series = ["realized", "reachable", "chance", "select:majority", "select:logprob", "select:entropy", "select:reward"]
+    names = {"realized": "realized (greedy)", "reachable": "reachable (oracle)", "chance": "chance (permuted golds)"}
+    colours = {"realized": OKABE_ITO[0], "reachable": OKABE_ITO[1], "chance": "#bbbbbb", "select:majority": OKABE_ITO[2],
+               "select:logprob": OKABE_ITO[3], "select:entropy": OKABE_ITO[4], "select:reward": OKABE_ITO[5]}
     for col, result in enumerate(results, start=1):
         summary = result.summary()
         short = probe_labels(list(summary["probe"]))
         labels = [short.get(p, p) for p in summary["probe"]]
-        for i, key in enumerate(series):
+        for key in series:
             if key not in summary:
                 continue
             est = summary[key]
             keep = est.notna()
             values = [e.value for e in est[keep]]
             fig.add_bar(x=[l for l, k in zip(labels, keep) if k], y=values, name=names.get(key, key.replace("select:", "blind: ")),
-                        marker_color=OKABE_ITO[i % 8], legendgroup=key, showlegend=col == 1, row=1, col=col,
+                        marker_color=colours[key], legendgroup=key, showlegend=col == 1, row=1, col=col,
                         error_y=dict(type="data", symmetric=False, array=[e.high - e.value for e in est[keep]],
                                      arrayminus=[e.value - e.low for e in est[keep]], thickness=1.2, width=3))
     fig.update_yaxes(range=[0, 1.05], title_text="accuracy", row=1, col=1)

@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 
 from rnr_lens import selectors as sel
 from rnr_lens import viz
-from rnr_lens.audit import html_table, probe_labels
+from rnr_lens.display import html_table, probe_labels
 from rnr_lens.errors import RnrLensError
 from rnr_lens.store import DEFAULT_PROBE, try_from_row
 
@@ -57,11 +57,13 @@ def layer_summary_html(sweep: "SweepResult", layer: int, component: str = "mlp",
                  "after: text -> answer": _answer(q.after_text, q.after_answer)} for q in frame.itertuples()]
 
     cols = ["question", "prompt", "before: text -> answer", "after: text -> answer"]
+    broke = (f"break {r['break']:.2f} [{r['break_low']:.2f}, {r['break_high']:.2f}]" if pd.notna(r["break"])
+             else "break unmeasured (no realized question to break)")
     counts = lambda n, of: f" ({int(r[n])}/{int(r[of])})" if n in r and pd.notna(r[n]) else ""  # noqa: E731
     return (
         f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {kind}): "
         f"<span class='rnr-repair'>repair {r['repair']:.2f} [{r['repair_low']:.2f}, {r['repair_high']:.2f}]{counts('n_repaired', 'n_failures')}</span>, "
-        f"<span class='rnr-break'>break {r['break']:.2f} [{r['break_low']:.2f}, {r['break_high']:.2f}]{counts('n_broken', 'n_control')}</span></div>"
+        f"<span class='rnr-break'>{broke}{counts('n_broken', 'n_control') if pd.notna(r['break']) else ''}</span></div>"
         f"<p>repaired ({len(repaired)})</p>{_table(rows(repaired), cols)}"
         f"<p>broken ({len(broken)})</p>{_table(rows(broken), cols)}"
     )

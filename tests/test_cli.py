@@ -61,6 +61,10 @@ def test_mine_names_the_planted_bottleneck(tiny_folder, tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["bottleneck"]["layer"] == PLANTED.layer and out["bottleneck"]["repair_heldout"] == 1.0
     assert len(out["layers"]) == 4 and out["agreement"]["screen_logprob"]["same_top"]
+    planted = next(c for c in out["changes"] if c["layer"] == PLANTED.layer)
+    table = next(r for r in out["layers"] if r["layer"] == PLANTED.layer)
+    assert len(planted["repaired"]) == table["n_repaired"] and len(planted["broken"]) == table["n_broken"]
+    assert {"question_id", "before_answer", "after_answer", "before_text", "after_text"} <= set(planted["repaired"][0])
     assert main(["mine", str(db), "--probe", "ablation", "--model", str(tiny_folder)]) == 0
     assert "no bottleneck" in capsys.readouterr().out, "every ablation breaks the tiny model's controls (break 1.0 > 0.2)"
     assert main(["mine", str(db), "--probe", "ablation", "--model", str(tiny_folder), "--break-bound", "1"]) == 0

@@ -37,8 +37,9 @@ def planted(tiny, tmp_path_factory):
     return build_planted(tiny, tmp_path_factory.mktemp("mine") / "m.db")
 
 
-def build_planted(tiny, db_path):
-    """Audit a task whose failures are answered right exactly when MLP 2 is silenced."""
+def build_planted(tiny, db_path, with_realized: bool = True):
+    """Audit a task whose failures are answered right exactly when MLP 2 is silenced (and, with
+    ``with_realized``, as many questions the model already gets right)."""
     base = list(get("add-two-digit", n=300, seed=2))
     prompts = [CONFIG.prompt(q) for q in base]
     clean = tiny.generate(prompts, max_new_tokens=CONFIG.max_new_tokens, stop=CONFIG.stop)
@@ -52,7 +53,7 @@ def build_planted(tiny, db_path):
             questions.append(Question(q.id, q.prompt, _answer_text(a.text)))  # fails clean, right with mlp2 off
         elif len(questions) % 2 == 1:
             questions.append(Question(q.id, q.prompt, _answer_text(c.text)))  # realized
-    task = Task("planted", tuple(questions[:16]), "string")
+    task = Task("planted", tuple(questions[:16] if with_realized else questions[:16:2]), "string")
     store = RunStore(db_path)
     result = audit(tiny, task, ["ablation:component=mlp"], CONFIG, store=store, progress=False)
     return result, store
@@ -152,3 +153,25 @@ def test_sweep_evaluations_are_stored_and_reused(tiny, planted):
     again = mine(tiny, fs, strategy="screen+confirm", top_m=2, break_bound=1.0, store=store, progress=False)
     assert store.conn.execute("SELECT name, body FROM artifacts WHERE kind='sweep_eval'").fetchall() == stored
     pd.testing.assert_frame_equal(first.table, again.table)
+
+
+def test_a_failure_set_without_realized_questions_reports_break_unmeasured(tiny, tmp_path):
+    """mine once refused such a set ("no realized questions to serve as a control set")."""
+    result, store = build_planted(tiny, tmp_path / "none.db", with_realized=False)
+    assert not result.realized_ids()
+    fs = failures.freeze(result, store, probe="ablation")
+    assert fs.control is None and "break rates are unmeasured" in fs.describe()
+    sweep = mine(tiny, fs, strategy="exhaustive", progress=False)
+    assert sweep.table["break"].isna().all() and (sweep.table["n_control"] == 0).all()
+    assert sweep.bottleneck["layer"] == PLANTED.layer and sweep.bottleneck["break"] is None
+    assert "break unmeasured" in repr(sweep.bottleneck)
+    assert sweep.to_json()["bottleneck"]["break"] is None
+
+
+def test_unmeasured_break_reads_as_such_in_figures_and_widgets(tiny, tmp_path):
+    from rnr_lens import viz, widgets
+
+    result, store = build_planted(tiny, tmp_path / "none.db", with_realized=False)
+    sweep = mine(tiny, failures.freeze(result, store, probe="ablation"), strategy="exhaustive", progress=False)
+    assert "break unmeasured (no realized question to break)" in widgets.layer_summary_html(sweep, PLANTED.layer)
+    assert any("break rate unmeasured" in a.text for a in viz.repair_break(sweep).layout.annotations)

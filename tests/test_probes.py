@@ -101,3 +101,59 @@ def test_ablation_probe_covers_every_block(tiny):
     tries = _run(AblationProbe(), _ctx(tiny), qs)
     assert sorted({t.ablation for t in tries}) == [f"mlp{i}:zero" for i in range(tiny.n_layers)]
     assert len(tries) == 2 * tiny.n_layers
+
+
+def test_routes_from_the_search_move_set():
+    """routes:k=8,edits=d draws from the route search's own neighbourhood (d single-block
+    skip/repeat edits), so random and structured search can be compared over the same moves."""
+    from collections import Counter
+
+    from rnr_lens.probes import draw_edits
+
+    probe = parse_probe("routes:k=8,edits=2")
+    assert probe.name == "routes:k=8,edits=2,protect=1"
+    assert parse_probe("routes:k=8").name == "routes:k=8,edit_rate=0.25,max_segment=4,protect=1", "the segment distribution keeps its name"
+    routes = [probe.route(30, 0, i) for i in range(2000)]
+    assert routes[:8] == [probe.route(30, 0, i) for i in range(8)], "route i depends only on (seed, i)"
+    edited = Counter()
+    for r in routes:
+        changed = set(r.skipped) | set(r.repeated)
+        assert len(changed) == 2 and all(r.repeated.get(b, 2) == 2 for b in changed), "exactly two single-block edits"
+        assert 0 not in changed and 29 not in changed, "protected blocks are never edited"
+        assert sorted(r.layers) == list(r.layers), "skip/repeat moves keep the block order"
+        edited.update(changed)
+    assert set(edited) == set(range(1, 29))
+    expected = 2000 * 2 / 28
+    assert all(abs(n - expected) < 5 * expected ** 0.5 for n in edited.values()), "edits uniform over unprotected blocks"
+    small = draw_edits(4, random.Random(0), 2)
+    assert set(small.skipped) | set(small.repeated) == {1, 2}, "on 4 blocks, both unprotected blocks are edited"
+    with pytest.raises(RnrLensError, match="edits=3 needs that many unprotected blocks"):
+        parse_probe("routes:k=2,edits=3").check(4)
+
+
+def test_sampling_seeds_differ_per_question_and_reproduce_alone(tiny, tmp_path):
+    """Sample i of every question was seeded seed + i: questions with the same prompt got
+    identical samples, counted as independent evidence."""
+    import json
+
+    import rnr_lens as R
+    from rnr_lens.probes import question_seed
+
+    path = tmp_path / "repeats.jsonl"
+    path.write_text("\n".join(json.dumps({"id": f"r{i}", "question": "What is 3 + 4?", "answer": "7"}) for i in range(3)) + "\n")
+    task = R.tasks.get(str(path), id="id")
+    assert "3 questions hold 1 distinct prompts" in task.repeated_prompts()
+    with pytest.warns(UserWarning, match="distinct prompts"):
+        result = R.audit(tiny, task, ["sampling:k=4,t=1.5"], progress=False)
+    tries = result.probe_tries(result.probes[0])
+    by_q = {qid: list(g.sort_values("try_index").seed) for qid, g in tries.groupby("question_id")}
+    assert by_q["r0"] == [question_seed(0, "r0") + i for i in range(4)] and by_q["r0"] != by_q["r1"]
+    texts = {qid: tuple(g.sort_values("try_index").text) for qid, g in tries.groupby("question_id")}
+    assert len(set(texts.values())) > 1, "repeated prompts draw different samples"
+    config = result.config
+    t = tries.iloc[5]
+    alone = tiny.generate([config.prompt(task.by_id(t.question_id))], n=1, temperature=1.5, seed=int(t.seed),
+                          max_new_tokens=config.max_new_tokens, stop=config.stop)[0]
+    assert alone.text == t.text, "one sample reproduces alone from its stored seed"
+    (row,) = result.summary_records()
+    assert row["prompts"] == 1 and row["reachable"]["n"] == 1, "the interval resamples the one distinct prompt"

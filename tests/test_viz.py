@@ -156,9 +156,12 @@ def test_pdf_for_a_single_column_is_readable_in_print(sweep_and_result, tmp_path
             found = [w for w in words if w["text"] == title]
             assert found, f"{title!r} is on the page"
             assert all(0 <= w["x0"] and w["x1"] <= page.width and 0 <= w["top"] and w["bottom"] <= page.height for w in found)
+        rendered = page.to_image(resolution=150)  # through PDFium, as a reader would see the page
+        rendered.save(tmp_path / "bottleneck-page.png")
         rotated = [c for c in page.chars if not c["upright"]]
         assert rotated and all(0 <= c["x0"] and c["x1"] <= page.width and 0 <= c["top"] and c["bottom"] <= page.height for c in rotated), \
             "the y-axis titles are inside the page"
+    assert (tmp_path / "bottleneck-page.png").stat().st_size > 5_000
     png = viz.save(viz.repair_break(sweep), tmp_path / "bottleneck.png", size="full")
     assert png.read_bytes()[:4] == b"\x89PNG"
 

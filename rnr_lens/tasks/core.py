@@ -76,6 +76,15 @@ class Task:
     def ids(self) -> list[str]:
         return [q.id for q in self.questions]
 
+    def repeated_prompts(self) -> str | None:
+        """A one-line note when questions repeat a prompt (such repeats are not independent
+        draws: audits resample distinct prompts for their intervals), else None."""
+        distinct = len({q.prompt for q in self.questions})
+        if distinct == len(self.questions):
+            return None
+        return (f"task {self.name}: {len(self.questions)} questions hold {distinct} distinct prompts; samples are drawn per question, "
+                "and intervals resample distinct prompts (questions sharing a prompt are not independent)")
+
     def by_id(self, question_id: str) -> Question:
         for q in self.questions:
             if q.id == question_id:

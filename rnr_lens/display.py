@@ -1,0 +1,51 @@
+"""How results read as text: short probe labels, compact estimates, plain HTML tables.
+
+One vocabulary for every view of a result (the CLI's tables, notebooks' ``_repr_html_``,
+widgets, figure axes): a probe is shown by its kind (``sampling``, numbered where a kind
+repeats) with its full spec listed once beside the table, and an estimate as
+``0.58 [0.33,0.83]`` on one line.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Sequence
+
+
+def probe_labels(probes: Sequence[str]) -> dict[str, str]:
+    """Short labels for full probe specs (tables, figures): the probe's kind, numbered where
+    a kind repeats.
+
+    Example:
+        >>> probe_labels(["sampling:k=8,t=0.7,top_p=1.0", "routes:k=8", "sampling:k=8,t=1.0,top_p=1.0"])
+        {'sampling:k=8,t=0.7,top_p=1.0': 'sampling-1', 'routes:k=8': 'routes', 'sampling:k=8,t=1.0,top_p=1.0': 'sampling-2'}
+    """
+    kinds = [p.split(":", 1)[0] for p in probes]
+    labels: dict[str, str] = {}
+    for i, (probe, kind) in enumerate(zip(probes, kinds)):
+        labels[probe] = kind if kinds.count(kind) == 1 else f"{kind}-{kinds[: i + 1].count(kind)}"
+    return labels
+
+
+def short_text(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis (progress bars stay on one line)."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def estimate_text(e: dict[str, Any] | None) -> str:
+    """``0.58 [0.33,0.83]`` for an estimate record; ``-`` for one over no questions."""
+    if not e or e.get("value") is None:
+        return "-"
+    return f"{e['value']:.2f} [{e['low']:.2f},{e['high']:.2f}]"
+
+
+def html_table(rows: Sequence[Sequence[Any]], columns: Sequence[str], wrap: Sequence[str] = ("prompt", "text")) -> str:
+    """A plain HTML table for notebook views of results: numbers and intervals never wrap;
+    only the free-text columns named in ``wrap`` do."""
+    style = "padding:2px 8px;text-align:left;vertical-align:top"
+    nowrap = style + ";white-space:nowrap"
+    cell = [style if c in wrap else nowrap for c in columns]
+    head = "".join(f"<th style='{nowrap}'>{html.escape(str(c))}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td style='{st}'>{html.escape('' if v is None else str(v))}</td>" for st, v in zip(cell, row)) + "</tr>"
+                   for row in rows)
+    return f"<table class='rnr-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -1,0 +1,22 @@
+"""Text views of results: short probe labels, compact estimates, tables that do not wrap."""
+
+from rnr_lens.display import estimate_text, html_table, probe_labels, short_text
+
+
+def test_probe_labels_are_kinds_numbered_where_they_repeat():
+    specs = ["sampling:k=8,t=0.7,top_p=1.0", "routes:k=8,edit_rate=0.25,max_segment=4,protect=1", "sampling:k=8,t=1.0,top_p=1.0"]
+    assert probe_labels(specs) == {specs[0]: "sampling-1", specs[1]: "routes", specs[2]: "sampling-2"}
+    assert probe_labels([]) == {}
+
+
+def test_estimates_fit_on_one_line():
+    assert estimate_text({"value": 0.5833, "low": 0.3333, "high": 0.8333, "n": 12}) == "0.58 [0.33,0.83]"
+    assert estimate_text({"value": None, "low": None, "high": None, "n": 0}) == "-" and estimate_text(None) == "-"
+    assert short_text("smollm2-135m-instruct / add-two-digit", 20) == "smollm2-135m-instru…" and short_text("ab", 5) == "ab"
+
+
+def test_html_table_wraps_only_free_text_and_escapes():
+    table = html_table([["<b>x</b>", "0.58 [0.33,0.83]"]], ["prompt", "realized"])
+    cells = table.split("<td ")[1:]
+    assert "white-space:nowrap" not in cells[0] and "white-space:nowrap" in cells[1]
+    assert "&lt;b&gt;x&lt;/b&gt;" in table and "<b>x</b>" not in table
