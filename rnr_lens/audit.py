@@ -92,8 +92,10 @@ def resume_mismatch(store: RunStore, record: dict[str, Any]) -> str | None:
         f"{label} {closest[key]!r} there, {record[key]!r} now" if key not in ("model_fingerprint", "task_fingerprint") else f"{label} differ"
         for key, label in _IDENTITY_FIELDS if label in differ
     )
+    hint = (" (other weights, or an audit made before rnr_lens fingerprinted every weight: those read, but do not resume)"
+            if differ == ["model weights"] else "")
     return (
-        f"--resume found no audit with these settings in {store.path} ({len(audits)} there); the closest, {closest['id'][:12]}, differs in: {what}; "
+        f"--resume found no audit with these settings in {store.path} ({len(audits)} there); the closest, {closest['id'][:12]}, differs in: {what}{hint}; "
         "rerun with its settings to continue it, or leave out --resume to start a new audit"
     )
 

@@ -174,3 +174,13 @@ def test_show_leaves_another_applications_database_untouched(tmp_path, capsys):
     with pytest.raises(R.RnrLensError, match="left untouched"):
         R.store.RunStore(other, mode="write")
     assert other.read_bytes() == before
+
+
+def test_resume_with_other_weights_says_so(tiny, tmp_path):
+    db = tmp_path / "run.db"
+    task = R.tasks.get("add-small", n=2)
+    R.audit(tiny, task, ["sampling:k=2"], store=db, progress=False)
+    other = R.tiny_model(n_layers=4, seed=1)  # same name and shape, other weights
+    with pytest.raises(R.RnrLensError, match=r"differs in: model weights differ \(other weights, or an audit made before"):
+        R.audit(other, task, ["sampling:k=2"], store=db, progress=False, require_existing=True)
+    assert len(R.store.RunStore(db, mode="read").audits()) == 1
