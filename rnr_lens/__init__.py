@@ -19,14 +19,15 @@ from rnr_lens.miner import SweepResult, mine
 from rnr_lens.models import DEFAULT_MODEL, KNOWN_MODELS, list_models, load_model, tiny_model
 from rnr_lens.probes import AblationProbe, Probe, RandomRoutes, RouteSearch, Sampling, parse_probe
 from rnr_lens.prompts import ChatPrompt
+from rnr_lens.report import Grid, Report, report
 from rnr_lens.routes import Route
 from rnr_lens.train import TrainConfig, TrainResult, train
 
 __all__ = [
     "Ablation", "AblationProbe", "AuditResult", "Comparison", "compare", "ChatPrompt", "ContinuationScore", "DEFAULT_MODEL", "DeploymentConfig",
-    "Generation", "KNOWN_MODELS", "LensModel", "Probe", "RandomRoutes", "RnrLensError", "Route", "RouteSearch",
+    "Generation", "Grid", "KNOWN_MODELS", "LensModel", "Probe", "RandomRoutes", "RnrLensError", "Route", "RouteSearch",
     "Sampling", "SweepResult", "TrainConfig", "TrainResult", "audit", "failures", "list_models", "load_model", "mine",
-    "parse_probe", "run_audit", "selectors", "shards", "tasks", "tiny_model", "train", "viz", "widgets",
+    "parse_probe", "Report", "report", "run_audit", "selectors", "shards", "tasks", "tiny_model", "train", "viz", "widgets",
 ]
 __version__ = "0.1.0"
 

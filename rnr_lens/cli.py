@@ -414,6 +414,26 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("report")
+def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rnr_lens.report import Grid, report
+
+    grid = Grid.load(args.grid)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise RnrLensError(f"--out {out} is a file; the report writes a folder (runs.db, claims.json, report.html)")
+    result = report(grid, out, progress=not args.json, batch_size=args.batch_size)
+    if args.json:
+        print(json.dumps(result.claims, indent=2, default=str))
+        return 0
+    for line in result.claims["summary"].values():
+        print(line)
+    print(f"claims: {result.files['claims']}\nreport: {result.files['html']}\nstore:  {result.store}")
+    return 0
+
+
 def _add_task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default="add-small", help="built-in task name or path to a .jsonl/.json/.csv file")
     p.add_argument("--n", type=positive_int, help="size of a built-in task")
@@ -546,6 +566,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("merge", help="merge run stores (e.g. shards of one audit) into a new one")
     p.add_argument("stores", nargs="+", help="run stores to merge")
     p.add_argument("--out", required=True, help="the new merged run store (must not exist)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("report", help="the three claims over a grid of models and tasks: claims.json and report.html")
+    p.add_argument("grid", help="grid file (YAML): models, tasks, n, k, pairs; see examples/grid.yaml")
+    p.add_argument("--out", required=True, help="folder for runs.db, claims.json and report.html (rerun to resume)")
+    p.add_argument("--batch-size", type=positive_int)
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("check-format", help="share of outputs from which an answer can be extracted")

@@ -81,11 +81,11 @@ def compare(a: AuditResult, b: AuditResult, *, seed: int = 0) -> Comparison:
         col = f"reachable[{probe}]"
         realized = np.c_[qa["realized"].to_numpy(float), qb["realized"].to_numpy(float)]
         reach = np.c_[qa[col].to_numpy(float), qb[col].to_numpy(float)]
-        diff = lambda m: m[..., 1].mean(-1) - m[..., 0].mean(-1)  # noqa: E731
+        prompts = qa["prompt"].tolist()  # questions that share a prompt are resampled together
         rows.append({"probe": probe, "realized_a": float(realized[:, 0].mean()), "realized_b": float(realized[:, 1].mean()),
-                     "delta_realized": bootstrap(realized, seed=seed, statistic=diff),
+                     "delta_realized": bootstrap(realized[:, 1] - realized[:, 0], seed=seed, clusters=prompts),
                      "reachable_a": float(reach[:, 0].mean()), "reachable_b": float(reach[:, 1].mean()),
-                     "delta_reachable": bootstrap(reach, seed=seed, statistic=diff)})
+                     "delta_reachable": bootstrap(reach[:, 1] - reach[:, 0], seed=seed, clusters=prompts)})
         for qid in qa.index:
             transitions.append({"probe": probe, "question_id": qid,
                                 "before": _state(bool(qa.loc[qid, "realized"]), bool(qa.loc[qid, col])),

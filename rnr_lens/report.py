@@ -1,0 +1,332 @@
+"""The claims report: the paper's three questions, answered over a grid of models and tasks.
+
+A :class:`Grid` names models, tasks and one budget ``k``; :func:`report` runs (or resumes) every
+setting into one run store and answers, per setting, with intervals:
+
+1. **Random routes against structured search at a matched budget.** Random routes drawn from
+   the search's own move set (``routes:k,edits=d``) against the search (``search:k``, its
+   answer-blind confidence reward), both greedy, ``k`` evaluations each, the default answer
+   counted by neither; the paired difference in reachability (random - search) per question,
+   and each answer-blind selector's retention of the gain, ``(blind - realized) / (oracle -
+   realized)``.
+2. **One MLP block.** Per model and task, the failure set (reachable-not-realized under
+   sampling), its bottleneck MLP chosen on the discovery half, the held-out repair rate and the
+   control break rate (Wilson intervals) beside the second-best block.
+3. **Training.** Per trained pair (base, trained), delta realized and delta reachable per
+   probe with paired intervals, and the per-question transitions.
+
+Every verdict is computed from the intervals, never tuned toward the paper's answers: where a
+claim does not hold on a model, the report says so. ``claims.json`` holds every number;
+``report.html`` renders them (self-contained, readable offline). Rerunning resumes: audits and
+sweep evaluations already in the store are reused.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rnr_lens.audit import AuditResult, audit
+from rnr_lens.compare import compare
+from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.display import estimate_text, html_table
+from rnr_lens.errors import RnrLensError
+from rnr_lens.stats import Estimate, bootstrap
+from rnr_lens.store import RunStore
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The settings a report covers.
+
+    Attributes:
+        models: Model specs (known names, folders, ``.gguf`` files, hub ids).
+        tasks: Built-in task names or task files.
+        n: Questions per task (built-ins are drawn with ``task_seed``; files use their first n).
+        k: The matched budget of every probe.
+        temperature: Sampling temperature of the sampling probe.
+        edits: Single-block edits of the random routes (the search's move set, at this depth).
+        seed: The audits' seed.
+        pairs: Trained pairs for claim 3, each ``{"base": spec, "trained": spec}``.
+        mine: Run claim 2 (a sweep per model and task).
+    """
+
+    models: tuple[str, ...]
+    tasks: tuple[str, ...]
+    n: int = 40
+    k: int = 8
+    temperature: float = 0.7
+    edits: int = 2
+    seed: int = 0
+    task_seed: int = 0
+    pairs: tuple[dict[str, str], ...] = ()
+    mine: bool = True
+    config: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.models or not self.tasks:
+            raise RnrLensError("a grid needs at least one model and one task (keys models: and tasks:)")
+        for key in ("n", "k", "edits"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise RnrLensError(f"grid field {key} must be a whole number of at least 1, got {value!r}")
+        for pair in self.pairs:
+            if not isinstance(pair, dict) or set(pair) != {"base", "trained"}:
+                raise RnrLensError(f"each grid pair needs exactly base: and trained:, got {pair!r}")
+
+    @property
+    def probes(self) -> list[str]:
+        """Sampling, random routes over the search's move set, and the search, all at ``k``."""
+        return [f"sampling:k={self.k},t={self.temperature}", f"routes:k={self.k},edits={self.edits}", f"search:k={self.k}"]
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Grid":
+        """Read a grid from YAML (or JSON); relative task and model paths resolve against its folder."""
+        path = Path(path)
+        if not path.is_file():
+            raise RnrLensError(f"grid file {path} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise RnrLensError(f"{path} is not valid YAML ({str(exc).splitlines()[0]})") from None
+        if not isinstance(data, dict):
+            raise RnrLensError(f"{path} must hold a mapping with models: and tasks:")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise RnrLensError(f"unknown grid field {unknown[0]!r} in {path}; known fields: {', '.join(sorted(known))}")
+
+        def local(spec: str) -> str:
+            candidate = path.parent / spec
+            return str(candidate) if not Path(spec).is_absolute() and candidate.exists() else spec
+
+        data["models"] = tuple(local(str(m)) for m in data.get("models") or ())
+        data["tasks"] = tuple(local(str(t)) for t in data.get("tasks") or ())
+        data["pairs"] = tuple({k: local(str(v)) for k, v in p.items()} if isinstance(p, dict) else p for p in data.get("pairs") or ())
+        if data.get("config"):
+            data["config"] = local(str(data["config"]))
+        return cls(**data)
+
+
+@dataclass
+class Report:
+    """What :func:`report` found: every claim's numbers (``claims``) and where they were written."""
+
+    claims: dict[str, Any]
+    store: Path
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+def _est(e: Estimate) -> dict[str, Any]:
+    return {k: (None if isinstance(v, float) and v != v else v) for k, v in e.as_dict().items()}
+
+
+def _load_task(spec: str, grid: Grid) -> Any:
+    from rnr_lens import tasks
+
+    if spec in tasks.BUILTINS:
+        return tasks.get(spec, n=grid.n, seed=grid.task_seed)
+    task = tasks.get(spec)
+    return task.first(min(grid.n, len(task)))
+
+
+def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
+    """Claim 1 for one audit: random routes against search at the matched budget."""
+    q = result.questions
+    random_probe, search_probe = result._probe_name(grid.probes[1]), result._probe_name(grid.probes[2])
+    rows = {r["probe"]: r for r in result.summary_records()}
+    reach_random = q[f"reachable[{random_probe}]"].to_numpy(float)
+    reach_search = q[f"reachable[{search_probe}]"].to_numpy(float)
+    diff = bootstrap(reach_random - reach_search, seed=result.seed, clusters=q["prompt"].tolist())
+    retention = {}
+    for probe in (random_probe, search_probe):
+        r = rows[probe]
+        gain = r["reachable"]["value"] - r["realized"]["value"]
+        retention[probe] = {s[7:]: (None if gain <= 0 or r[s]["value"] is None else (r[s]["value"] - r["realized"]["value"]) / gain)
+                            for s in r if s.startswith("select:") and s != "select:oracle"}
+    if diff.low > 0:
+        verdict = "random routes reach more than the search"
+    elif diff.high < 0:
+        verdict = "the search reaches more than random routes"
+    else:
+        verdict = "no difference resolved at this size (the interval covers zero)"
+    return {
+        "random": random_probe, "search": search_probe, "realized": rows[random_probe]["realized"],
+        "reachable_random": rows[random_probe]["reachable"], "reachable_search": rows[search_probe]["reachable"],
+        "chance_random": rows[random_probe]["chance"], "chance_search": rows[search_probe]["chance"],
+        "random_minus_search": _est(diff), "random_not_below_search": bool(diff.high >= 0),
+        "retention": retention, "verdict": verdict,
+    }
+
+
+def claim_bottleneck(model: Any, result: AuditResult, store: RunStore, grid: Grid, progress: bool) -> dict[str, Any]:
+    """Claim 2 for one audit: the bottleneck MLP of its reachable-not-realized set."""
+    from rnr_lens import failures
+    from rnr_lens.miner import mine
+
+    probe = result._probe_name(grid.probes[0])
+    n_fail = len(result.reachable_not_realized(probe))
+    if n_fail < 2:
+        return {"failures": n_fail, "verdict": f"only {n_fail} question(s) reachable but not realized under {probe}: no failure set to mine"}
+    fs = failures.freeze(result, store, probe=probe, name="report")
+    sweep = mine(model, fs, strategy="screen+confirm", top_m=3, break_bound=1.0, store=store, progress=progress)
+    done = sweep.table.dropna(subset=["repair_discovery"]).sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True])
+
+    def rate(r: dict[str, Any], key: str) -> dict[str, Any] | None:
+        if r.get(key) is None or r[key] != r[key]:
+            return None  # unmeasured (no held-out failure, or no realized question to break)
+        return {"value": r[key], "low": r[f"{key}_low"], "high": r[f"{key}_high"]}
+
+    blocks = [{"block": int(r["layer"]), "repair_discovery": r["repair_discovery"], "repair_heldout": rate(r, "repair_heldout"),
+               "break": rate(r, "break")} for r in done.head(2).to_dict("records")]
+    if not blocks or blocks[0]["repair_discovery"] <= 0:
+        return {"failures": n_fail, "verdict": "no block's silencing repairs a discovery failure"}
+    best = blocks[0]
+    held = best["repair_heldout"]
+    if held is None:
+        verdict = "no held-out failures to confirm on"
+    elif held["low"] > 0.5:
+        verdict = f"silencing MLP {best['block']} repairs most held-out failures"
+    elif held["high"] < 0.5:
+        verdict = f"silencing MLP {best['block']} repairs fewer than half of the held-out failures"
+    else:
+        verdict = f"MLP {best['block']} repairs {held['value']:.2f} of the held-out failures; the interval covers one half"
+    return {"failures": n_fail, "discovery": len(fs.discovery), "heldout": len(fs.heldout),
+            "control": len(fs.control) if fs.control is not None else 0, "bottleneck": best,
+            "second": blocks[1] if len(blocks) > 1 else None, "verdict": verdict}
+
+
+def claim_training(a: AuditResult, b: AuditResult) -> dict[str, Any]:
+    """Claim 3 for one trained pair on one task: did training realize or expand?"""
+    c = compare(a, b)
+    out = []
+    for row in c.deltas.to_dict("records"):
+        dr, dk = row["delta_realized"], row["delta_reachable"]
+        if not dr.low > 0:
+            verdict = "no rise in realized accuracy resolved"
+        elif dk.high < 0:
+            verdict = "realized rose while the ceiling fell"
+        elif dk.low > 0:
+            verdict = "realized rose and so did the ceiling: training expanded reach here"
+        else:
+            verdict = "realized rose; the ceiling's change is not resolved (flat within its interval)"
+        out.append({"probe": row["probe"], "delta_realized": _est(dr), "delta_reachable": _est(dk), "verdict": verdict,
+                    "transitions": c.transition_counts(row["probe"]).to_dict()})
+    return {"base": a.info["model"], "trained": b.info["model"], "probes": out}
+
+
+def report(grid: Grid, out: str | Path, *, progress: bool = True, batch_size: int | None = None) -> Report:
+    """Run (or resume) every setting of ``grid`` into ``out/runs.db`` and write
+    ``out/claims.json`` and ``out/report.html``.
+
+    Example:
+        >>> r = report(Grid(models=("smollm2-135m-instruct",), tasks=("add-small",)), "report")  # doctest: +SKIP
+        >>> r.claims["routes_vs_search"][0]["verdict"]  # doctest: +SKIP
+    """
+    from rnr_lens.models import load_model
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    store = RunStore(out / "runs.db")
+    config = DeploymentConfig.load(grid.config) if grid.config else None
+    tasks_ = {spec: _load_task(spec, grid) for spec in grid.tasks}
+    claims: dict[str, Any] = {"grid": {k: getattr(grid, k) for k in Grid.__dataclass_fields__}, "probes": grid.probes,
+                              "routes_vs_search": [], "bottleneck": [], "training": [], "configs": {}}
+    audits: dict[tuple[str, str], AuditResult] = {}
+    model_specs = list(dict.fromkeys(list(grid.models) + [s for p in grid.pairs for s in (p["base"], p["trained"])]))
+    for spec in model_specs:
+        model = load_model(spec)
+        for task_spec, task in tasks_.items():
+            cfg = config or DeploymentConfig.default_for(task.answer_type)
+            result = audit(model, task, grid.probes, cfg, store=store, seed=grid.seed, progress=progress, batch_size=batch_size)
+            audits[(spec, task_spec)] = result
+            claims["configs"][cfg.hash()] = cfg.to_dict()
+            if spec not in grid.models:
+                continue
+            setting = {"model": result.info["model"], "task": task.name, "audit": result.id, "config_hash": cfg.hash()}
+            claims["routes_vs_search"].append({**setting, **claim_routes(result, grid)})
+            if grid.mine:
+                claims["bottleneck"].append({**setting, **claim_bottleneck(model, result, store, grid, progress)})
+        del model
+    for pair in grid.pairs:
+        for task_spec, task in tasks_.items():
+            a, b = audits[(pair["base"], task_spec)], audits[(pair["trained"], task_spec)]
+            claims["training"].append({"task": task.name, "audits": [a.id, b.id], **claim_training(a, b)})
+    claims["summary"] = _summary(claims)
+    files = {"claims": out / "claims.json", "html": out / "report.html"}
+    _write_atomic(files["claims"], json.dumps(claims, indent=2, default=str))
+    _write_atomic(files["html"], render_html(claims))
+    return Report(claims, out / "runs.db", files)
+
+
+def _summary(claims: dict[str, Any]) -> dict[str, str]:
+    routes = claims["routes_vs_search"]
+    random_ge = sum(1 for c in routes if c["random_not_below_search"])
+    mines = [c for c in claims["bottleneck"] if "bottleneck" in c]
+    most = sum(1 for c in mines if c["bottleneck"]["repair_heldout"] and c["bottleneck"]["repair_heldout"]["low"] > 0.5)
+    trained = [p for c in claims["training"] for p in c["probes"]]
+    flat = sum(1 for p in trained if p["delta_realized"]["low"] > 0 and p["delta_reachable"]["low"] <= 0)
+    return {
+        "routes_vs_search": f"random routes not below the search (interval of random - search reaches zero or above) in {random_ge} of {len(routes)} settings",
+        "bottleneck": f"one MLP repairs most held-out failures (lower bound above one half) in {most} of {len(mines)} settings with a failure set",
+        "training": f"realized rose while the ceiling did not rise in {flat} of {len(trained)} matched comparisons",
+    }
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+HOW_TO_READ = (
+    "Every rate is a mean over questions with a 95% bootstrap interval that resamples distinct prompts (Wilson intervals for "
+    "the sweep's held-out repair and control break rates). Reachable: one of the probe's own k tries is correct; the default "
+    "answer is never counted, so reachable can fall below realized. Chance: the same tries scored against other questions' "
+    "gold answers. Random routes are drawn from the search's own move set (single-block skips and repeats) at the same budget. "
+    "Retention: (blind - realized) / (oracle - realized), the share of the oracle's gain an answer-blind selector keeps. "
+    "A verdict says what the interval resolves; at these sizes many do not resolve, and the report says so."
+)
+
+
+def render_html(claims: dict[str, Any]) -> str:
+    """The report as one self-contained HTML page (tables; no scripts needed)."""
+    e = estimate_text
+    parts = [f"<h1>rnr_lens claims report</h1><p>{html.escape(HOW_TO_READ)}</p>",
+             "<h2>Summary</h2><ul>" + "".join(f"<li>{html.escape(v)}</li>" for v in claims["summary"].values()) + "</ul>"]
+    rows = [[c["model"], c["task"], e(c["realized"]), e(c["reachable_random"]), e(c["chance_random"]), e(c["reachable_search"]),
+             e(c["chance_search"]), e(c["random_minus_search"]), c["verdict"]] for c in claims["routes_vs_search"]]
+    parts.append("<h2>1. Random routes against structured search at a matched budget</h2>"
+                 + html_table(rows, ["model", "task", "realized", "random", "chance (random)", "search", "chance (search)", "random - search", "verdict"],
+                              wrap=("verdict",)))
+    keep = [[c["model"], c["task"], probe.split(",")[0], *[("-" if v is None else f"{v:.2f}") for v in r.values()]]
+            for c in claims["routes_vs_search"] for probe, r in c["retention"].items()]
+    if keep:
+        names = list(next(iter(claims["routes_vs_search"][0]["retention"].values())).keys())
+        parts.append("<h3>Retention of the gain by answer-blind selectors</h3>" + html_table(keep, ["model", "task", "probe", *names]))
+    rows = []
+    for c in claims["bottleneck"]:
+        b, s = c.get("bottleneck"), c.get("second")
+        rows.append([c["model"], c["task"], c["failures"], b["block"] if b else "-", e(b["repair_heldout"]) if b else "-",
+                     e(b["break"]) if b and b["break"] else "unmeasured" if b else "-",
+                     f"{s['block']}: {e(s['repair_heldout'])}" if s else "-", c["verdict"]])
+    parts.append("<h2>2. One MLP block and the failure set</h2>"
+                 + html_table(rows, ["model", "task", "failures", "bottleneck", "held-out repair", "control break", "second best", "verdict"],
+                              wrap=("verdict",)))
+    rows = [[c["base"], c["trained"], c["task"], p["probe"].split(",")[0], e(p["delta_realized"]), e(p["delta_reachable"]), p["verdict"]]
+            for c in claims["training"] for p in c["probes"]]
+    parts.append("<h2>3. Training: realized against the reachable ceiling</h2>"
+                 + (html_table(rows, ["base", "trained", "task", "probe", "Δ realized", "Δ reachable", "verdict"], wrap=("verdict",))
+                    if rows else "<p>No trained pairs in this grid.</p>"))
+    parts.append("<h2>Deployment configs</h2>" + "".join(f"<h3>{h}</h3><pre>{html.escape(json.dumps(c, indent=1))}</pre>"
+                                                         for h, c in claims["configs"].items()))
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>rnr_lens claims report</title>"
+            "<style>body{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;color:#222}"
+            "table{border-collapse:collapse;margin:0.5em 0}tr:nth-child(even){background:#f6f6f6}</style></head><body>"
+            + "".join(parts) + "</body></html>")

@@ -1,0 +1,86 @@
+"""The claims report end to end on a two-setting grid of a tiny model (the machinery, not the
+science: the real grid is a benchmark run), plus a trained pair of two tiny checkpoints."""
+
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+import yaml
+
+import rnr_lens as R
+from rnr_lens.cli import main
+from rnr_lens.report import Grid
+
+
+@pytest.fixture(scope="module")
+def grid_file(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("grid")
+    R.tiny_model(n_layers=4, seed=0).save_pretrained(folder / "base")
+    R.tiny_model(n_layers=4, seed=5).save_pretrained(folder / "tuned")
+    (folder / "mine.jsonl").write_text("\n".join(json.dumps({"question": f"What is {i} + {i}?", "answer": 2 * i}) for i in range(6)) + "\n")
+    grid = {"models": ["base"], "tasks": ["add-small", "mine.jsonl"], "n": 5, "k": 3, "temperature": 1.0, "edits": 1,
+            "pairs": [{"base": "base", "trained": "tuned"}]}
+    (folder / "grid.yaml").write_text(yaml.safe_dump(grid))
+    return folder / "grid.yaml"
+
+
+@pytest.mark.slow
+def test_report_answers_the_three_claims_and_resumes(grid_file, tmp_path, capsys):
+    out = tmp_path / "report"
+    assert main(["report", str(grid_file), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    claims = json.loads((out / "claims.json").read_text())
+    assert "settings" in printed and str(out / "report.html") in printed
+    routes = claims["routes_vs_search"]
+    assert [(c["task"], c["model"]) for c in routes] == [("add-small", "base"), ("mine[:5]", "base")]
+    for c in routes:  # every number is the audit's own
+        result = R.AuditResult.load(out / "runs.db", c["audit"])
+        summary = {r["probe"]: r for r in result.summary_records()}
+        assert c["reachable_random"] == summary[c["random"]]["reachable"] and c["reachable_search"] == summary[c["search"]]["reachable"]
+        q = result.questions
+        diff = q[f"reachable[{c['random']}]"].to_numpy(float) - q[f"reachable[{c['search']}]"].to_numpy(float)
+        assert c["random_minus_search"]["value"] == pytest.approx(diff.mean())
+        assert c["random"] == "routes:k=3,edits=1,protect=1" and c["search"].startswith("search:k=3,")
+        assert c["verdict"]
+    assert len(claims["bottleneck"]) == 2 and all("verdict" in c for c in claims["bottleneck"])
+    (pair_small, pair_mine) = claims["training"]
+    assert pair_small["base"] == "base" and pair_small["trained"] == "tuned" and len(pair_small["probes"]) == 3
+    assert all(p["verdict"] for p in pair_small["probes"])
+    html = (out / "report.html").read_text()
+    for heading in ("1. Random routes", "2. One MLP block", "3. Training", "resamples distinct prompts"):
+        assert heading in html
+    # a rerun resumes: nothing is generated again, and the claims are the same
+    with sqlite3.connect(out / "runs.db") as conn:
+        before = conn.execute("SELECT count(*) FROM tries").fetchone()[0]
+    conn.close()
+    assert main(["report", str(grid_file), "--out", str(out), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    with sqlite3.connect(out / "runs.db") as conn:
+        assert conn.execute("SELECT count(*) FROM tries").fetchone()[0] == before
+    conn.close()
+    assert again["routes_vs_search"] == claims["routes_vs_search"] and again["training"] == claims["training"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("models: []\ntasks: [add-small]\n", "at least one model and one task"),
+    ("models: [x]\ntasks: [add-small]\nk: 0\n", "grid field k must be a whole number"),
+    ("models: [x]\ntasks: [add-small]\nbudget: 8\n", "unknown grid field 'budget'"),
+    ("models: [x]\ntasks: [add-small]\npairs: [{base: x}]\n", "each grid pair needs exactly base: and trained:"),
+    ("[1, 2]\n", "must hold a mapping"),
+])
+def test_bad_grids_are_one_line_errors(tmp_path, content, message, capsys):
+    path = tmp_path / "grid.yaml"
+    path.write_text(content)
+    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists(), "nothing written"
+
+
+def test_the_example_grid_is_valid():
+    from pathlib import Path
+
+    grid = Grid.load(Path(__file__).resolve().parents[1] / "examples" / "grid.yaml")
+    assert grid.k == 8 and "smollm2-135m-instruct" in grid.models and grid.probes[1] == "routes:k=8,edits=2"
+    assert np.all([p["trained"].endswith("runs/dapo/final") for p in grid.pairs])
