@@ -165,17 +165,21 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
     }
 
 
-def claim_bottleneck(model: Any, result: AuditResult, store: RunStore, grid: Grid, progress: bool) -> dict[str, Any]:
-    """Claim 2 for one audit: the bottleneck MLP of its reachable-not-realized set."""
-    from rnr_lens import failures
+def claim_bottleneck(model: Any, result: AuditResult, store: RunStore, grid: Grid, progress: bool,
+                     figures: list[tuple[str, Any]] | None = None) -> dict[str, Any]:
+    """Claim 2 for one audit: the bottleneck MLP of its reachable-not-realized set (its
+    repair/break figure is appended to ``figures``)."""
+    from rnr_lens import failures, viz
     from rnr_lens.miner import mine
 
+    figures = figures if figures is not None else []
     probe = result._probe_name(grid.probes[0])
     n_fail = len(result.reachable_not_realized(probe))
     if n_fail < 2:
         return {"failures": n_fail, "verdict": f"only {n_fail} question(s) reachable but not realized under {probe}: no failure set to mine"}
     fs = failures.freeze(result, store, probe=probe, name="report")
     sweep = mine(model, fs, strategy="screen+confirm", top_m=3, break_bound=1.0, store=store, progress=progress)
+    figures.append((f"{result.info['model']} / {result.info['task']}", viz.repair_break(sweep)))
     done = sweep.table.dropna(subset=["repair_discovery"]).sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True])
 
     def rate(r: dict[str, Any], key: str) -> dict[str, Any] | None:
@@ -239,6 +243,7 @@ def report(grid: Grid, out: str | Path, *, progress: bool = True, batch_size: in
     claims: dict[str, Any] = {"grid": {k: getattr(grid, k) for k in Grid.__dataclass_fields__}, "probes": grid.probes,
                               "routes_vs_search": [], "bottleneck": [], "training": [], "configs": {}}
     audits: dict[tuple[str, str], AuditResult] = {}
+    figures: dict[str, list[tuple[str, Any]]] = {"routes": [], "bottleneck": []}
     model_specs = list(dict.fromkeys(list(grid.models) + [s for p in grid.pairs for s in (p["base"], p["trained"])]))
     for spec in model_specs:
         model = load_model(spec)
@@ -252,8 +257,13 @@ def report(grid: Grid, out: str | Path, *, progress: bool = True, batch_size: in
             setting = {"model": result.info["model"], "task": task.name, "audit": result.id, "config_hash": cfg.hash()}
             claims["routes_vs_search"].append({**setting, **claim_routes(result, grid)})
             if grid.mine:
-                claims["bottleneck"].append({**setting, **claim_bottleneck(model, result, store, grid, progress)})
+                claims["bottleneck"].append({**setting, **claim_bottleneck(model, result, store, grid, progress, figures["bottleneck"])})
         del model
+        if spec in grid.models:
+            from rnr_lens import viz
+
+            mine_ = [audits[(spec, t)] for t in tasks_]
+            figures["routes"].append((str(mine_[0].info["model"]), viz.realized_vs_reachable(mine_)))
     for pair in grid.pairs:
         for task_spec, task in tasks_.items():
             a, b = audits[(pair["base"], task_spec)], audits[(pair["trained"], task_spec)]
@@ -261,7 +271,7 @@ def report(grid: Grid, out: str | Path, *, progress: bool = True, batch_size: in
     claims["summary"] = _summary(claims)
     files = {"claims": out / "claims.json", "html": out / "report.html"}
     _write_atomic(files["claims"], json.dumps(claims, indent=2, default=str))
-    _write_atomic(files["html"], render_html(claims))
+    _write_atomic(files["html"], render_html(claims, figures))
     return Report(claims, out / "runs.db", files)
 
 
@@ -295,16 +305,28 @@ HOW_TO_READ = (
 )
 
 
-def render_html(claims: dict[str, Any]) -> str:
-    """The report as one self-contained HTML page (tables; no scripts needed)."""
+def _figures_html(figures: list[tuple[str, Any]], first: list[bool]) -> str:
+    """Plotly figures inline; plotly.js itself is embedded once, with the first figure."""
+    out = []
+    for title, fig in figures:
+        out.append(f"<h3>{html.escape(title)}</h3>" + fig.to_html(full_html=False, include_plotlyjs="inline" if first[0] else False))
+        first[0] = False
+    return "".join(out)
+
+
+def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]] | None = None) -> str:
+    """The report as one self-contained HTML page: tables, and the plotly figures (with
+    plotly.js embedded, so it reads offline)."""
     e = estimate_text
+    figures = figures or {}
+    first = [True]
     parts = [f"<h1>rnr_lens claims report</h1><p>{html.escape(HOW_TO_READ)}</p>",
              "<h2>Summary</h2><ul>" + "".join(f"<li>{html.escape(v)}</li>" for v in claims["summary"].values()) + "</ul>"]
     rows = [[c["model"], c["task"], e(c["realized"]), e(c["reachable_random"]), e(c["chance_random"]), e(c["reachable_search"]),
              e(c["chance_search"]), e(c["random_minus_search"]), c["verdict"]] for c in claims["routes_vs_search"]]
     parts.append("<h2>1. Random routes against structured search at a matched budget</h2>"
                  + html_table(rows, ["model", "task", "realized", "random", "chance (random)", "search", "chance (search)", "random - search", "verdict"],
-                              wrap=("verdict",)))
+                              wrap=("verdict",)) + _figures_html(figures.get("routes", []), first))
     keep = [[c["model"], c["task"], probe.split(",")[0], *[("-" if v is None else f"{v:.2f}") for v in r.values()]]
             for c in claims["routes_vs_search"] for probe, r in c["retention"].items()]
     if keep:
@@ -318,7 +340,7 @@ def render_html(claims: dict[str, Any]) -> str:
                      f"{s['block']}: {e(s['repair_heldout'])}" if s else "-", c["verdict"]])
     parts.append("<h2>2. One MLP block and the failure set</h2>"
                  + html_table(rows, ["model", "task", "failures", "bottleneck", "held-out repair", "control break", "second best", "verdict"],
-                              wrap=("verdict",)))
+                              wrap=("verdict",)) + _figures_html(figures.get("bottleneck", []), first))
     rows = [[c["base"], c["trained"], c["task"], p["probe"].split(",")[0], e(p["delta_realized"]), e(p["delta_reachable"]), p["verdict"]]
             for c in claims["training"] for p in c["probes"]]
     parts.append("<h2>3. Training: realized against the reachable ceiling</h2>"

@@ -208,8 +208,8 @@ def realized_vs_reachable(results: "AuditResult | Sequence[AuditResult]") -> go.
                         error_y=dict(type="data", symmetric=False, array=[e.high - e.value for e in est[keep]],
                                      arrayminus=[e.value - e.low for e in est[keep]], thickness=1.2, width=3))
     fig.update_yaxes(range=[0, 1.05], title_text="accuracy", row=1, col=1)
-    fig.update_xaxes(title_text="probe at budget k (reachable: one of its own k tries is correct; the greedy default is not "
-                                "one of them, so reachable can fall below realized)", row=1, col=1)
+    fig.update_xaxes(title_text=_wrap("probe at budget k (reachable: one of its own k tries is correct; the greedy default is not "
+                                      "one of them, so reachable can fall below realized)", 60 * len(results)), row=1, col=1)
     head = "Realized versus reachable" + (f"<br>{results[0].info['model']} / {results[0].info['task']}" if one else "")
     fig.update_layout(template=PAPER, barmode="group", title=head)
     return fig

@@ -50,6 +50,8 @@ def test_report_answers_the_three_claims_and_resumes(grid_file, tmp_path, capsys
     html = (out / "report.html").read_text()
     for heading in ("1. Random routes", "2. One MLP block", "3. Training", "resamples distinct prompts"):
         assert heading in html
+    assert html.count("Plotly.newPlot") >= 2 and html.count("plotly.js v") == 1, "figures inline, plotly.js embedded once"
+    assert 'src="http' not in html, "no script is fetched: it reads offline"
     # a rerun resumes: nothing is generated again, and the claims are the same
     with sqlite3.connect(out / "runs.db") as conn:
         before = conn.execute("SELECT count(*) FROM tries").fetchone()[0]
