@@ -168,6 +168,10 @@ def audit(
         if part is None or (str(part) not in rs.artifacts(aid, "shard") and any(q.id in started for _, q in selected)):
             raise RnrLensError(f"audit {aid} already exists in {rs.path} unfinished; pass --resume to continue it")
     rs.create_audit(record, [(i, q.id, q.prompt, q.answer) for i, q in selected])
+    # what the model really sees (a null system_prompt means the chat template's own default):
+    # the task's first question rendered, the same in every shard
+    first = task.questions[0]
+    rs.put_artifact(aid, "deployment", "rendered", {"question_id": first.id, "text": model.render(config.prompt(first))[0]}, overwrite=True)
     questions = [q for _, q in selected]
     ctx = ProbeContext(model, config, task.answer_type, seed=seed, batch_size=batch_size)
     units = []

@@ -228,7 +228,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     results = [AuditResult.load(store, info["id"]) for info in store.audits()]
     if args.json:
         print(json.dumps([{"id": r.id, "model": r.info["model"], "task": r.info["task"], "questions": r.info["n_questions"],
-                           "config_hash": r.info["config_hash"], "config": r.config.to_dict(), "seed": r.info["seed"], "status": r.info["status"],
+                           "config_hash": r.info["config_hash"], "config": r.config.to_dict(),
+                           "rendered_prompt": store.get_artifact(r.id, "deployment", "rendered"), "seed": r.info["seed"], "status": r.info["status"],
                            "progress": {p: {"stored": d, "expected": e} for p, (d, e) in r.progress().items()},
                            "summary": r.summary_records()} for r in results], indent=2))
         return 0
@@ -238,6 +239,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         i = r.info
         print()
         print_audit(r, f"audit {r.id}  [{i['status']}]\nmodel {i['model']}  task {i['task']} ({i['n_questions']} questions)  config {i['config_hash']}  seed {i['seed']}")
+        if r.config.chat and r.config.system_prompt is None:
+            print("system prompt: null in the config, so the chat template's own default (show --json: rendered_prompt)")
     return 0
 
 

@@ -354,9 +354,9 @@ def print_layout(fig: go.Figure, size: str | tuple[float, float], *, min_font_pt
         ax = out.layout[axis]
         if ax.title and ax.title.text:
             ax.title.text = _wrap(ax.title.text, chars if axis.startswith("x") else int(height / (0.56 * base)))
-    # the legend goes under the plot (a column has no room beside it); margins grow to fit titles
-    # room, top down: the title's lines; at the bottom, tick labels, the x-axis title, then the
-    # legend in rows under everything (plotly's automargin does not stack the legend, so we do)
+    # room, top down: the title's lines; at the bottom, tick labels, the x-axis title, then the legend
+    # in rows under everything (a column has no room beside the plot, and plotly's automargin does
+    # not stack the legend below the axis title, so we do)
     title_lines = str(out.layout.title.text or "").count("<br>") + 1 if out.layout.title and out.layout.title.text else 0
     bottom_axis = out.layout[min((a for a in out.layout if a.startswith("xaxis")), key=lambda a: out.layout[a].domain[0] if out.layout[a].domain else 0, default="xaxis")]
     x_title_lines = str(bottom_axis.title.text).count("<br>") + 1 if bottom_axis.title and bottom_axis.title.text else 0

@@ -154,7 +154,7 @@ def audit_explorer(result: "AuditResult") -> W.VBox:
                          "reached": q.question_id in reached, "pick": "" if pick is None else pick["extracted"],
                          "pick correct": "" if pick is None else bool(pick["correct"])})
         key = sort.value
-        rows.sort(key=lambda r: (str(type(r[key])), r[key]) if key != "question" else (0, r["question"]))
+        rows.sort(key=lambda r: str(r[key]))  # values of mixed types (an answer may be missing) sort by their text
         share = sum(r["reached"] for r in rows) / max(1, len(rows))
         head = f"<p class='rnr-share'>reached within k={k.value}: {share:.2f} ({len(rows)} questions shown)</p>"
         columns = ["question", "prompt", "gold", "realized", "reached", "pick", "pick correct"]

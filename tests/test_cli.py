@@ -28,6 +28,9 @@ def test_audit_show_export(tiny_folder, tmp_path, capsys):
     assert main(["show", str(db), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert [a["id"] for a in shown] == [out["audit"]] and shown[0]["status"] == "complete"
+    rendered = shown[0]["rendered_prompt"]
+    assert shown[0]["config"]["system_prompt"] is None and "<|im_start|>" in rendered["text"], "what the model really saw"
+    assert rendered["text"].endswith("The answer is ") and shown[0]["config"]["assistant_prefix"] == "The answer is "
     assert main(["show", str(db)]) == 0
     assert "reachable" in capsys.readouterr().out
     for fmt in ("csv", "parquet"):

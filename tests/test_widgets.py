@@ -55,6 +55,9 @@ def test_audit_explorer_updates_with_k(small):
     assert [s.x0 for s in figure.layout.shapes if s.x0 == s.x1] == [3]
     selector.value = "majority"
     assert "<th" in table.value and "pick correct" in table.value
+    for column in sort.options:  # every column sorts, whatever its values
+        sort.value = column
+        assert "<tr>" in table.value
     qid = small.questions.question_id.iloc[2]
     search.value = qid
     assert "(1 questions shown)" in table.value and qid in table.value
