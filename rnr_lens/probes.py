@@ -7,7 +7,8 @@ each), so budgets can be matched across probes:
 - :class:`Sampling` - ``k`` samples at temperature ``t`` (top-p configurable); sample ``i``
   of a question uses seed :func:`question_seed` ``(seed, question id) + i``, so questions that
   repeat a prompt get independent draws.
-- :class:`RandomRoutes` - ``k`` routes drawn by :func:`draw_route`, greedy under each. Route
+- :class:`RandomRoutes` - ``k`` routes drawn by :func:`draw_route` (segments) or, with
+  ``edits=d``, by :func:`draw_edits` (the search's own move set), greedy under each. Route
   ``i`` depends only on ``(seed, i)``, so it is shared by all questions (which lets the engine
   batch them) and the first ``k`` routes of a larger budget are the same routes.
 - :class:`RouteSearch` - a structured search over routes per question: Monte Carlo tree
