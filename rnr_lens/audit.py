@@ -83,17 +83,15 @@ def resume_mismatch(store: RunStore, record: dict[str, Any]) -> str | None:
         return f"nothing to resume: {store.path} holds no audit; leave out --resume to start one"
     diffs = []
     for a in audits:
-        differ = [label for key, label in _IDENTITY_FIELDS if key in record and a[key] != record[key]]
+        differ = [(key, label) for key, label in _IDENTITY_FIELDS if key in record and a[key] != record[key]]
         if not differ:
             return None
-        diffs.append((len(differ), a, differ))
-    _, closest, differ = min(diffs, key=lambda d: d[0])
-    what = "; ".join(
-        f"{label} {closest[key]!r} there, {record[key]!r} now" if key not in ("model_fingerprint", "task_fingerprint") else f"{label} differ"
-        for key, label in _IDENTITY_FIELDS if label in differ
-    )
+        diffs.append((a, differ))
+    closest, differ = min(diffs, key=lambda d: len(d[1]))
+    what = "; ".join(f"{label} differ" if key.endswith("fingerprint") else f"{label} {closest[key]!r} there, {record[key]!r} now"
+                     for key, label in differ)
     hint = (" (other weights, or an audit made before rnr_lens fingerprinted every weight: those read, but do not resume)"
-            if differ == ["model weights"] else "")
+            if [key for key, _ in differ] == ["model_fingerprint"] else "")
     return (
         f"--resume found no audit with these settings in {store.path} ({len(audits)} there); the closest, {closest['id'][:12]}, differs in: {what}{hint}; "
         "rerun with its settings to continue it, or leave out --resume to start a new audit"
@@ -275,18 +273,22 @@ class AuditResult:
         q = self.questions
         return q.loc[q[f"reachable[{probe}]"] & ~q["realized"], "question_id"].tolist()
 
-    def selections(self, probe: str) -> pd.DataFrame:
-        """Each selector's pick per question for ``probe`` (question, selector, try, correct)."""
+    def selections(self, probe: str, k: int | None = None) -> pd.DataFrame:
+        """Each selector's pick per question for ``probe`` (question, selector, try, correct),
+        among the first ``k`` tries (default: all of them)."""
         probe = self._probe_name(probe)
-        names = list(sel.ANSWER_BLIND) + ["oracle"] + (["reward"] if probe.startswith("search") else [])
+        names = sel.names_for(probe)
+        tries = self.probe_tries(probe)
+        if k is not None:
+            tries = tries[tries["try_index"] < k]
         rows = []
-        for qid, group in self.probe_tries(probe).groupby("question_id", sort=False):
+        for qid, group in tries.groupby("question_id", sort=False):
             tries = [try_from_row(r) for r in group.to_dict("records")]
             for s in names:
                 pick = sel.get(s)(tries)
                 rows.append({"question_id": qid, "selector": s, "try_index": pick.try_index,
                              "extracted": pick.extracted, "correct": bool(pick.correct)})
-        return pd.DataFrame(rows)
+        return pd.DataFrame(rows, columns=["question_id", "selector", "try_index", "extracted", "correct"])
 
     def pass_at_k(self, probe: str) -> pd.DataFrame:
         """Unbiased pass@k for k = 1..budget with 95% bootstrap intervals."""
@@ -366,14 +368,10 @@ class AuditResult:
             chance = self.chance(probe)[mask]
             row["chance"] = est(chance)
             row["above_chance"] = est(reach - chance)
-            picks = self.selections(probe)
-            if len(picks):
-                picks = picks[picks["question_id"].isin(set(q["question_id"]))]
-            for s in list(sel.ANSWER_BLIND) + ["oracle"] + (["reward"] if probe.startswith("search") else []):
-                chosen = picks[picks["selector"] == s].set_index("question_id")["correct"] if len(picks) else pd.Series([], dtype=float)
-                chosen = chosen.reindex(q["question_id"]).dropna()
-                row[f"select:{s}"] = bootstrap(chosen.to_numpy(float), seed=self.seed,
-                                               clusters=q.set_index("question_id").loc[chosen.index, "prompt"].tolist())
+            # every complete question has each selector's pick: one column per selector, in q's order
+            picks = self.selections(probe).pivot(index="question_id", columns="selector", values="correct").reindex(q["question_id"])
+            for s in sel.names_for(probe):
+                row[f"select:{s}"] = est(picks[s].to_numpy(float) if s in picks else np.array([]))
             rows.append(row)
         if not rows:
             done = self.questions[self.questions["has_default"]]
@@ -444,7 +442,7 @@ class AuditResult:
             rec: dict[str, Any] = {}
             for k, v in row.items():
                 if isinstance(v, Estimate):
-                    rec[k] = {key: (None if isinstance(x, float) and np.isnan(x) else x) for key, x in v.as_dict().items()}
+                    rec[k] = v.as_dict()
                 elif not (isinstance(v, float) and np.isnan(v)):
                     rec[k] = v
             out.append(rec)

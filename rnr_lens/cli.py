@@ -203,9 +203,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
             Shard.parse(args.shard)
         model = load_model(args.model, **load)
         model_name = model.name
-        warnings.filterwarnings("ignore", message=r"task .* distinct prompts")  # said once above, as a note
-        result = audit(model, task, probes, config, store=out, seed=args.seed, batch_size=args.batch_size,
-                       progress=not args.json, resume=args.resume, label=args.label, shard=args.shard, require_existing=args.resume)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"task .* distinct prompts")  # said once above, as a note
+            result = audit(model, task, probes, config, store=out, seed=args.seed, batch_size=args.batch_size,
+                           progress=not args.json, resume=args.resume, label=args.label, shard=args.shard, require_existing=args.resume)
     if args.json:
         print(json.dumps({"audit": result.id, "store": str(out), "config_hash": result.info["config_hash"], "status": result.info["status"],
                           "summary": result.summary_records()}, indent=2))

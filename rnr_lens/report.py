@@ -123,10 +123,6 @@ class Report:
     files: dict[str, Path] = field(default_factory=dict)
 
 
-def _est(e: Estimate) -> dict[str, Any]:
-    return {k: (None if isinstance(v, float) and v != v else v) for k, v in e.as_dict().items()}
-
-
 def _load_task(spec: str, grid: Grid) -> Any:
     from rnr_lens import tasks
 
@@ -160,7 +156,7 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
         "random": random_probe, "search": search_probe, "realized": rows[random_probe]["realized"],
         "reachable_random": rows[random_probe]["reachable"], "reachable_search": rows[search_probe]["reachable"],
         "chance_random": rows[random_probe]["chance"], "chance_search": rows[search_probe]["chance"],
-        "random_minus_search": _est(diff), "random_not_below_search": bool(diff.high >= 0),
+        "random_minus_search": Estimate.as_dict(diff), "random_not_below_search": bool(diff.high >= 0),
         "retention": retention, "verdict": verdict,
     }
 
@@ -220,7 +216,7 @@ def claim_training(a: AuditResult, b: AuditResult) -> dict[str, Any]:
             verdict = "realized rose and so did the ceiling: training expanded reach here"
         else:
             verdict = "realized rose; the ceiling's change is not resolved (flat within its interval)"
-        out.append({"probe": row["probe"], "delta_realized": _est(dr), "delta_reachable": _est(dk), "verdict": verdict,
+        out.append({"probe": row["probe"], "delta_realized": Estimate.as_dict(dr), "delta_reachable": Estimate.as_dict(dk), "verdict": verdict,
                     "transitions": c.transition_counts(row["probe"]).to_dict()})
     return {"base": a.info["model"], "trained": b.info["model"], "probes": out}
 

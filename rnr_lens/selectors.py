@@ -53,6 +53,12 @@ SELECTORS: dict[str, Selector] = {"oracle": oracle, "majority": majority, "logpr
 ANSWER_BLIND = ("majority", "logprob", "entropy")
 
 
+def names_for(probe: str) -> list[str]:
+    """The selectors a probe's tries are read with: the answer-blind ones, the oracle, and the
+    search's own reward for a route search."""
+    return list(ANSWER_BLIND) + ["oracle"] + (["reward"] if probe.startswith("search") else [])
+
+
 def get(name: str) -> Selector:
     try:
         return SELECTORS[name]

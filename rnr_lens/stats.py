@@ -36,8 +36,10 @@ class Estimate:
     def __str__(self) -> str:
         return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}]"
 
-    def as_dict(self) -> dict[str, float]:
-        return {"value": self.value, "low": self.low, "high": self.high, "n": self.n}
+    def as_dict(self) -> dict[str, float | None]:
+        """JSON-ready: an estimate over no questions (NaN) has ``None`` values."""
+        return {k: (None if isinstance(v, float) and v != v else v) for k, v in
+                (("value", self.value), ("low", self.low), ("high", self.high), ("n", self.n))}
 
 
 def bootstrap(

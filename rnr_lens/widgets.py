@@ -20,11 +20,10 @@ import ipywidgets as W
 import pandas as pd
 import plotly.graph_objects as go
 
-from rnr_lens import selectors as sel
 from rnr_lens import viz
 from rnr_lens.display import html_table, probe_labels
 from rnr_lens.errors import RnrLensError
-from rnr_lens.store import DEFAULT_PROBE, try_from_row
+from rnr_lens.store import DEFAULT_PROBE
 
 if TYPE_CHECKING:
     from rnr_lens.audit import AuditResult
@@ -108,20 +107,6 @@ def layer_explorer(sweep: "SweepResult", component: str = "mlp", kind: str = "ze
     return W.VBox([slider, figure, info])
 
 
-def _picks(result: "AuditResult", probe: str, k: int) -> pd.DataFrame:
-    """Each selector's pick per question among the first ``k`` tries of ``probe``."""
-    tries = result.probe_tries(probe)
-    head = tries[tries.try_index < k]
-    names = list(sel.ANSWER_BLIND) + ["oracle"] + (["reward"] if probe.startswith("search") else [])
-    rows = []
-    for qid, group in head.groupby("question_id", sort=False):
-        chosen = [try_from_row(r) for r in group.to_dict("records")]
-        for s in names:
-            pick = sel.get(s)(chosen)
-            rows.append({"question_id": qid, "selector": s, "extracted": pick.extracted, "correct": bool(pick.correct)})
-    return pd.DataFrame(rows, columns=["question_id", "selector", "extracted", "correct"])
-
-
 def audit_explorer(result: "AuditResult") -> W.VBox:
     """Probe, selector and k controls over an audit; the pass@k figure marks k and the
     question table shows the selector's pick among the first k tries (filter by text, sort
@@ -141,7 +126,7 @@ def audit_explorer(result: "AuditResult") -> W.VBox:
         budget = max(1, result.budget(probe.value))
         k.max = budget
         k.value = min(k.value, budget)
-        picks = _picks(result, probe.value, k.value)
+        picks = result.selections(probe.value, k=k.value)
         mine = picks[picks.selector == selector.value].set_index("question_id")
         reached = set(picks[(picks.selector == "oracle") & picks.correct].question_id)
         needle = search.value.strip().lower()

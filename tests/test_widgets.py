@@ -65,7 +65,7 @@ def test_audit_explorer_updates_with_k(small):
 
 def test_audit_explorer_picks_only_among_the_first_k_tries(small):
     """At k=1 a question not reached within one try showed the gold as its oracle pick."""
-    at_1 = widgets._picks(small, small.probes[0], 1)
+    at_1 = small.selections(small.probes[0], k=1)
     first = small.probe_tries(small.probes[0])
     first = first[first.try_index == 0].set_index("question_id")
     oracle = at_1[at_1.selector == "oracle"].set_index("question_id")
