@@ -13,7 +13,7 @@ Measures, in one run and on the same prompts and batch:
 
 (a)-(c) run the product's default path: with no user hook on the bridge, the forward runs on
 a plain HF twin that shares the bridge's weights (ablations as module hooks on it). For
-transparency (a) is also measured on the bridge path (``fast_path = False``: every bridge
+transparency (a) is also measured on the bridge path (``model.engine.disable_twin(...)``: every bridge
 component and hook point runs), as is a route under the bridge path.
 
 and reports each as a ratio to the baseline (target: >= 0.9), plus achieved forward FLOP/s
@@ -37,7 +37,6 @@ from transformers import AutoModelForCausalLM
 import rnr_lens as R
 from rnr_lens.models import ensure_cached
 
-
 # Llama-architecture shapes of public models at these sizes (Qwen2.5-0.5B/1.5B-like widths).
 RANDOM_LLAMAS = {
     "llama-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2),
@@ -50,7 +49,10 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed_rounds(cases: dict, repeats: int, device: torch.device = torch.device("cpu")) -> dict[str, list[float]]:
+CPU = torch.device("cpu")
+
+
+def timed_rounds(cases: dict, repeats: int, device: torch.device = CPU) -> dict[str, list[float]]:
     """Wall times of each case over ``repeats`` rounds; every round runs all cases in turn, so
     drift in the machine's speed hits every case of a round alike."""
     for fn in cases.values():
@@ -66,7 +68,7 @@ def timed_rounds(cases: dict, repeats: int, device: torch.device = torch.device(
     return times
 
 
-def matmul_flops(seconds: float = 2.0, size: int = 1024, device: torch.device = torch.device("cpu"), dtype: torch.dtype = torch.float32) -> float:
+def matmul_flops(seconds: float = 2.0, size: int = 1024, device: torch.device = CPU, dtype: torch.dtype = torch.float32) -> float:
     if device.type == "cuda":
         size = 8192
     a, b = torch.randn(size, size, device=device, dtype=dtype), torch.randn(size, size, device=device, dtype=dtype)
@@ -138,11 +140,12 @@ def main() -> None:
 
     def ours(fast: bool = True, **kw):
         def run() -> None:
-            model.fast_path = fast
+            if not fast:
+                model.engine.disable_twin("benchmarking the bridge path")
             try:
                 model.generate(prompts, max_new_tokens=args.new_tokens, batch_size=args.batch, ignore_eos=True, **kw)
             finally:
-                model.fast_path = True
+                model.engine.enable_twin()
         return run
 
     route = R.Route.skip(n, 5, 20).then_repeat(10).then_repeat(15)

@@ -10,8 +10,9 @@ from rnr_lens import failures, selectors, shards, tasks
 from rnr_lens.audit import AuditResult, audit
 from rnr_lens.compare import Comparison, compare
 from rnr_lens.deploy import DeploymentConfig
-from rnr_lens.executors import run_audit
+from rnr_lens.engine import Engine, EnginePath
 from rnr_lens.errors import RnrLensError
+from rnr_lens.executors import run_audit
 from rnr_lens.generation import ContinuationScore, Generation
 from rnr_lens.interventions import Ablation
 from rnr_lens.lens import LensModel
@@ -25,7 +26,7 @@ from rnr_lens.train import TrainConfig, TrainResult, train
 
 __all__ = [
     "Ablation", "AblationProbe", "AuditResult", "Comparison", "compare", "ChatPrompt", "ContinuationScore", "DEFAULT_MODEL", "DeploymentConfig",
-    "Generation", "Grid", "KNOWN_MODELS", "LensModel", "Probe", "RandomRoutes", "RnrLensError", "Route", "RouteSearch",
+    "Engine", "EnginePath",     "Generation", "Grid", "KNOWN_MODELS", "LensModel", "Probe", "RandomRoutes", "RnrLensError", "Route", "RouteSearch",
     "Sampling", "SweepResult", "TrainConfig", "TrainResult", "audit", "failures", "list_models", "load_model", "mine",
     "parse_probe", "Report", "report", "run_audit", "selectors", "shards", "tasks", "tiny_model", "train", "viz", "widgets",
 ]

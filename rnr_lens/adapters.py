@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -52,13 +53,17 @@ def hf_state_dict(bridge: Any) -> dict[str, torch.Tensor]:
     """
     model = bridge.original_model
     with torch.device("meta"):
-        reference = type(model)(model.config)
-    wanted = set(reference.state_dict())
-    clean: dict[str, torch.Tensor] = {}
-    for key, tensor in model.state_dict().items():
+        wanted = set(type(model)(model.config).state_dict())
+    return _hf_names_only(model.state_dict().items(), wanted)
+
+
+def _hf_names_only(items: Any, wanted: set[str]) -> dict[str, Any]:
+    """``items`` (bridge name, value) under HF names, keeping the ``wanted`` names only."""
+    clean: dict[str, Any] = {}
+    for key, value in items:
         name = key.replace("._original_component", "")
         if name in wanted and name not in clean:
-            clean[name] = tensor
+            clean[name] = value
     missing = wanted - set(clean)
     if missing:
         raise RuntimeError(f"could not map bridge weights back to HF names: {sorted(missing)[:3]}")
@@ -69,6 +74,19 @@ def component_module_names(bridge: Any) -> dict[str, str]:
     """HF attribute names, inside a decoder layer, of the modules behind ``attn`` and ``mlp``."""
     subs = bridge.adapter.component_mapping["blocks"].submodules
     return {"attn": subs["attn"].name, "mlp": subs["mlp"].name}
+
+
+def block_parameters(bridge: Any, layers: Sequence[int], component: str | None = None) -> dict[str, nn.Parameter]:
+    """The parameters of decoder ``layers`` (or of their ``component``, ``"attn"``/``"mlp"``),
+    by their Hugging Face names (``model.layers.3.mlp.up_proj.weight``)."""
+    path = bridge.adapter.component_mapping["blocks"].name
+    sub = "" if component is None else component_module_names(bridge)[component] + "."
+    prefixes = tuple(f"{path}.{layer}.{sub}" for layer in layers)
+    model = bridge.original_model
+    with torch.device("meta"):
+        wanted = {name for name, _ in type(model)(model.config).named_parameters()}
+    named = _hf_names_only(model.named_parameters(remove_duplicate=False), wanted)
+    return {name: p for name, p in named.items() if name.startswith(prefixes)}
 
 
 def _hf_named(items: Any) -> dict[str, torch.Tensor]:
@@ -157,7 +175,7 @@ class RouteCache(DynamicCache):
         """Reset the slot counter (called before every forward that uses this cache)."""
         self._calls = 0
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any):
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         slot = self._calls % self.n_slots
         self._calls += 1
         return super().update(key_states, value_states, slot, *args, **kwargs)
@@ -167,7 +185,7 @@ class RouteCache(DynamicCache):
         self.batch_select_indices(rows)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _architecture_supported(name: str) -> bool:
     from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
 

@@ -26,8 +26,8 @@ Numbers are canonicalised so that ``51.0 == 51``, ``1,234 == 1234``, ``$18 == 18
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Callable
 
 from rnr_lens.errors import RnrLensError
 

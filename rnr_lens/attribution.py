@@ -15,17 +15,19 @@ like Gemma-3, attribute what actually enters the residual stream).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 import torch
-from jaxtyping import Float
 
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
+from rnr_lens.generation import Continuations, continuations
 from rnr_lens.interventions import Ablation
 from rnr_lens.lens import LensModel
 from rnr_lens.tasks.core import Question
+
+RESID_HOOKS = ("hook_resid_pre", "hook_resid_mid", "hook_resid_post")
 
 
 def _first_token(model: LensModel, text: str) -> int:
@@ -58,10 +60,9 @@ def direct_logit_attribution(
     eps = getattr(model.bridge.original_model.config, "rms_norm_eps", 1e-6)
     for q in questions:
         ids = torch.tensor([model.encode(config.prompt(q))], device=model.device)
-        names = ["hook_resid_pre", "hook_resid_mid", "hook_resid_post"]
         with torch.no_grad():
             logits, cache = model.bridge.run_with_cache(
-                ids, names_filter=lambda n: any(n.endswith(x) for x in names) and n.startswith("blocks."))
+                ids, names_filter=lambda n: n.startswith("blocks.") and n.rsplit(".", 1)[-1] in RESID_HOOKS)
         final = logits[0, -1]
         default_tok = int(final.argmax())
         gold_tok = _first_token(model, q.answer)
@@ -70,7 +71,7 @@ def direct_logit_attribution(
         scale = (resid_final.pow(2).mean() + eps).rsqrt()
         effective = direction * (weight if weight is not None else 1.0) * scale
 
-        def contrib(vec: torch.Tensor) -> float:
+        def contrib(vec: torch.Tensor, effective: torch.Tensor = effective) -> float:
             return float(vec @ effective)
 
         rows.append({"question_id": q.id, "layer": -1, "component": "embed", "contribution": contrib(cache["blocks.0.hook_resid_pre"][0, -1])})
@@ -85,37 +86,11 @@ def direct_logit_attribution(
     return pd.DataFrame(rows)
 
 
-def gold_logprob_batch(
-    model: LensModel, questions: Sequence[Question], config: DeploymentConfig
-) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, list[int]]]]:
-    """Token ids and mask of prompt+gold for ``questions`` (left-padded, so every gold answer
-    ends in the last column), and per row (start column, gold ids)."""
-    seqs, spans = [], []
-    for q in questions:
-        prompt = model.encode(config.prompt(q))
-        gold = model.tokenizer(q.answer, add_special_tokens=False)["input_ids"]
-        seqs.append(prompt + gold)
-        spans.append((len(prompt), gold))
-    ids, mask = model.pad(seqs)
-    width = ids.shape[1]
-    return ids, mask, [(width - len(s) + start, gold) for s, (start, gold) in zip(seqs, spans)]
-
-
-def gold_keep(spans: list[tuple[int, list[int]]]) -> int:
-    """How many final positions' logits :func:`gold_logprobs` needs (``logits_to_keep``)."""
-    return max(len(gold) for _, gold in spans) + 1
-
-
-def gold_logprobs(logits: Float[torch.Tensor, "batch kept vocab"], spans: list[tuple[int, list[int]]], seq_len: int) -> torch.Tensor:
-    """Sum of the gold tokens' log-probabilities per row; ``logits`` cover the last positions
-    of a ``seq_len``-long batch (all of them, or the last :func:`gold_keep`)."""
-    logprobs = torch.log_softmax(logits.float(), dim=-1)
-    offset = seq_len - logits.shape[1]
-    out = []
-    for row, (start, gold) in enumerate(spans):
-        positions = torch.arange(start - 1 - offset, start - 1 - offset + len(gold), device=logits.device)
-        out.append(logprobs[row, positions, torch.tensor(gold, device=logits.device)].sum())
-    return torch.stack(out)
+def gold_batch(model: LensModel, questions: Sequence[Question], config: DeploymentConfig) -> Continuations:
+    """Each question's rendered prompt followed by its gold answer's tokens, for teacher forcing."""
+    prompts = [model.encode(config.prompt(q)) for q in questions]
+    golds = [model.tokenizer(q.answer, add_special_tokens=False)["input_ids"] for q in questions]
+    return continuations(model, prompts, golds)
 
 
 def attribution_patching(
@@ -131,41 +106,33 @@ def attribution_patching(
     Returns:
         DataFrame (layer, component, kind, atp_estimate).
     """
-    ids, mask, spans = gold_logprob_batch(model, questions, config)
-    layers = model.block_modules()
+    batch = gold_batch(model, questions, config)
     sites: dict[tuple[int, str], torch.Tensor] = {}
     handles = []
-    from rnr_lens.adapters import component_module_names
+    engine = model.engine
 
-    names = component_module_names(model.bridge)
-    for i, layer in enumerate(layers):
+    def keep(key: tuple[int, str]) -> Callable[[torch.Tensor], None]:
+        return lambda x: sites.__setitem__(key, x)
+
+    for i in range(model.n_layers):
         for comp in components:
             if comp == "block":
-                def pre(mod: object, args: tuple, kwargs: dict, i: int = i) -> None:
-                    sites[(i, "block_in")] = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
-
-                def post(mod: object, args: object, out: object, i: int = i) -> None:
-                    sites[(i, "block_out")] = out[0] if isinstance(out, tuple) else out  # type: ignore[index]
-                handles.append(layer.register_forward_pre_hook(pre, with_kwargs=True))
-                handles.append(layer.register_forward_hook(post))
+                handles.append(engine.block_input(i).read(keep((i, "block_in"))))
+                handles.append(engine.component(i, "block").read(keep((i, "block_out"))))
             else:
-                module = getattr(layer, names[comp]) if model.runner() is model.twin else getattr(layer, comp)
-
-                def keep(mod: object, args: object, out: object, i: int = i, comp: str = comp) -> None:
-                    sites[(i, comp)] = out[0] if isinstance(out, tuple) else out  # type: ignore[index]
-                handles.append(module.register_forward_hook(keep))
+                handles.append(engine.component(i, comp).read(keep((i, comp))))
     try:
         with torch.enable_grad():
-            logits = model.forward_tokens(ids, mask, logits_to_keep=gold_keep(spans))
-            metric = gold_logprobs(logits, spans, ids.shape[1]).mean()
+            logits = model.forward_tokens(batch.input_ids, batch.attention_mask, logits_to_keep=batch.keep)
+            metric = batch.logprobs(logits).sum(-1).mean()
             keys = list(sites)
             grads = dict(zip(keys, torch.autograd.grad(metric, [sites[k] for k in keys], allow_unused=True)))
     finally:
         for h in handles:
             h.remove()
     rows = []
-    valid = mask.bool()[..., None]
-    for i in range(len(layers)):
+    valid = batch.attention_mask.bool()[..., None]
+    for i in range(model.n_layers):
         for comp in components:
             for kind in kinds:
                 if comp == "block":
@@ -177,7 +144,7 @@ def attribution_patching(
                     continue
                 replacement = torch.zeros_like(act)
                 if kind != "zero" and ablations is not None and (i, comp, kind) in ablations:
-                    replacement = ablations[(i, comp, kind)]._replacement(model)(act)
+                    replacement = model.replacement(ablations[(i, comp, kind)])(act)
                 estimate = float((((replacement - act) * grad) * valid).sum())
                 rows.append({"layer": i, "component": comp, "kind": kind, "atp_estimate": estimate})
     return pd.DataFrame(rows)

@@ -13,9 +13,10 @@ import hashlib
 import html
 import json
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,9 +27,10 @@ from rnr_lens.display import estimate_text, html_table, probe_labels, short_text
 from rnr_lens.errors import RnrLensError
 from rnr_lens.lens import LensModel
 from rnr_lens.probes import Default, Probe, ProbeContext, parse_probe
+from rnr_lens.records import DEFAULT_PROBE, AuditRecord, first_hit_column, reachable_column, try_from_row
 from rnr_lens.shards import Shard
 from rnr_lens.stats import Estimate, bootstrap, pass_at_k, permutation_chance
-from rnr_lens.store import DEFAULT_PROBE, RunStore, try_from_row
+from rnr_lens.store import RunStore
 from rnr_lens.tasks.core import Question, Task
 
 ROWS_PER_UNIT = 64  # generation rows per commit unit of a probe (one full batch)
@@ -74,26 +76,27 @@ _IDENTITY_FIELDS = (
 )
 
 
-def resume_mismatch(store: RunStore, record: dict[str, Any]) -> str | None:
-    """Why no audit in ``store`` matches ``record`` (the settings of a ``--resume`` run), or
-    None when one does. Compares only the keys ``record`` holds, so it can run before the model
-    is loaded (without ``model_fingerprint``)."""
+def resume_mismatch(store: RunStore, settings: dict[str, Any]) -> str | None:
+    """Why no audit in ``store`` matches ``settings`` (:class:`AuditRecord` fields of a
+    ``--resume`` run), or None when one does. Compares only the fields ``settings`` holds, so it
+    can run before the model is loaded (without ``model_fingerprint``)."""
+    record = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
     audits = store.audits()
     if not audits:
         return f"nothing to resume: {store.path} holds no audit; leave out --resume to start one"
     diffs = []
     for a in audits:
-        differ = [(key, label) for key, label in _IDENTITY_FIELDS if key in record and a[key] != record[key]]
+        differ = [(key, label) for key, label in _IDENTITY_FIELDS if key in record and getattr(a, key) != record[key]]
         if not differ:
             return None
         diffs.append((a, differ))
     closest, differ = min(diffs, key=lambda d: len(d[1]))
-    what = "; ".join(f"{label} differ" if key.endswith("fingerprint") else f"{label} {closest[key]!r} there, {record[key]!r} now"
+    what = "; ".join(f"{label} differ" if key.endswith("fingerprint") else f"{label} {getattr(closest, key)!r} there, {record[key]!r} now"
                      for key, label in differ)
     hint = (" (other weights, or an audit made before rnr_lens fingerprinted every weight: those read, but do not resume)"
             if [key for key, _ in differ] == ["model_fingerprint"] else "")
     return (
-        f"--resume found no audit with these settings in {store.path} ({len(audits)} there); the closest, {closest['id'][:12]}, differs in: {what}{hint}; "
+        f"--resume found no audit with these settings in {store.path} ({len(audits)} there); the closest, {closest.id[:12]}, differs in: {what}{hint}; "
         "rerun with its settings to continue it, or leave out --resume to start a new audit"
     )
 
@@ -110,9 +113,9 @@ def audit(
     progress: bool = True,
     label: str | None = None,
     resume: bool = True,
-    shard: "str | Shard | None" = None,
+    shard: str | Shard | None = None,
     require_existing: bool = False,
-) -> "AuditResult":
+) -> AuditResult:
     """Audit ``model`` on ``task``: the realized answer and each probe's tries per question.
 
     Args:
@@ -130,7 +133,7 @@ def audit(
             if the store holds none with these settings, raise naming what differs instead of
             silently starting a second audit.
         shard: Run only shard ``"i/n"`` of the questions (see :mod:`rnr_lens.shards`); the
-            shards' stores merge into the whole audit with :func:`rnr_lens.shards.merge`.
+            shards' stores merge into the whole audit with :func:`rnr_lens.store.merge`.
 
     Example:
         >>> result = audit(model, tasks.get("add-small", n=10), ["sampling:k=4,t=0.7"])  # doctest: +SKIP
@@ -154,13 +157,13 @@ def audit(
     rs = _open_store(store)
     fingerprint = model.fingerprint()
     aid = audit_id(fingerprint, task, config, probe_objs, seed)
-    record = {"id": aid, "model": model.name, "model_fingerprint": fingerprint, "task": task.name, "task_fingerprint": task.fingerprint(),
-              "answer_type": task.answer_type, "config_hash": config.hash(), "config_json": config.to_json(), "probes": names,
-              "seed": seed, "n_questions": len(task), "label": label}
-    existing = [a for a in rs.audits() if a["id"] == aid]
+    record = AuditRecord(id=aid, model=model.name, model_fingerprint=fingerprint, task=task.name, task_fingerprint=task.fingerprint(),
+                         answer_type=task.answer_type, config_hash=config.hash(), config_json=config.to_json(), probes=tuple(names),
+                         seed=seed, n_questions=len(task), label=label)
+    existing = [a for a in rs.audits() if a.id == aid]
     if require_existing and not existing:
-        raise RnrLensError(resume_mismatch(rs, record) or f"nothing to resume: {rs.path} holds no audit; leave out --resume to start one")
-    if existing and existing[0]["status"] != "complete" and not resume:
+        raise RnrLensError(resume_mismatch(rs, record.to_dict()) or f"nothing to resume: {rs.path} holds no audit; leave out --resume to start one")
+    if existing and existing[0].status != "complete" and not resume:
         # another shard finishing is no reason to refuse; this run's own unfinished rows are
         started = {qid for qid, _ in rs.done_keys(aid, DEFAULT_PROBE)}
         if part is None or (str(part) not in rs.artifacts(aid, "shard") and any(q.id in started for _, q in selected)):
@@ -172,7 +175,7 @@ def audit(
     rs.put_artifact(aid, "deployment", "rendered", {"question_id": first.id, "text": model.render(config.prompt(first))[0]}, overwrite=True)
     questions = [q for _, q in selected]
     ctx = ProbeContext(model, config, task.answer_type, seed=seed, batch_size=batch_size)
-    units = []
+    units: list[tuple[Probe, list[Question]]] = []
     for probe in [Default(), *probe_objs]:
         size = max(1, ROWS_PER_UNIT // probe.rows_per_question)
         units.extend((probe, questions[i:i + size]) for i in range(0, len(questions), size))
@@ -181,14 +184,14 @@ def audit(
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=sum(len(c) * max(1, p.budget if p.budget > 0 else model.n_layers) for p, c in units),
+        bar = tqdm(total=sum(len(c) * p.budget_for(model.n_layers) for p, c in units),
                    desc=short_text(f"{model.name} / {task.name}", 32) + (f" [{part}]" if part else ""), unit="try")
     try:
         for probe, chunk in units:
             done = rs.done_keys(aid, probe.name)
             if not isinstance(probe, Default) and not ctx.defaults:
                 ctx.defaults = {qid: t for (qid, _), t in rs.done_keys(aid, DEFAULT_PROBE).items()}
-            budget = probe.budget if probe.budget > 0 else model.n_layers
+            budget = probe.budget_for(model.n_layers)
             already = sum(1 for q in chunk for i in range(budget) if (q.id, i) in done)
             if bar is not None:
                 bar.set_postfix_str(labels.get(probe.name, probe.name), refresh=False)  # one line: the short label
@@ -223,41 +226,42 @@ class AuditResult:
             reachable flag and the first try that hit.
     """
 
-    info: dict[str, Any]
+    info: AuditRecord
     tries: pd.DataFrame
     questions: pd.DataFrame
     seed: int = 0
 
     @classmethod
-    def load(cls, store: RunStore | str | Path, audit_id: str | None = None) -> "AuditResult":
+    def load(cls, store: RunStore | str | Path, audit_id: str | None = None) -> AuditResult:
         rs = _open_store(store, mode="read")
         if audit_id is None:
             audits = rs.audits()
             if len(audits) != 1:
                 raise RnrLensError(f"{rs.path} holds {len(audits)} audits; name one with --audit ID (see 'rnr-lens show')")
-            audit_id = audits[0]["id"]
+            audit_id = audits[0].id
         info = rs.audit(audit_id)
-        tries = rs.tries(info["id"])
-        qs = rs.questions(info["id"])
-        return cls(info, tries, _question_table(qs, tries, info["probes"]), seed=info["seed"])
+        tries = rs.tries(info.id)
+        qs = rs.questions(info.id)
+        return cls(info, tries, _question_table(qs, tries, info.probes), seed=info.seed)
 
     @property
     def id(self) -> str:
-        return self.info["id"]
+        return self.info.id
 
     @property
     def probes(self) -> list[str]:
-        return list(self.info["probes"])
+        return list(self.info.probes)
 
     @property
     def config(self) -> DeploymentConfig:
-        return DeploymentConfig.from_json(self.info["config_json"])
+        return DeploymentConfig.from_json(self.info.config_json)
 
     def probe_tries(self, probe: str) -> pd.DataFrame:
-        probe = self._probe_name(probe)
+        probe = self.probe_name(probe)
         return self.tries[self.tries["probe"] == probe]
 
-    def _probe_name(self, probe: str) -> str:
+    def probe_name(self, probe: str) -> str:
+        """The full name of ``probe`` in this audit (a unique prefix such as ``"routes"`` works)."""
         if probe in self.probes or probe == DEFAULT_PROBE:
             return probe
         matches = [p for p in self.probes if p.startswith(probe)]
@@ -269,14 +273,14 @@ class AuditResult:
         return self.questions.loc[self.questions["realized"], "question_id"].tolist()
 
     def reachable_not_realized(self, probe: str) -> list[str]:
-        probe = self._probe_name(probe)
+        probe = self.probe_name(probe)
         q = self.questions
-        return q.loc[q[f"reachable[{probe}]"] & ~q["realized"], "question_id"].tolist()
+        return q.loc[q[reachable_column(probe)] & ~q["realized"], "question_id"].tolist()
 
     def selections(self, probe: str, k: int | None = None) -> pd.DataFrame:
         """Each selector's pick per question for ``probe`` (question, selector, try, correct),
         among the first ``k`` tries (default: all of them)."""
-        probe = self._probe_name(probe)
+        probe = self.probe_name(probe)
         names = sel.names_for(probe)
         tries = self.probe_tries(probe)
         if k is not None:
@@ -292,7 +296,7 @@ class AuditResult:
 
     def pass_at_k(self, probe: str) -> pd.DataFrame:
         """Unbiased pass@k for k = 1..budget with 95% bootstrap intervals."""
-        probe = self._probe_name(probe)
+        probe = self.probe_name(probe)
         counts = self.probe_tries(probe).groupby("question_id")["correct"].agg(["size", "sum"])
         budget = int(counts["size"].min()) if len(counts) else 0
         prompts = self.questions.set_index("question_id")["prompt"].reindex(counts.index).tolist()
@@ -306,11 +310,11 @@ class AuditResult:
     def budget(self, probe: str) -> int:
         """Tries per question the probe's spec asks for (an ablation over every block: the
         most any question holds, since the spec does not name the model's depth)."""
-        probe = self._probe_name(probe)
+        probe = self.probe_name(probe)
         if probe == DEFAULT_PROBE:
             return 1
         spec = parse_probe(probe).budget
-        if spec > 0:
+        if spec is not None:
             return spec
         counts = self.probe_tries(probe).groupby("question_id").size()
         return int(counts.max()) if len(counts) else 0
@@ -319,7 +323,7 @@ class AuditResult:
         """Per question (aligned with :attr:`questions`): its realized answer and all of the
         probe's tries are stored. Every question of a finished audit is complete; an
         unfinished one (still running, or killed) is summarized over its complete questions."""
-        probe = self._probe_name(probe)
+        probe = self.probe_name(probe)
         counts = self.probe_tries(probe).groupby("question_id").size()
         have = self.questions["question_id"].map(counts).fillna(0).to_numpy()
         budget = self.budget(probe)
@@ -335,7 +339,7 @@ class AuditResult:
 
     @property
     def finished(self) -> bool:
-        return self.info["status"] == "complete"
+        return self.info.status == "complete"
 
     def summary(self) -> pd.DataFrame:
         """Per probe: realized accuracy, reachable ceiling and each selector's accuracy, with
@@ -349,10 +353,10 @@ class AuditResult:
             mask = self.complete_mask(probe).to_numpy()
             q = self.questions[mask]
             realized = q["realized"].to_numpy(float)
-            reach = q[f"reachable[{probe}]"].to_numpy(float)
+            reach = q[reachable_column(probe)].to_numpy(float)
             prompts = q["prompt"].tolist()
 
-            def est(values: np.ndarray) -> Estimate:  # questions that share a prompt are resampled together
+            def est(values: np.ndarray, prompts: list[str] = prompts) -> Estimate:  # questions sharing a prompt resample together
                 return bootstrap(values, seed=self.seed, clusters=prompts)
 
             row: dict[str, Any] = {
@@ -387,8 +391,8 @@ class AuditResult:
         probe found beyond answering the task's common answers."""
         from rnr_lens.answers import canonical_gold
 
-        probe = self._probe_name(probe)
-        kind = self.info.get("answer_type", "number")
+        probe = self.probe_name(probe)
+        kind = self.info.answer_type
         ids = self.questions["question_id"].tolist()
         golds = [canonical_gold(str(g), kind) for g in self.questions["gold"]]
         said: dict[str, set[str]] = {qid: set() for qid in ids}
@@ -406,10 +410,10 @@ class AuditResult:
         deployment's (realized) answers; else that probe's tries."""
         from rnr_lens.answers import holds_gold
 
-        name = DEFAULT_PROBE if probe is None else self._probe_name(probe)
+        name = DEFAULT_PROBE if probe is None else self.probe_name(probe)
         tries = self.tries[(self.tries["probe"] == name) & ~self.tries["correct"]]
         gold = self.questions.set_index("question_id")["gold"]
-        kind = self.info.get("answer_type", "number")
+        kind = self.info.answer_type
         hit = [holds_gold(str(t.text), str(gold.get(t.question_id, "")), kind) for t in tries.itertuples()]
         out = tries[hit] if len(tries) else tries
         return out.assign(gold=out["question_id"].map(gold))[["question_id", "probe", "try_index", "text", "extracted", "gold"]]
@@ -428,9 +432,9 @@ class AuditResult:
             row += [estimate_text(r.get(f"select:{b}")) for b in blind]
         specs = "".join(f"<li><code>{html.escape(labels[r['probe']])}</code> = <code>{html.escape(r['probe'])}</code></li>" for r in records)
         status = "" if self.finished else " — unfinished: " + ", ".join(f"{d}/{e}" for d, e in self.progress().values()) + " tries"
-        return (f"<div class='rnr-audit'><b>audit {self.id}</b> [{html.escape(i['status'])}]{status}<br>"
-                f"model <code>{html.escape(i['model'])}</code>, task <code>{html.escape(i['task'])}</code> ({i['n_questions']} questions), "
-                f"config {i['config_hash']}, seed {i['seed']}" + html_table(rows, cells + [f"blind: {b}" for b in blind])
+        return (f"<div class='rnr-audit'><b>audit {self.id}</b> [{html.escape(i.status)}]{status}<br>"
+                f"model <code>{html.escape(i.model)}</code>, task <code>{html.escape(i.task)}</code> ({i.n_questions} questions), "
+                f"config {i.config_hash}, seed {i.seed}" + html_table(rows, cells + [f"blind: {b}" for b in blind])
                 + "<p>reachable: one of the probe's own k tries is correct (the default answer is never counted); chance: the same tries "
                 "scored against the other questions' gold answers.</p>" + f"<ul>{specs}</ul></div>")
 
@@ -449,7 +453,7 @@ class AuditResult:
         return out
 
 
-def _question_table(questions: pd.DataFrame, tries: pd.DataFrame, probes: list[str]) -> pd.DataFrame:
+def _question_table(questions: pd.DataFrame, tries: pd.DataFrame, probes: Sequence[str]) -> pd.DataFrame:
     table = questions[["question_id", "prompt", "gold"]].copy()
     default = tries[tries["probe"] == DEFAULT_PROBE].set_index("question_id")
     table["has_default"] = table["question_id"].isin(default.index)
@@ -459,8 +463,8 @@ def _question_table(questions: pd.DataFrame, tries: pd.DataFrame, probes: list[s
     for probe in probes:
         t = tries[tries["probe"] == probe]
         hit = t[t["correct"]].groupby("question_id")["try_index"].min()
-        table[f"reachable[{probe}]"] = table["question_id"].isin(hit.index)
-        table[f"first_hit[{probe}]"] = table["question_id"].map(hit).astype("Int64")
+        table[reachable_column(probe)] = table["question_id"].isin(hit.index)
+        table[first_hit_column(probe)] = table["question_id"].map(hit).astype("Int64")
     return table
 
 

@@ -11,9 +11,16 @@ import json
 import os
 import sys
 import warnings
-from typing import Callable, NoReturn, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NoReturn
 
 from rnr_lens.errors import RnrLensError
+
+if TYPE_CHECKING:  # the CLI imports the library lazily, so that --help answers at once
+    from rnr_lens.audit import AuditResult
+    from rnr_lens.deploy import DeploymentConfig
+    from rnr_lens.store import RunStore
+    from rnr_lens.tasks.core import Task
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -56,7 +63,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_task(args: argparse.Namespace):  # noqa: ANN202
+def _load_task(args: argparse.Namespace) -> Task:
     from rnr_lens import tasks
 
     params: dict = {}
@@ -78,20 +85,20 @@ def _load_task(args: argparse.Namespace):  # noqa: ANN202
     return task
 
 
-def _note_repeats(task) -> None:  # noqa: ANN001
+def _note_repeats(task: Task) -> None:
     """Say on stderr when a task repeats prompts (the library warns; the CLI says it once, plainly)."""
     note = task.repeated_prompts()
     if note:
         print(f"note: {note}", file=sys.stderr)
 
 
-def _load_config(args: argparse.Namespace, answer_type: str):  # noqa: ANN202
+def _load_config(args: argparse.Namespace, answer_type: str) -> DeploymentConfig:
     from rnr_lens.deploy import DeploymentConfig
 
     return DeploymentConfig.load(args.config) if args.config else DeploymentConfig.default_for(answer_type)
 
 
-def _existing_store(path: str, hint: str = "", mode: str = "read"):  # noqa: ANN202
+def _existing_store(path: str, hint: str = "", mode: str = "read") -> RunStore:
     """The run store at ``path``, which must exist (``hint`` says how to make one); opened
     read-only unless ``mode`` says otherwise, so a reader never modifies the file."""
     from pathlib import Path
@@ -119,7 +126,7 @@ def _est(e: dict | None) -> str:
     return estimate_text(e)
 
 
-def print_audit(result, header: str) -> None:  # noqa: ANN001
+def print_audit(result: AuditResult, header: str) -> None:
     """An audit as two tables that fit 100 columns (probes by short label, specs listed below)."""
     from rnr_lens.display import probe_labels
 
@@ -195,7 +202,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         result = run_audit(args.model, task, probes, config, store=out, seed=args.seed, shards=args.shards or 1,
                            executor=args.executor, address=args.address, num_cpus=args.num_cpus, batch_size=args.batch_size,
                            load=load, progress=not args.json)
-        model_name = result.info["model"]
+        model_name = result.info.model
     else:
         if args.shard:
             from rnr_lens.shards import Shard
@@ -208,10 +215,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
             result = audit(model, task, probes, config, store=out, seed=args.seed, batch_size=args.batch_size,
                            progress=not args.json, resume=args.resume, label=args.label, shard=args.shard, require_existing=args.resume)
     if args.json:
-        print(json.dumps({"audit": result.id, "store": str(out), "config_hash": result.info["config_hash"], "status": result.info["status"],
+        print(json.dumps({"audit": result.id, "store": str(out), "config_hash": result.info.config_hash, "status": result.info.status,
                           "summary": result.summary_records()}, indent=2))
     else:
-        print_audit(result, f"audit {result.id}  [{result.info['status']}]\nmodel {model_name}  task {task.name} ({len(task)} questions)  config {config.hash()}  seed {args.seed}")
+        print_audit(result, f"audit {result.id}  [{result.info.status}]\nmodel {model_name}  task {task.name} ({len(task)} questions)  config {config.hash()}  seed {args.seed}")
         print("\nnext:")
         for what, cmd in [("every audit in this store, with its summary", f"rnr-lens show {out}"),
                           ("locate the bottleneck MLP on the reachable-not-realized questions", f"rnr-lens mine {out}"),
@@ -226,11 +233,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     from rnr_lens.audit import AuditResult
 
     store = _existing_store(args.store, f"; create one with 'rnr-lens audit --out {args.store}'")
-    results = [AuditResult.load(store, info["id"]) for info in store.audits()]
+    results = [AuditResult.load(store, info.id) for info in store.audits()]
     if args.json:
-        print(json.dumps([{"id": r.id, "model": r.info["model"], "task": r.info["task"], "questions": r.info["n_questions"],
-                           "config_hash": r.info["config_hash"], "config": r.config.to_dict(),
-                           "rendered_prompt": store.get_artifact(r.id, "deployment", "rendered"), "seed": r.info["seed"], "status": r.info["status"],
+        print(json.dumps([{"id": r.id, "model": r.info.model, "task": r.info.task, "questions": r.info.n_questions,
+                           "config_hash": r.info.config_hash, "config": r.config.to_dict(),
+                           "rendered_prompt": store.get_artifact(r.id, "deployment", "rendered"), "seed": r.info.seed, "status": r.info.status,
                            "progress": {p: {"stored": d, "expected": e} for p, (d, e) in r.progress().items()},
                            "summary": r.summary_records()} for r in results], indent=2))
         return 0
@@ -239,7 +246,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for r in results:
         i = r.info
         print()
-        print_audit(r, f"audit {r.id}  [{i['status']}]\nmodel {i['model']}  task {i['task']} ({i['n_questions']} questions)  config {i['config_hash']}  seed {i['seed']}")
+        print_audit(r, f"audit {r.id}  [{i.status}]\nmodel {i.model}  task {i.task} ({i.n_questions} questions)  config {i.config_hash}  seed {i.seed}")
         if r.config.chat and r.config.system_prompt is None:
             print("system prompt: null in the config, so the chat template's own default (show --json: rendered_prompt)")
     return 0
@@ -312,8 +319,8 @@ def cmd_mine(args: argparse.Namespace) -> int:
         from rnr_lens.shards import Shard
 
         Shard.parse(args.shard)
-    model = load_model(args.model or result.info["model"], **_load_kwargs(args))
-    if model.fingerprint() != result.info["model_fingerprint"]:
+    model = load_model(args.model or result.info.model, **_load_kwargs(args))
+    if model.fingerprint() != result.info.model_fingerprint:
         raise RnrLensError(f"model {model.name} is not the checkpoint audit {result.id[:12]} was made with; pass --model with that checkpoint")
     sweep = mine(model, fs, components=args.component or ["mlp"], kinds=args.kind or ["zero"], strategy=args.strategy,
                  top_m=args.top_m, break_bound=args.break_bound, store=store, batch_size=args.batch_size, progress=not args.json,
@@ -336,16 +343,16 @@ def cmd_mine(args: argparse.Namespace) -> int:
 
 @command("merge")
 def cmd_merge(args: argparse.Namespace) -> int:
-    from rnr_lens.shards import merge
+    from rnr_lens.store import merge
 
     store = merge(args.stores, args.out)
     audits = store.audits()
     if args.json:
-        print(json.dumps([{k: a[k] for k in ("id", "model", "task", "config_hash", "status", "n_questions")} for a in audits], indent=2))
+        print(json.dumps([{k: getattr(a, k) for k in ("id", "model", "task", "config_hash", "status", "n_questions")} for a in audits], indent=2))
         return 0
     print(f"merged {len(args.stores)} run stores into {args.out}")
-    print_table([{"audit": a["id"], "model": a["model"], "task": a["task"], "config": a["config_hash"], "status": a["status"],
-                  "tries": sum(store.count_tries(a["id"]).values())} for a in audits])
+    print_table([{"audit": a.id, "model": a.model, "task": a.task, "config": a.config_hash, "status": a.status,
+                  "tries": sum(store.count_tries(a.id).values())} for a in audits])
     return 0
 
 
@@ -359,7 +366,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0
-    print(f"b = {result.b.id} ({result.b.info['model']})  against  a = {result.a.id} ({result.a.info['model']})")
+    print(f"b = {result.b.id} ({result.b.info.model})  against  a = {result.a.id} ({result.a.info.model})")
     rows = [{"probe": r["probe"], "realized a": r["realized_a"], "realized b": r["realized_b"], "delta realized": _est(r["delta_realized"].as_dict()),
              "reachable a": r["reachable_a"], "reachable b": r["reachable_b"], "delta reachable": _est(r["delta_reachable"].as_dict())}
             for r in result.deltas.to_dict("records")]
@@ -487,7 +494,7 @@ class _UsageError(Exception):
 class Parser(argparse.ArgumentParser):
     """argparse, but a refused argument is one line naming the fix, not a usage dump."""
 
-    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise _UsageError(f"{self.prog}: {message}; see '{self.prog} --help'")
 
 

@@ -18,6 +18,7 @@ import pandas as pd
 
 from rnr_lens.audit import AuditResult
 from rnr_lens.errors import RnrLensError
+from rnr_lens.records import reachable_column
 from rnr_lens.stats import Estimate, bootstrap
 
 STATES = ("realized", "reachable only", "unreachable")
@@ -35,7 +36,7 @@ class Comparison:
     def transition_counts(self, probe: str) -> pd.DataFrame:
         """Counts of questions moving from each state (rows, audit a) to each state (columns, b).
         ``probe`` may be a unique prefix of a probe name (``"sampling"``)."""
-        probe = self.a._probe_name(probe)
+        probe = self.a.probe_name(probe)
         t = self.transitions[self.transitions.probe == probe]
         return pd.crosstab(pd.Categorical(t.before, STATES), pd.Categorical(t.after, STATES), dropna=False,
                            rownames=["before"], colnames=["after"])
@@ -45,7 +46,7 @@ class Comparison:
         for state in (before, after):
             if state not in STATES:
                 raise RnrLensError(f"unknown state {state!r}; choose one of {', '.join(STATES)}")
-        probe = self.a._probe_name(probe)
+        probe = self.a.probe_name(probe)
         t = self.transitions
         return t[(t.probe == probe) & (t.before == before) & (t.after == after)].question_id.tolist()
 
@@ -70,7 +71,7 @@ def _state(realized: bool, reachable: bool) -> str:
 def compare(a: AuditResult, b: AuditResult, *, seed: int = 0) -> Comparison:
     """Compare audit ``b`` against audit ``a`` under identical conditions."""
     for key, what in (("config_hash", "deployment config"), ("task_fingerprint", "task"), ("answer_type", "answer type")):
-        if a.info[key] != b.info[key]:
+        if getattr(a.info, key) != getattr(b.info, key):
             raise RnrLensError(f"audits {a.id[:12]} and {b.id[:12]} differ in their {what}; compare only audits made under identical conditions")
     if a.probes != b.probes:
         raise RnrLensError(f"audits {a.id[:12]} and {b.id[:12]} ran different probes or budgets ({a.probes} vs {b.probes}); rerun one with the other's probes")
@@ -78,7 +79,7 @@ def compare(a: AuditResult, b: AuditResult, *, seed: int = 0) -> Comparison:
     qb = b.questions.set_index("question_id").reindex(qa.index)
     rows, transitions = [], []
     for probe in a.probes:
-        col = f"reachable[{probe}]"
+        col = reachable_column(probe)
         realized = np.c_[qa["realized"].to_numpy(float), qb["realized"].to_numpy(float)]
         reach = np.c_[qa[col].to_numpy(float), qb[col].to_numpy(float)]
         prompts = qa["prompt"].tolist()  # questions that share a prompt are resampled together

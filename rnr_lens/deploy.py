@@ -80,7 +80,7 @@ class DeploymentConfig:
         get_extractor(self.extractor)  # validates the name
 
     @classmethod
-    def default_for(cls, answer_type: str) -> "DeploymentConfig":
+    def default_for(cls, answer_type: str) -> DeploymentConfig:
         """The default deployment per answer type (measured on SmolLM2: see README)."""
         if answer_type == "number":
             return cls()
@@ -122,7 +122,7 @@ class DeploymentConfig:
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "DeploymentConfig":
+    def from_dict(cls, data: dict[str, Any]) -> DeploymentConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -130,7 +130,7 @@ class DeploymentConfig:
         return cls(**data)
 
     @classmethod
-    def from_json(cls, text: str) -> "DeploymentConfig":
+    def from_json(cls, text: str) -> DeploymentConfig:
         return cls.from_dict(json.loads(text))
 
     def save(self, path: str | Path) -> None:
@@ -139,7 +139,7 @@ class DeploymentConfig:
         path.write_text(text)
 
     @classmethod
-    def load(cls, path: str | Path) -> "DeploymentConfig":
+    def load(cls, path: str | Path) -> DeploymentConfig:
         path = Path(path)
         if not path.is_file():
             raise RnrLensError(f"deployment config {path} does not exist")
@@ -151,5 +151,5 @@ class DeploymentConfig:
             raise RnrLensError(f"{path} must hold a mapping of config fields")
         return cls.from_dict(data)
 
-    def with_(self, **changes: Any) -> "DeploymentConfig":
+    def with_(self, **changes: Any) -> DeploymentConfig:
         return replace(self, **changes)

@@ -9,7 +9,8 @@ repeats) with its full spec listed once beside the table, and an estimate as
 from __future__ import annotations
 
 import html
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 def probe_labels(probes: Sequence[str]) -> dict[str, str]:

@@ -14,8 +14,9 @@ no row is lost or duplicated. Rerunning the same command skips the shards alread
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from rnr_lens.audit import AuditResult, audit, audit_id
 from rnr_lens.deploy import DeploymentConfig
@@ -121,7 +122,7 @@ def run_audit(
 
 
 def _pending(rs: RunStore, aid: str, parts: list[str]) -> list[str]:
-    if not any(a["id"] == aid for a in rs.audits()):
+    if not any(a.id == aid for a in rs.audits()):
         return parts
     done = set(rs.artifacts(aid, "shard"))
     return [p for p in parts if p not in done]

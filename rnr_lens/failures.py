@@ -9,8 +9,9 @@ different definition is an error: a failure set is never silently recomputed.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from rnr_lens.audit import AuditResult
 from rnr_lens.deploy import DeploymentConfig
@@ -94,7 +95,7 @@ def freeze(
             if len(result.probes) != 1:
                 raise RnrLensError(f"audit {result.id[:12]} has {len(result.probes)} probes; name one with --probe for reachable-not-realized")
             probe = result.probes[0]
-        probe = result._probe_name(probe)
+        probe = result.probe_name(probe)
         chosen = result.reachable_not_realized(probe)
     elif kind == "not-realized":
         chosen = result.questions.loc[~result.questions["realized"], "question_id"].tolist()
@@ -105,8 +106,8 @@ def freeze(
         missing = [i for i in ids if i not in known]
         if missing:
             raise RnrLensError(f"question {missing[0]!r} is not in audit {result.id[:12]}")
-        chosen = list(ids)
-    definition = {"kind": kind, "probe": probe, "ids": list(ids) if kind == "ids" else None, "seed": seed, "control_size": control_size}
+        chosen = list(ids or ())
+    definition = {"kind": kind, "probe": probe, "ids": list(ids or ()) if kind == "ids" else None, "seed": seed, "control_size": control_size}
     frozen = store.get_artifact(result.id, "failure_set", name)
     if frozen is not None:
         if frozen["definition"] != definition:
@@ -134,7 +135,7 @@ def load(result: AuditResult, store: RunStore, name: str = "main") -> FailureSet
 
 
 def _build(result: AuditResult, name: str, body: dict[str, Any]) -> FailureSet:
-    kind = result.info["answer_type"]
+    kind = result.info.answer_type
     return FailureSet(
         name, result.id, body["definition"],
         _questions(result, body["discovery"], kind, f"{name}:discovery"),

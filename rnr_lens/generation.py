@@ -13,20 +13,46 @@ Log-probabilities are those of the model's untempered distribution.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Protocol
 
-import psutil
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 
+from rnr_lens.adapters import RouteCache
 from rnr_lens.errors import RnrLensError
 from rnr_lens.interventions import Ablation
-from rnr_lens.lens import LensModel
 from rnr_lens.prompts import PromptLike
 from rnr_lens.routes import Route
 
-MAX_AUTO_BATCH = 64
+
+class LensModel(Protocol):
+    """What generation needs from a model (:class:`rnr_lens.lens.LensModel` provides it; this
+    module sits below it, so ``LensModel.generate`` can call in without an import cycle)."""
+
+    name: str
+    tokenizer: Any
+
+    @property
+    def eos_token_ids(self) -> set[int]: ...
+
+    def encode(self, prompt: PromptLike) -> list[int]: ...
+
+    def pad(self, sequences: Sequence[Sequence[int]]) -> tuple[Int[torch.Tensor, "batch pos"], Int[torch.Tensor, "batch pos"]]: ...
+
+    def auto_batch_size(self, seq_len: int) -> int: ...
+
+    def new_cache(self) -> RouteCache: ...
+
+    def intervene(self, route: Route | str | Sequence[int] | None = None, ablations: Sequence[Ablation | str] = ()) -> AbstractContextManager[Any]: ...
+
+    def forward_tokens(
+        self, input_ids: Int[torch.Tensor, "batch pos"], attention_mask: Int[torch.Tensor, "batch total"] | None = None, *,
+        position_ids: Int[torch.Tensor, "batch pos"] | None = None, cache: RouteCache | None = None, logits_to_keep: int = 0,
+        inputs_embeds: Float[torch.Tensor, "batch pos d_model"] | None = None,
+    ) -> Float[torch.Tensor, "batch kept d_vocab"]: ...
 
 
 @dataclass
@@ -59,18 +85,6 @@ class ContinuationScore:
     token_logprobs: list[float] = field(default_factory=list)
 
 
-def auto_batch_size(model: LensModel, seq_len: int, n_positions: int | None = None) -> int:
-    """A batch size whose KV cache and activations fit in a quarter of free memory."""
-    cfg = model.bridge.cfg
-    n_positions = n_positions or len(model.route)
-    n_kv = getattr(cfg, "n_key_value_heads", None) or cfg.n_heads
-    bytes_per = torch.finfo(next(model.bridge.original_model.parameters()).dtype).bits // 8
-    kv = 2 * n_positions * n_kv * cfg.d_head * seq_len * bytes_per
-    acts = seq_len * (cfg.n_heads * seq_len + 4 * getattr(cfg, "d_mlp", 4 * cfg.d_model)) * bytes_per
-    budget = psutil.virtual_memory().available // 4
-    return int(max(1, min(MAX_AUTO_BATCH, budget // max(1, kv + acts))))
-
-
 def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     if top_p >= 1.0:
         return probs
@@ -85,7 +99,7 @@ def generate(
     model: LensModel,
     prompts: Sequence[PromptLike],
     *,
-    route: "Route | str | Sequence[int] | None" = None,
+    route: Route | str | Sequence[int] | None = None,
     ablations: Sequence[Ablation | str] = (),
     max_new_tokens: int = 32,
     temperature: float = 0.0,
@@ -146,7 +160,7 @@ def generate(
     results: list[Generation | None] = [None] * (len(prompts) * n)
     with model.intervene(route=route, ablations=ablations), torch.no_grad():
         longest = max(len(e) for e in encoded) + max_new_tokens
-        size = batch_size or auto_batch_size(model, longest)
+        size = batch_size or model.auto_batch_size(longest)
         batches = _plan_batches(sorted(range(len(prompts)), key=lambda i: -len(encoded[i])), n_distinct, size)
         iterator = batches
         if progress:
@@ -261,12 +275,63 @@ def _generate_batch(
     return results
 
 
+@dataclass(frozen=True)
+class Continuations:
+    """Prompt + continuation token rows for teacher forcing: left-padded, so every continuation
+    ends in the last column, with the continuation tokens right-aligned in ``targets``."""
+
+    input_ids: Int[torch.Tensor, "batch pos"]
+    attention_mask: Int[torch.Tensor, "batch pos"]
+    targets: Int[torch.Tensor, "batch cont"]
+    mask: Float[torch.Tensor, "batch cont"]  # 1 on a real continuation token, 0 on padding
+
+    @property
+    def keep(self) -> int:
+        """How many final positions' logits :meth:`logprobs` needs (``logits_to_keep``)."""
+        return self.targets.shape[1] + 1
+
+    def logprobs(self, logits: Float[torch.Tensor, "batch kept d_vocab"], temperature: float = 1.0) -> Float[torch.Tensor, "batch cont"]:
+        """Log-probability of each continuation token under ``softmax(logits / temperature)``
+        (0 on padding), from logits covering at least the last :attr:`keep` positions.
+        Differentiable."""
+        # the logits at position j predict the token at position j + 1
+        logprobs = torch.log_softmax(logits[:, -self.keep:-1].float() / temperature, dim=-1)
+        return logprobs.gather(-1, self.targets[..., None])[..., 0] * self.mask
+
+
+def continuations(model: LensModel, prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[int]]) -> Continuations:
+    """Token rows of each prompt followed by its continuation (token ids), for teacher forcing."""
+    if len(prompts) != len(answers):
+        raise RnrLensError(f"give one continuation per prompt: {len(prompts)} prompts and {len(answers)} continuations")
+    ids, attention = model.pad([list(p) + list(a) for p, a in zip(prompts, answers)])
+    width = max(1, max(len(a) for a in answers))
+    targets = torch.zeros((len(answers), width), dtype=torch.long, device=ids.device)
+    mask = torch.zeros((len(answers), width), device=ids.device)
+    for row, a in enumerate(answers):
+        if len(a):
+            targets[row, width - len(a):] = torch.tensor(list(a), device=ids.device)
+            mask[row, width - len(a):] = 1
+    return Continuations(ids, attention, targets, mask)
+
+
+def token_logprobs(
+    model: LensModel, prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[int]], temperature: float = 1.0
+) -> tuple[Float[torch.Tensor, "batch cont"], Float[torch.Tensor, "batch cont"]]:
+    """The one teacher-forced log-probability function: each continuation token's
+    log-probability given its prompt and the tokens before it, right-aligned in a
+    ``(batch, longest continuation)`` tensor, with its mask. One forward under the current
+    interventions; differentiable (wrap in ``torch.no_grad()`` to only score)."""
+    rows = continuations(model, prompts, answers)
+    logits = model.forward_tokens(rows.input_ids, rows.attention_mask, logits_to_keep=rows.keep)
+    return rows.logprobs(logits, temperature), rows.mask
+
+
 def score(
     model: LensModel,
     prompts: Sequence[PromptLike],
     continuations: Sequence[str],
     *,
-    route: "Route | str | Sequence[int] | None" = None,
+    route: Route | str | Sequence[int] | None = None,
     ablations: Sequence[Ablation | str] = (),
     batch_size: int | None = None,
 ) -> list[ContinuationScore]:
@@ -289,17 +354,11 @@ def score(
     results: list[ContinuationScore | None] = [None] * len(pairs)
     order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
     with model.intervene(route=route, ablations=ablations), torch.no_grad():
-        size = batch_size or auto_batch_size(model, len(pairs[order[0]][0]) + len(pairs[order[0]][1]))
+        size = batch_size or model.auto_batch_size(len(pairs[order[0]][0]) + len(pairs[order[0]][1]))
         for start in range(0, len(order), size):
             chunk = order[start:start + size]
-            ids, mask = model.pad([pairs[i][0] + pairs[i][1] for i in chunk])
-            keep = max(len(pairs[i][1]) for i in chunk) + 1
-            logits: Float[torch.Tensor, "batch keep vocab"] = model.forward_tokens(ids, mask, logits_to_keep=keep)
-            logprobs = torch.log_softmax(logits.float(), dim=-1)
+            lp, _ = token_logprobs(model, [pairs[i][0] for i in chunk], [pairs[i][1] for i in chunk])
             for b, i in enumerate(chunk):
-                cont = pairs[i][1]
-                # logits at kept position j predict the token at kept position j + 1
-                first = keep - 1 - len(cont)
-                lp = logprobs[b, first:keep - 1].gather(-1, torch.tensor(cont)[:, None])[:, 0]
-                results[i] = ContinuationScore(float(lp.sum()), [float(x) for x in lp])
+                tokens = lp[b, lp.shape[1] - len(pairs[i][1]):]
+                results[i] = ContinuationScore(float(tokens.sum()), [float(x) for x in tokens])
     return [r for r in results if r is not None]

@@ -1,4 +1,4 @@
-"""Ablations and scoped interventions, expressed as TransformerLens hooks.
+"""Ablations: what silencing one component of one block means, as a small frozen value.
 
 An :class:`Ablation` silences one component of one block:
 
@@ -11,28 +11,30 @@ An :class:`Ablation` silences one component of one block:
   positions before the donor's start take its first position, and generated tokens take its
   last prompt position).
 
-Ablations are applied by :meth:`rnr_lens.lens.LensModel.intervene`, together with a route,
-and compose with any hooks the user adds to ``model.bridge``. Under a route that repeats a
+This module holds the value and its arithmetic (:meth:`Ablation.replacement`,
+:meth:`Ablation.patch`); :meth:`rnr_lens.lens.LensModel.intervene` attaches it through
+:meth:`rnr_lens.engine.Engine.patch` to the component's output in every graph, where it
+composes with any hooks the user adds to ``model.bridge`` (on the bridge it acts at the standard
+hook point, so ``run_with_cache`` shows the ablated activation). Under a route that repeats a
 block, the ablation applies at every visit.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
 
 import torch
 from jaxtyping import Float
+from torch import Tensor
 
 from rnr_lens.errors import RnrLensError
-
-if TYPE_CHECKING:
-    from rnr_lens.lens import LensModel
 
 COMPONENTS = ("mlp", "attn", "block")
 KINDS = ("zero", "mean", "resample")
 
-HookFn = Callable[..., torch.Tensor | None]
+#: ``references(hook_name, prompts)`` -> one ``(pos, d_model)`` activation per prompt.
+References = Callable[[str, Sequence[str]], "list[Float[Tensor, 'pos d_model']]"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,7 @@ class Ablation:
         return f"{self.component}{self.layer}:{self.kind}"
 
     @classmethod
-    def parse(cls, text: str) -> "Ablation":
+    def parse(cls, text: str) -> Ablation:
         """Parse ``'mlp12'`` or ``'mlp12:zero'`` (mean and resample need reference prompts, so
         they are built in Python)."""
         name, _, kind = text.partition(":")
@@ -83,84 +85,55 @@ class Ablation:
             return (f"blocks.{self.layer}.hook_resid_pre", f"blocks.{self.layer}.hook_resid_post")
         return (f"blocks.{self.layer}.hook_{self.component}_out",)
 
-    def hooks(self, model: "LensModel") -> list[tuple[str, HookFn]]:
-        """The ``(hook name, hook fn)`` pairs that implement this ablation on ``model``."""
-        if not 0 <= self.layer < model.n_layers:
-            raise RnrLensError(f"ablation {self} names block {self.layer}, but the model has blocks 0..{model.n_layers - 1}")
-        replacement = self._replacement(model)
-        if self.component != "block":
-            (name,) = self.hook_names()
-            return [(name, lambda x, hook: replacement(x))]
-        pre_name, post_name = self.hook_names()
-        stash: dict[str, torch.Tensor] = {}
+    def check(self, n_layers: int) -> None:
+        """Raise unless block ``layer`` exists in an ``n_layers``-block model."""
+        if not 0 <= self.layer < n_layers:
+            raise RnrLensError(f"ablation {self} names block {self.layer}, but the model has blocks 0..{n_layers - 1}")
 
-        def keep_pre(x: torch.Tensor, hook: object) -> None:
-            stash["pre"] = x
+    def replacement(self, references: References) -> Callable[[Tensor], Tensor]:
+        """The function that maps the component's output to what replaces it.
 
-        def replace_post(x: torch.Tensor, hook: object) -> torch.Tensor:
-            pre = stash.pop("pre")
-            return pre + replacement(x - pre)
-
-        return [(pre_name, keep_pre), (post_name, replace_post)]
-
-    def module_hooks(self, model: "LensModel", layers: "torch.nn.ModuleList") -> list["torch.utils.hooks.RemovableHandle"]:
-        """The same ablation as PyTorch hooks on a plain HF model's decoder ``layers`` (the
-        weight-sharing twin used for hook-free generation); returns the handles."""
-        from rnr_lens.adapters import component_module_names
-
-        replacement = self._replacement(model)
-        layer = layers[self.layer]
-        if self.component != "block":
-            module = getattr(layer, component_module_names(model.bridge)[self.component])
-
-            def on_output(mod: object, args: object, out: object) -> object:
-                if isinstance(out, tuple):
-                    return (replacement(out[0]), *out[1:])
-                return replacement(out)  # type: ignore[arg-type]
-
-            return [module.register_forward_hook(on_output)]
-        stash: dict[str, torch.Tensor] = {}
-
-        def on_input(mod: object, args: tuple, kwargs: dict) -> None:
-            stash["pre"] = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
-
-        def on_block_output(mod: object, args: object, kwargs: object, out: object) -> object:
-            pre = stash.pop("pre")
-            if isinstance(out, tuple):
-                return (pre + replacement(out[0] - pre), *out[1:])
-            return pre + replacement(out - pre)  # type: ignore[operator]
-
-        return [layer.register_forward_pre_hook(on_input, with_kwargs=True),
-                layer.register_forward_hook(on_block_output, with_kwargs=True)]
-
-    def _replacement(self, model: "LensModel") -> Callable[[torch.Tensor], torch.Tensor]:
+        Args:
+            references: ``references(hook_name, prompts)`` -> the activations at that hook for
+                each prompt (``LensModel.reference_activations``); unused by ``zero``.
+        """
         if self.kind == "zero":
             return torch.zeros_like
         prompts = self.reference if self.kind == "mean" else self.reference[:1]
         if self.component == "block":
             pre_name, post_name = self.hook_names()
-            pre = model.reference_activations(pre_name, prompts)
-            post = model.reference_activations(post_name, prompts)
-            acts = [b - a for a, b in zip(pre, post)]
+            acts = [b - a for a, b in zip(references(pre_name, prompts), references(post_name, prompts))]
         else:
-            acts = model.reference_activations(self.hook_names()[0], prompts)
+            acts = references(self.hook_names()[0], prompts)
         if self.kind == "mean":
-            mean = torch.cat([a for a in acts]).mean(0)
+            mean = torch.cat(acts).mean(0)
             return lambda x: mean.to(x.dtype).expand_as(x).clone()
         donor = acts[0]
         return lambda x: _align_donor(donor, x)
 
+    def patch(self, replacement: Callable[[Tensor], Tensor]) -> Callable[[Tensor, Tensor | None], Tensor]:
+        """``patch(output, block_input)`` -> the ablated output (for :meth:`Engine.patch`): the
+        replacement of the output, or for ``"block"`` the input plus the replaced update."""
+        if self.component != "block":
+            return lambda out, block_input: replacement(out)
 
-def _align_donor(donor: Float[torch.Tensor, "pos d_model"], x: Float[torch.Tensor, "batch seq d_model"]) -> torch.Tensor:
+        def block(out: Tensor, block_input: Tensor | None) -> Tensor:
+            assert block_input is not None
+            return block_input + replacement(out - block_input)
+
+        return block
+
+
+def _align_donor(donor: Float[Tensor, "pos d_model"], x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
     """Donor activations aligned to the right end of ``x`` (see module docstring)."""
-    seq = x.shape[1]
-    if seq == 1:
+    pos = x.shape[1]
+    if pos == 1:
         out = donor[-1:]
     else:
-        index = torch.arange(donor.shape[0] - seq, donor.shape[0]).clamp(min=0)
+        index = torch.arange(donor.shape[0] - pos, donor.shape[0]).clamp(min=0)
         out = donor[index]
     return out.to(x.dtype).unsqueeze(0).expand_as(x).clone()
 
 
-def parse_ablations(specs: "list[Ablation | str] | tuple[Ablation | str, ...]") -> list[Ablation]:
+def parse_ablations(specs: list[Ablation | str] | tuple[Ablation | str, ...]) -> list[Ablation]:
     return [a if isinstance(a, Ablation) else Ablation.parse(a) for a in specs]

@@ -16,17 +16,23 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
+import psutil
 import torch
 from jaxtyping import Float, Int
 
-from rnr_lens import adapters
+from rnr_lens import adapters, generation
+from rnr_lens.engine import Engine
 from rnr_lens.errors import RnrLensError
+from rnr_lens.generation import ContinuationScore, Generation
 from rnr_lens.interventions import Ablation, parse_ablations
 from rnr_lens.prompts import PromptLike, render
 from rnr_lens.routes import Route, as_route
+
+MAX_AUTO_BATCH = 64  # rows per forward when the batch size is chosen from free memory
 
 
 class LensModel:
@@ -49,15 +55,11 @@ class LensModel:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         adapters.install_compat_shims(bridge)
         bridge.eval()
-        self._layers_parent, self._layers_attr = adapters.decoder_layers_owner(bridge)
+        self.engine = Engine(bridge)
+        """Which graph runs and where interventions attach (:class:`rnr_lens.engine.Engine`)."""
         self._route: Route | None = None
-        self._reference_cache: dict[tuple[str, str], list[torch.Tensor]] = {}
-        self.fast_path = True
-        """Run hook-free forwards on the weight-sharing twin (see :func:`adapters.build_twin`)."""
-        self._twin: torch.nn.Module | None = None
-        self._twin_error: str | None = None
+        self._reference_cache: dict[tuple[str, str, str], list[torch.Tensor]] = {}
         self._fingerprint: tuple[tuple, str] | None = None  # (weight versions, hash) of the last fingerprint
-        self._own_hooks = 0  # bridge hooks rnr_lens itself attached (ablations inside intervene)
 
     # -- basic facts --------------------------------------------------------------------
     @property
@@ -110,7 +112,7 @@ class LensModel:
         for name, tensor in weights:
             flat = tensor.detach().contiguous().cpu().reshape(-1)
             digest.update(f"{name}:{flat.dtype}:{tuple(tensor.shape)}".encode())
-            digest.update(memoryview(flat.view(torch.uint8).numpy()))
+            digest.update(flat.view(torch.uint8).numpy().tobytes())
         self._fingerprint = (key, digest.hexdigest()[:16])
         return self._fingerprint[1]
 
@@ -152,7 +154,7 @@ class LensModel:
             raise RnrLensError("an empty prompt has no tokens to condition on; give every question some text")
         return list(ids)
 
-    def pad(self, sequences: Sequence[Sequence[int]]) -> tuple[Int[torch.Tensor, "batch seq"], Int[torch.Tensor, "batch seq"]]:
+    def pad(self, sequences: Sequence[Sequence[int]]) -> tuple[Int[torch.Tensor, "batch pos"], Int[torch.Tensor, "batch pos"]]:
         """Left-pad token lists into ``(input_ids, attention_mask)``."""
         width = max(len(s) for s in sequences)
         pad_id = self.tokenizer.pad_token_id
@@ -165,40 +167,20 @@ class LensModel:
         return ids.to(self.device), mask.to(self.device)
 
     # -- forward ------------------------------------------------------------------------
-    @property
-    def twin(self) -> torch.nn.Module | None:
-        """The plain HF twin sharing this model's weights (None if it cannot be built)."""
-        if self._twin is None and self._twin_error is None:
-            try:
-                self._twin = adapters.build_twin(self.bridge)
-            except Exception as exc:  # an architecture the twin cannot mirror: the bridge path is always correct
-                self._twin_error = f"{type(exc).__name__}: {exc}"
-        return self._twin
-
-    def _bridge_hook_count(self) -> int:
-        points = {id(p): p for p in self.bridge._hook_registry.values()}  # aliases share a point
-        return sum(len(p.fwd_hooks) + len(p.bwd_hooks) for p in points.values())
-
-    def runner(self) -> torch.nn.Module:
-        """The module the next forward runs: the bridge's HF model (its hooks fire), or the
-        twin when nobody but rnr_lens' own ablations has hooked the bridge."""
-        if self.fast_path and self.twin is not None and self._bridge_hook_count() == self._own_hooks:
-            return self.twin
-        return self.bridge.original_model
-
     def forward_tokens(
         self,
-        input_ids: Int[torch.Tensor, "batch seq"],
+        input_ids: Int[torch.Tensor, "batch pos"],
         attention_mask: Int[torch.Tensor, "batch total"] | None = None,
         *,
-        position_ids: Int[torch.Tensor, "batch seq"] | None = None,
+        position_ids: Int[torch.Tensor, "batch pos"] | None = None,
         cache: adapters.RouteCache | None = None,
         logits_to_keep: int = 0,
-        inputs_embeds: Float[torch.Tensor, "batch seq d_model"] | None = None,
-    ) -> Float[torch.Tensor, "batch kept vocab"]:
+        inputs_embeds: Float[torch.Tensor, "batch pos d_model"] | None = None,
+    ) -> Float[torch.Tensor, "batch kept d_vocab"]:
         """One forward pass under the current interventions. ``attention_mask`` spans the cached
-        prefix plus ``input_ids``. Runs through the bridge (its components and hooks) whenever a
-        hook is attached to it, else on the weight-sharing twin (same weights, same numbers)."""
+        prefix plus ``input_ids``. The engine picks the graph (:meth:`Engine.path`): the bridge
+        whenever a TransformerLens hook is attached to it, else the weight-sharing twin (same
+        weights, same numbers)."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if position_ids is None:
@@ -206,7 +188,7 @@ class LensModel:
         if cache is not None:
             cache.begin_forward()
         tokens = {"inputs_embeds": inputs_embeds} if inputs_embeds is not None else {"input_ids": input_ids}
-        out = self.runner()(
+        out = self.engine.module()(
             **tokens,
             attention_mask=attention_mask,
             position_ids=position_ids,
@@ -216,22 +198,16 @@ class LensModel:
         )
         return out.logits
 
-    def block_modules(self) -> list[torch.nn.Module]:
-        """The decoder layers of the module :meth:`runner` returns, in block order."""
-        if self.runner() is self.twin:
-            return list(self._canonical_twin_layers())
-        return list(self.bridge.blocks)
-
     def residual_stream(
-        self, input_ids: Int[torch.Tensor, "batch seq"], attention_mask: Int[torch.Tensor, "batch seq"]
-    ) -> list[Float[torch.Tensor, "batch seq d_model"]]:
+        self, input_ids: Int[torch.Tensor, "batch pos"], attention_mask: Int[torch.Tensor, "batch pos"]
+    ) -> list[Float[torch.Tensor, "batch pos d_model"]]:
         """The residual stream entering each block (``hook_resid_pre``) on a clean forward pass."""
         captured: dict[int, torch.Tensor] = {}
-        handles = []
-        for i, layer in enumerate(self.block_modules()):
-            def grab(mod: object, args: tuple, kwargs: dict, i: int = i) -> None:
-                captured.setdefault(i, kwargs["hidden_states"] if "hidden_states" in kwargs else args[0])
-            handles.append(layer.register_forward_pre_hook(grab, with_kwargs=True))
+
+        def grab(i: int) -> Callable[[torch.Tensor], None]:
+            return lambda x: None if i in captured else captured.__setitem__(i, x)
+
+        handles = [self.engine.block_input(i).read(grab(i)) for i in range(self.n_layers)]
         try:
             with torch.no_grad():
                 self.forward_tokens(input_ids, attention_mask, logits_to_keep=1)
@@ -240,17 +216,28 @@ class LensModel:
                 h.remove()
         return [captured[i] for i in range(self.n_layers)]
 
+    def auto_batch_size(self, seq_len: int) -> int:
+        """A batch size whose KV cache (one slot per route position) and activations for
+        ``seq_len`` positions fit in a quarter of free memory (at most :data:`MAX_AUTO_BATCH`)."""
+        cfg = self.bridge.cfg
+        n_kv = getattr(cfg, "n_key_value_heads", None) or cfg.n_heads
+        bytes_per = torch.finfo(next(self.bridge.original_model.parameters()).dtype).bits // 8
+        kv = 2 * len(self.route) * n_kv * cfg.d_head * seq_len * bytes_per
+        acts = seq_len * (cfg.n_heads * seq_len + 4 * getattr(cfg, "d_mlp", 4 * cfg.d_model)) * bytes_per
+        budget = psutil.virtual_memory().available // 4
+        return int(max(1, min(MAX_AUTO_BATCH, budget // max(1, kv + acts))))
+
     def new_cache(self) -> adapters.RouteCache:
         """An empty KV cache with one slot per position of the current route."""
-        return adapters.RouteCache(len(self.route), config=adapters.hf_config(self.bridge))
+        return self.engine.new_cache(len(self.route))
 
     # -- interventions ------------------------------------------------------------------
     @contextlib.contextmanager
     def intervene(
         self,
-        route: "Route | str | Sequence[int] | None" = None,
+        route: Route | str | Sequence[int] | None = None,
         ablations: Sequence[Ablation | str] = (),
-    ) -> Iterator["LensModel"]:
+    ) -> Iterator[LensModel]:
         """Apply a route and ablations to every call inside the block; restore exactly on exit.
 
         Applies to the plain bridge forward, ``run_with_cache``, :meth:`generate` and
@@ -261,95 +248,53 @@ class LensModel:
             ...     out = model.generate(["What is 2+3?"], max_new_tokens=8)
         """
         route = as_route(route, self.n_layers)
-        abl = parse_ablations(list(ablations))
-        handles = []
-        twin_handles: list[torch.utils.hooks.RemovableHandle] = []
         previous_route = self._route
-        twin = self.twin
-        lists = [(self._layers_parent, self._layers_attr, self.bridge.blocks)]
-        if twin is not None:
-            parent, attr = adapters.decoder_layers_owner(self.bridge, root=twin)
-            lists.append((parent, attr, getattr(parent, attr) if previous_route is None else self._twin_blocks))
-        saved_lists = [(parent, attr, getattr(parent, attr)) for parent, attr, _ in lists]
-        configs = [adapters.text_config(self.bridge)] + ([adapters.text_config(self.bridge, twin)] if twin is not None else [])
-        saved_config: list[tuple[Any, str, Any]] = []
-        try:
-            # Hooks first: mean/resample statistics are taken before the route changes the model.
-            for ablation in abl:
-                for name, fn in ablation.hooks(self):
-                    point = self.bridge.get_hook_point(name)
-                    if point is None:
-                        raise RnrLensError(f"this model has no hook point {name}; it cannot take ablation {ablation}")
-                    handles.append((point, point.add_hook(fn)))
-                    self._own_hooks += 1
-                if twin is not None:
-                    twin_handles.extend(ablation.module_hooks(self, self._canonical_twin_layers()))
-            if route is not None:
-                for config in configs:
-                    for key, value in adapters.route_config_values(config, route.layers).items():
-                        saved_config.append((config, key, getattr(config, key, None)))
-                        setattr(config, key, value)
-                if twin is not None and previous_route is None:
-                    self._twin_blocks = getattr(lists[1][0], lists[1][1])
-                for parent, attr, blocks in lists:
-                    setattr(parent, attr, torch.nn.ModuleList([blocks[i] for i in route.layers]))
-                self._route = route
-            yield self
-        finally:
-            for point, handle in reversed(handles):
-                handle.hook.remove()
-                if handle in point.fwd_hooks:
-                    point.fwd_hooks.remove(handle)
-                self._own_hooks -= 1
-            for handle in twin_handles:
-                handle.remove()
-            for parent, attr, saved in saved_lists:
-                setattr(parent, attr, saved)
-            for config, key, value in reversed(saved_config):
-                setattr(config, key, value)
-            self._route = previous_route
+        handles: list[torch.utils.hooks.RemovableHandle] = []
+        with contextlib.ExitStack() as stack:
+            try:
+                # Ablations first: mean/resample statistics are taken before the route applies.
+                for ablation in parse_ablations(list(ablations)):
+                    ablation.check(self.n_layers)
+                    patch = ablation.patch(ablation.replacement(self.reference_activations))
+                    handles.extend(self.engine.patch(ablation.layer, ablation.component, patch))
+                if route is not None:
+                    stack.enter_context(self.engine.routed(route.layers))
+                    self._route = route
+                yield self
+            finally:
+                for handle in reversed(handles):
+                    handle.remove()
+                self._route = previous_route
 
-    def _canonical_twin_layers(self) -> torch.nn.ModuleList:
-        """The twin's decoder layers in block order (also while a route is in force)."""
-        if self._route is not None:
-            return self._twin_blocks
-        parent, attr = adapters.decoder_layers_owner(self.bridge, root=self.twin)
-        return getattr(parent, attr)
+    def replacement(self, ablation: Ablation) -> Callable[[torch.Tensor], torch.Tensor]:
+        """What ``ablation`` writes in place of its component's output on this model."""
+        return ablation.replacement(self.reference_activations)
 
     def reference_activations(self, name: str, prompts: Sequence[str]) -> list[Float[torch.Tensor, "pos d_model"]]:
-        """Activations at hook ``name`` for each reference prompt (raw text), cached per model."""
-        key = (name, hashlib.sha256("\x00".join(prompts).encode()).hexdigest())
+        """Activations at hook ``name`` for each reference prompt (raw text), on the clean
+        model; cached per prompt set and checkpoint (a weight update invalidates them)."""
+        key = (name, hashlib.sha256("\x00".join(prompts).encode()).hexdigest(), self.fingerprint())
         if key in self._reference_cache:
             return self._reference_cache[key]
         acts: list[torch.Tensor] = []
-        point = self.bridge.get_hook_point(name)
         captured: dict[str, torch.Tensor] = {}
 
         def grab(x: torch.Tensor, hook: object) -> None:
             captured["x"] = x.detach()
 
-        handle = point.add_hook(grab)
-        try:
-            with torch.no_grad():
-                for text in prompts:
-                    ids = torch.tensor([self.tokenizer(text)["input_ids"]], device=self.device)
-                    self.forward_tokens(ids)
-                    acts.append(captured["x"][0])
-        finally:
-            handle.hook.remove()
-            point.fwd_hooks.remove(handle)
+        with torch.no_grad(), self.bridge.hooks(fwd_hooks=[(name, grab)]):
+            for text in prompts:
+                ids = torch.tensor([self.tokenizer(text)["input_ids"]], device=self.device)
+                self.forward_tokens(ids)
+                acts.append(captured["x"][0])
         self._reference_cache[key] = acts
         return acts
 
     # -- generation and scoring (see rnr_lens.generation) ----------------------------------
-    def generate(self, prompts: Sequence[PromptLike], **kwargs: Any):  # noqa: ANN201
+    def generate(self, prompts: Sequence[PromptLike], **kwargs: Any) -> list[Generation]:
         """Batched generation; see :func:`rnr_lens.generation.generate`."""
-        from rnr_lens.generation import generate
+        return generation.generate(self, prompts, **kwargs)
 
-        return generate(self, prompts, **kwargs)
-
-    def score(self, prompts: Sequence[PromptLike], continuations: Sequence[str], **kwargs: Any):  # noqa: ANN201
+    def score(self, prompts: Sequence[PromptLike], continuations: Sequence[str], **kwargs: Any) -> list[ContinuationScore]:
         """Teacher-forced log-probabilities; see :func:`rnr_lens.generation.score`."""
-        from rnr_lens.generation import score
-
-        return score(self, prompts, continuations, **kwargs)
+        return generation.score(self, prompts, continuations, **kwargs)

@@ -26,13 +26,14 @@ from __future__ import annotations
 import html
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 import torch
 
-from rnr_lens.attribution import attribution_patching, gold_keep, gold_logprob_batch, gold_logprobs
+from rnr_lens.attribution import attribution_patching, gold_batch
 from rnr_lens.display import html_table
 from rnr_lens.errors import RnrLensError
 from rnr_lens.failures import FailureSet
@@ -103,7 +104,7 @@ class SweepResult:
     def changes(self) -> list[dict[str, Any]]:
         """Per generated candidate, the questions it repaired (failure set) and broke (control
         set), each with its answer and text before and after."""
-        out = []
+        out: list[dict[str, Any]] = []
         if self.details.empty:
             return out
         for (layer, comp, kind), d in self.details.groupby(["layer", "component", "kind"], sort=True):
@@ -129,11 +130,11 @@ def screen_logprob(
     """Mean change of the gold answer's log-probability under each candidate ablation,
     recomputing only the blocks from the ablated one onward (from the clean residual stream)."""
     config = failure_set.config
-    ids, mask, spans = gold_logprob_batch(model, questions, config)
+    rows = gold_batch(model, questions, config)
+    ids, mask, keep = rows.input_ids, rows.attention_mask, rows.keep
     position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-    keep, width = gold_keep(spans), ids.shape[1]
     with torch.no_grad():
-        clean = gold_logprobs(model.forward_tokens(ids, mask, logits_to_keep=keep), spans, width)
+        clean = rows.logprobs(model.forward_tokens(ids, mask, logits_to_keep=keep)).sum(-1)
         resid = model.residual_stream(ids, mask)
         out = {}
         for ablation in candidates:
@@ -141,7 +142,7 @@ def screen_logprob(
             route = Route(range(start, model.n_layers), model.n_layers)
             with model.intervene(route=route, ablations=[ablation]):
                 logits = model.forward_tokens(ids, mask, position_ids=position_ids, inputs_embeds=resid[start], logits_to_keep=keep)
-            out[str(ablation)] = float((gold_logprobs(logits, spans, width) - clean).mean())
+            out[str(ablation)] = float((rows.logprobs(logits).sum(-1) - clean).mean())
     return out
 
 
@@ -175,7 +176,7 @@ def mine(
     store: RunStore | None = None,
     batch_size: int | None = None,
     progress: bool = True,
-    shard: "str | Shard | None" = None,
+    shard: str | Shard | None = None,
 ) -> SweepResult:
     """Sweep single-block ablations over a failure set and name the bottleneck.
 
@@ -194,7 +195,7 @@ def mine(
         shard: Generate only for shard ``"i/n"`` of the questions (the screen, which does not
             generate, always covers the whole discovery set, so every shard confirms the same
             candidates). A shard's table covers its own questions; once the shards' stores are
-            merged (:func:`rnr_lens.shards.merge`), ``mine`` on the merged store assembles the
+            merged (:func:`rnr_lens.store.merge`), ``mine`` on the merged store assembles the
             whole sweep from them without generating again.
 
     Example:

@@ -34,9 +34,10 @@ import sys
 import tempfile
 import urllib.parse
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -195,7 +196,7 @@ def _pid_alive(pid: int) -> bool:
 def clean_stale(folder: Path) -> list[Path]:
     """Remove the leftovers of conversions and downloads killed midway in ``folder``:
     ``.*.partial-PID-*`` and ``fetch-PID-*`` folders whose process is gone."""
-    removed = []
+    removed: list[Path] = []
     if not folder.is_dir():
         return removed
     for entry in folder.iterdir():
@@ -295,8 +296,8 @@ def _convert_gguf(gguf_path: Path, dest: Path) -> None:
             f"{gguf_path} is not a GGUF file transformers can read ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); re-download it"
         ) from exc
     # A GGUF-loaded model remembers its quantizer and refuses save_pretrained until it forgets it.
-    model.hf_quantizer = None
-    model.is_quantized = False
+    model.hf_quantizer = None  # type: ignore[assignment]  # transformers types these as modules
+    model.is_quantized = False  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(dest, safe_serialization=True)
@@ -364,7 +365,7 @@ def _gguf_cache_key(path: Path) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _placement(device: str | None, device_map: "str | dict[str, Any] | None", n_devices: int | None) -> dict[str, Any]:
+def _placement(device: str | None, device_map: str | dict[str, Any] | None, n_devices: int | None) -> dict[str, Any]:
     """``from_pretrained`` keywords that place the model: one device, or spread over GPUs."""
     if n_devices is not None:
         if n_devices < 1:
@@ -419,7 +420,7 @@ def _load_hf(
         raise _load_error(source, exc, local) from exc
     model.eval()
     if device is not None and not placement:
-        model.to(device)
+        model.to(device)  # type: ignore[arg-type]  # transformers annotates .to() through a decorator mypy misreads
     return model, tokenizer
 
 
@@ -497,14 +498,14 @@ def _checkpoint_name(folder: Path) -> str | None:
 
 
 def load_model(
-    spec: "str | os.PathLike[str] | Any" = DEFAULT_MODEL,
+    spec: str | os.PathLike[str] | Any = DEFAULT_MODEL,
     *,
     dtype: torch.dtype | str = torch.float32,
     device: str | None = None,
     trust_remote_code: bool = False,
-    device_map: "str | dict[str, Any] | None" = None,
+    device_map: str | dict[str, Any] | None = None,
     n_devices: int | None = None,
-) -> "LensModel":
+) -> LensModel:
     """Load a model as a :class:`~rnr_lens.lens.LensModel`.
 
     Args:
@@ -529,10 +530,10 @@ def load_model(
     from rnr_lens.lens import LensModel
 
     if isinstance(dtype, str):
-        try:
-            dtype = getattr(torch, dtype)
-        except AttributeError:
-            raise RnrLensError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16") from None
+        resolved = getattr(torch, dtype, None)
+        if not isinstance(resolved, torch.dtype):
+            raise RnrLensError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16")
+        dtype = resolved
     if device is not None and device.startswith("cuda") and not torch.cuda.is_available():
         raise RnrLensError(f"device {device!r} asked for, but this machine has no CUDA GPU; leave out --device to run on the CPU")
     placement = _placement(device, device_map, n_devices)
@@ -577,7 +578,7 @@ def load_model(
     lens = LensModel(_wrap(model, tok, name), name=name, tokenizer=tok)
     if len({str(d) for d in (getattr(model, "hf_device_map", None) or {}).values()}) > 1:
         # the weight-sharing twin has no accelerate hooks to move activations between devices
-        lens.fast_path = False
+        lens.engine.disable_twin("the model is spread over several devices, and the twin has no accelerate hooks to move activations between them")
     return lens
 
 
@@ -619,7 +620,7 @@ def tiny_tokenizer() -> Any:
     return fast
 
 
-def tiny_model(n_layers: int = 4, *, d_model: int = 64, seed: int = 0, name: str = "tiny-llama") -> "LensModel":
+def tiny_model(n_layers: int = 4, *, d_model: int = 64, seed: int = 0, name: str = "tiny-llama") -> LensModel:
     """A randomly initialised Llama of the real architecture code, for fast unit tests.
 
     Weights are drawn with a larger scale than training would use so that next-token

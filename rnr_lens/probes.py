@@ -27,17 +27,17 @@ import hashlib
 import math
 import random
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator, Sequence
-
+from typing import Any, ClassVar
 
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.generation import Generation
 from rnr_lens.interventions import COMPONENTS, KINDS, Ablation
 from rnr_lens.lens import LensModel
+from rnr_lens.records import DEFAULT_PROBE, Try
 from rnr_lens.routes import Route
-from rnr_lens.store import DEFAULT_PROBE, Try
 from rnr_lens.tasks.core import Question
 
 
@@ -74,8 +74,12 @@ class Probe(ABC):
 
     @property
     @abstractmethod
-    def budget(self) -> int:
-        """Model evaluations per question."""
+    def budget(self) -> int | None:
+        """Model evaluations per question (None: one per block, so it depends on the model)."""
+
+    def budget_for(self, n_layers: int) -> int:
+        """Model evaluations per question on an ``n_layers``-block model."""
+        return n_layers if self.budget is None else self.budget
 
     @abstractmethod
     def params(self) -> dict[str, Any]:
@@ -87,7 +91,7 @@ class Probe(ABC):
 
     rows_per_question: ClassVar[int] = 1  # rows one question adds to a generate call
 
-    def check(self, n_layers: int) -> None:
+    def check(self, n_layers: int) -> None:  # noqa: B027  # optional hook: most probes run on any model
         """Refuse settings this model cannot run (called before an audit touches its store)."""
 
     @property
@@ -116,7 +120,7 @@ class Default(Probe):
     def name(self) -> str:
         return DEFAULT_PROBE
 
-    def run(self, ctx, questions, done):  # type: ignore[no-untyped-def]
+    def run(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
         pending = [q for q in questions if (q.id, 0) not in done]
         if pending:
             gens = ctx.generate(pending)
@@ -148,7 +152,7 @@ class Sampling(Probe):
     def params(self) -> dict[str, Any]:
         return {"k": self.k, "t": self.t, "top_p": self.top_p}
 
-    def run(self, ctx, questions, done):  # type: ignore[no-untyped-def]
+    def run(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
         whole = [q for q in questions if not any((q.id, i) in done for i in range(self.k))]
         if whole:
             seeds = [question_seed(ctx.seed, q.id) for q in whole]
@@ -270,7 +274,7 @@ class RandomRoutes(Probe):
             return draw_edits(n_layers, rng, self.edits, protect=self.protect)
         return draw_route(n_layers, rng, edit_rate=self.edit_rate, max_segment=self.max_segment, protect=self.protect)
 
-    def run(self, ctx, questions, done):  # type: ignore[no-untyped-def]
+    def run(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
         for i in range(self.k):
             pending = [q for q in questions if (q.id, i) not in done]
             if not pending:
@@ -297,8 +301,8 @@ def edits_to_route(edits: tuple[int, ...]) -> Route:
 @dataclass
 class _Node:
     edits: tuple[int, ...]
-    parent: "_Node | None" = None
-    children: dict[tuple[int, int], "_Node"] = field(default_factory=dict)
+    parent: _Node | None = None
+    children: dict[tuple[int, int], _Node] = field(default_factory=dict)
     visits: int = 0
     total: float = 0.0
 
@@ -357,7 +361,7 @@ class RouteSearch(Probe):
         n = len(edits)
         return [(layer, e) for layer in range(self.protect, n - self.protect) if edits[layer] == KEEP for e in (SKIP, REPEAT)]
 
-    def run(self, ctx, questions, done):  # type: ignore[no-untyped-def]
+    def run(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
         n = ctx.model.n_layers
         for q in questions:
             if all((q.id, i) in done for i in range(self.k)):
@@ -365,7 +369,7 @@ class RouteSearch(Probe):
             rng = random.Random(f"search:{ctx.seed}:{q.id}")
             new: list[Try] = []
 
-            def evaluate(index: int, edits: tuple[int, ...]) -> float:
+            def evaluate(index: int, edits: tuple[int, ...], q: Question = q, new: list[Try] = new) -> float:
                 route = edits_to_route(edits)
                 cached = done.get((q.id, index))
                 if cached is not None and cached.route == str(route):
@@ -416,10 +420,11 @@ class RouteSearch(Probe):
             if node is root:
                 break
             value = evaluate(i, node.edits)
-            while node is not None:
-                node.visits += 1
-                node.total += value
-                node = node.parent
+            back: _Node | None = node
+            while back is not None:
+                back.visits += 1
+                back.total += value
+                back = back.parent
 
     def _ucb(self, child: _Node, parent_visits: int, n: int) -> float:
         if child.visits == 0:
@@ -458,8 +463,8 @@ class AblationProbe(Probe):
             raise RnrLensError(f"probe {self.name}: block {bad[0]} does not exist in a {n_layers}-block model (valid: 0..{n_layers - 1})")
 
     @property
-    def budget(self) -> int:
-        return len(self.layers) if self.layers is not None else -1  # -1: every block of the model
+    def budget(self) -> int | None:
+        return len(self.layers) if self.layers is not None else None  # every block of the model
 
     def params(self) -> dict[str, Any]:
         out: dict[str, Any] = {"component": self.component, "kind": self.ablation}
@@ -467,7 +472,7 @@ class AblationProbe(Probe):
             out["layers"] = "+".join(map(str, self.layers))
         return out
 
-    def run(self, ctx, questions, done):  # type: ignore[no-untyped-def]
+    def run(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
         layers = self.layers if self.layers is not None else tuple(range(ctx.model.n_layers))
         for index, layer in enumerate(layers):
             pending = [q for q in questions if (q.id, index) not in done]
@@ -483,7 +488,7 @@ MAX_TEMPERATURE = 100.0
 
 
 def _check_k(probe: Probe) -> None:
-    k = getattr(probe, "k")
+    k = getattr(probe, "k", None)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_BUDGET:
         raise RnrLensError(f"{probe.kind} probe: the budget k must be an integer from 1 to {MAX_BUDGET}, got {k!r}")
 
@@ -502,7 +507,7 @@ def _check_range(probe: Probe, key: str, value: object, low: float | None, high:
 
 
 def _check_protect(probe: Probe, n_layers: int) -> None:
-    protect = getattr(probe, "protect")
+    protect: int = getattr(probe, "protect", 0)
     if 2 * protect >= n_layers:
         raise RnrLensError(f"probe {probe.name}: protect={protect} keeps every block of a {n_layers}-block model fixed; lower it")
 

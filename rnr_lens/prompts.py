@@ -27,7 +27,7 @@ class ChatPrompt:
     assistant_prefix: str = ""
 
 
-PromptLike = Union[str, ChatPrompt]
+PromptLike = Union[str, ChatPrompt]  # noqa: UP007  # a runtime alias: `|` on a class needs 3.10 semantics at import
 
 
 def render(tokenizer: Any, prompt: PromptLike) -> tuple[str, bool]:

@@ -37,6 +37,7 @@ from rnr_lens.compare import compare
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.display import estimate_text, html_table
 from rnr_lens.errors import RnrLensError
+from rnr_lens.records import reachable_column
 from rnr_lens.stats import Estimate, bootstrap
 from rnr_lens.store import RunStore
 
@@ -86,7 +87,7 @@ class Grid:
         return [f"sampling:k={self.k},t={self.temperature}", f"routes:k={self.k},edits={self.edits}", f"search:k={self.k}"]
 
     @classmethod
-    def load(cls, path: str | Path) -> "Grid":
+    def load(cls, path: str | Path) -> Grid:
         """Read a grid from YAML (or JSON); relative task and model paths resolve against its folder."""
         path = Path(path)
         if not path.is_file():
@@ -135,10 +136,10 @@ def _load_task(spec: str, grid: Grid) -> Any:
 def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
     """Claim 1 for one audit: random routes against search at the matched budget."""
     q = result.questions
-    random_probe, search_probe = result._probe_name(grid.probes[1]), result._probe_name(grid.probes[2])
+    random_probe, search_probe = result.probe_name(grid.probes[1]), result.probe_name(grid.probes[2])
     rows = {r["probe"]: r for r in result.summary_records()}
-    reach_random = q[f"reachable[{random_probe}]"].to_numpy(float)
-    reach_search = q[f"reachable[{search_probe}]"].to_numpy(float)
+    reach_random = q[reachable_column(random_probe)].to_numpy(float)
+    reach_search = q[reachable_column(search_probe)].to_numpy(float)
     diff = bootstrap(reach_random - reach_search, seed=result.seed, clusters=q["prompt"].tolist())
     retention = {}
     for probe in (random_probe, search_probe):
@@ -169,13 +170,13 @@ def claim_bottleneck(model: Any, result: AuditResult, store: RunStore, grid: Gri
     from rnr_lens.miner import mine
 
     figures = figures if figures is not None else []
-    probe = result._probe_name(grid.probes[0])
+    probe = result.probe_name(grid.probes[0])
     n_fail = len(result.reachable_not_realized(probe))
     if n_fail < 2:
         return {"failures": n_fail, "verdict": f"only {n_fail} question(s) reachable but not realized under {probe}: no failure set to mine"}
     fs = failures.freeze(result, store, probe=probe, name="report")
     sweep = mine(model, fs, strategy="screen+confirm", top_m=3, break_bound=1.0, store=store, progress=progress)
-    figures.append((f"{result.info['model']} / {result.info['task']}", viz.repair_break(sweep)))
+    figures.append((f"{result.info.model} / {result.info.task}", viz.repair_break(sweep)))
     done = sweep.table.dropna(subset=["repair_discovery"]).sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True])
 
     def rate(r: dict[str, Any], key: str) -> dict[str, Any] | None:
@@ -218,7 +219,7 @@ def claim_training(a: AuditResult, b: AuditResult) -> dict[str, Any]:
             verdict = "realized rose; the ceiling's change is not resolved (flat within its interval)"
         out.append({"probe": row["probe"], "delta_realized": Estimate.as_dict(dr), "delta_reachable": Estimate.as_dict(dk), "verdict": verdict,
                     "transitions": c.transition_counts(row["probe"]).to_dict()})
-    return {"base": a.info["model"], "trained": b.info["model"], "probes": out}
+    return {"base": a.info.model, "trained": b.info.model, "probes": out}
 
 
 def report(grid: Grid, out: str | Path, *, progress: bool = True, batch_size: int | None = None) -> Report:
@@ -250,7 +251,7 @@ def report(grid: Grid, out: str | Path, *, progress: bool = True, batch_size: in
             claims["configs"][cfg.hash()] = cfg.to_dict()
             if spec not in grid.models:
                 continue
-            setting = {"model": result.info["model"], "task": task.name, "audit": result.id, "config_hash": cfg.hash()}
+            setting = {"model": result.info.model, "task": task.name, "audit": result.id, "config_hash": cfg.hash()}
             claims["routes_vs_search"].append({**setting, **claim_routes(result, grid)})
             if grid.mine:
                 claims["bottleneck"].append({**setting, **claim_bottleneck(model, result, store, grid, progress, figures["bottleneck"])})
@@ -259,7 +260,7 @@ def report(grid: Grid, out: str | Path, *, progress: bool = True, batch_size: in
             from rnr_lens import viz
 
             mine_ = [audits[(spec, t)] for t in tasks_]
-            figures["routes"].append((str(mine_[0].info["model"]), viz.realized_vs_reachable(mine_)))
+            figures["routes"].append((str(mine_[0].info.model), viz.realized_vs_reachable(mine_)))
     for pair in grid.pairs:
         for task_spec, task in tasks_.items():
             a, b = audits[(pair["base"], task_spec)], audits[(pair["trained"], task_spec)]

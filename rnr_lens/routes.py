@@ -17,8 +17,8 @@ The string is ``n_layers:`` followed by comma-separated runs; ``a-b`` is the asc
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
 
 from rnr_lens.errors import RnrLensError
 
@@ -69,12 +69,12 @@ class Route:
 
     # -- constructors -------------------------------------------------------------------
     @classmethod
-    def identity(cls, n_layers: int) -> "Route":
+    def identity(cls, n_layers: int) -> Route:
         """The default order ``0..n_layers-1``."""
         return cls(range(n_layers), n_layers)
 
     @classmethod
-    def skip(cls, n_layers: int, *layers: int) -> "Route":
+    def skip(cls, n_layers: int, *layers: int) -> Route:
         """The identity route without the given blocks."""
         for i in layers:
             if not 0 <= i < n_layers:
@@ -83,12 +83,12 @@ class Route:
         return cls([i for i in range(n_layers) if i not in gone], n_layers)
 
     @classmethod
-    def repeat(cls, n_layers: int, layer: int, times: int = 2) -> "Route":
+    def repeat(cls, n_layers: int, layer: int, times: int = 2) -> Route:
         """The identity route with block ``layer`` run ``times`` times in a row."""
         return cls.identity(n_layers).then_repeat(layer, times)
 
     @classmethod
-    def parse(cls, text: str, n_layers: int | None = None, max_length: int | None = None) -> "Route":
+    def parse(cls, text: str, n_layers: int | None = None, max_length: int | None = None) -> Route:
         """Parse the compact form ``"30:0-2,5-29"`` (the ``30:`` prefix may be given as n_layers).
 
         The same limits as the constructor hold (at most ``max_length``, by default
@@ -130,7 +130,7 @@ class Route:
         return cls(layers, n_layers, max_length=max_length)
 
     # -- edits --------------------------------------------------------------------------
-    def then_repeat(self, layer: int, times: int = 2) -> "Route":
+    def then_repeat(self, layer: int, times: int = 2) -> Route:
         """This route with every visit of ``layer`` run ``times`` times in a row."""
         if times < 1:
             raise RnrLensError(f"times must be at least 1, got {times}")
@@ -195,7 +195,7 @@ class Route:
         return self.layers[index]
 
 
-def as_route(route: "Route | str | Sequence[int] | None", n_layers: int) -> Route | None:
+def as_route(route: Route | str | Sequence[int] | None, n_layers: int) -> Route | None:
     """Coerce user input (a Route, its string form, or a list of indices) to a Route."""
     if route is None or isinstance(route, Route):
         if route is not None and route.n_layers != n_layers:

@@ -9,10 +9,10 @@ selectors is one of the findings rnr_lens exists to show.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from rnr_lens.errors import RnrLensError
-from rnr_lens.store import Try
+from rnr_lens.records import Try
 
 Selector = Callable[[Sequence[Try]], Try]
 

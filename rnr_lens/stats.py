@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import comb
-from typing import Callable, Sequence
 
 import numpy as np
 

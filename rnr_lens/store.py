@@ -10,16 +10,19 @@ config hash, probes and seed), so resuming finds the same audit.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import pandas as pd
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.records import TRY_COLUMNS, AuditRecord, Try
+from rnr_lens.shards import covered
 
 SCHEMA_VERSION = 1
 
@@ -75,31 +78,6 @@ CREATE TABLE IF NOT EXISTS artifacts (
     PRIMARY KEY (audit_id, kind, name)
 );
 """
-
-DEFAULT_PROBE = "default"
-
-
-@dataclass
-class Try:
-    """One model evaluation of one question under one probe."""
-
-    question_id: str
-    probe: str
-    try_index: int
-    text: str
-    extracted: str | None
-    correct: bool
-    n_tokens: int
-    seed: int | None = None
-    route: str | None = None
-    ablation: str | None = None
-    mean_logprob: float | None = None
-    mean_entropy: float | None = None
-    reward: float | None = None
-
-
-_TRY_COLUMNS = [f for f in Try.__dataclass_fields__]
-
 
 class RunStore:
     """A SQLite run store at ``path``.
@@ -170,39 +148,30 @@ class RunStore:
         self.conn.execute("COMMIT")
 
     # -- audits ----------------------------------------------------------------------------
-    def create_audit(self, record: dict[str, Any], questions: Iterable[tuple[int, str, str, str]]) -> None:
+    def create_audit(self, record: AuditRecord, questions: Iterable[tuple[int, str, str, str]]) -> None:
         """Register an audit and its ``(position, id, prompt, gold)`` questions (idempotent;
         a shard adds its own questions to an audit another shard registered)."""
         with self.transaction() as c:
-            rows = [(record["id"], qid, position, prompt, gold) for position, qid, prompt, gold in questions]
+            rows = [(record.id, qid, position, prompt, gold) for position, qid, prompt, gold in questions]
             c.executemany("INSERT OR IGNORE INTO questions VALUES (?,?,?,?,?)", rows)
-            if c.execute("SELECT 1 FROM audits WHERE id=?", (record["id"],)).fetchone():
+            if c.execute("SELECT 1 FROM audits WHERE id=?", (record.id,)).fetchone():
                 return
-            c.execute(
-                "INSERT INTO audits (id, created, model, model_fingerprint, task, task_fingerprint, answer_type, config_hash,"
-                " config_json, probes_json, seed, n_questions, label) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (record["id"], time.time(), record["model"], record["model_fingerprint"], record["task"], record["task_fingerprint"],
-                 record["answer_type"], record["config_hash"], record["config_json"], json.dumps(record["probes"]),
-                 record["seed"], record["n_questions"], record.get("label")),
-            )
+            _insert_audit(c, record, created=time.time(), status="running")
 
-    def audit(self, audit_id: str) -> dict[str, Any]:
-        rows = [a for a in self.audits() if a["id"] == audit_id or a["id"].startswith(audit_id)]
+    def audit(self, audit_id: str) -> AuditRecord:
+        """The audit whose id is ``audit_id`` or starts with it."""
+        rows = [a for a in self.audits() if a.id.startswith(audit_id)]
         if not rows:
             raise RnrLensError(f"no audit {audit_id!r} in {self.path}; list them with 'rnr-lens show {self.path}'")
         if len(rows) > 1:
             raise RnrLensError(f"audit id {audit_id!r} is ambiguous in {self.path}; give more of it")
         return rows[0]
 
-    def audits(self) -> list[dict[str, Any]]:
+    def audits(self) -> list[AuditRecord]:
+        """Every audit in the store, oldest first."""
         cur = self.conn.execute("SELECT * FROM audits ORDER BY created")
         names = [d[0] for d in cur.description]
-        out = []
-        for row in cur.fetchall():
-            rec = dict(zip(names, row))
-            rec["probes"] = json.loads(rec.pop("probes_json"))
-            out.append(rec)
-        return out
+        return [AuditRecord.from_dict(dict(zip(names, row))) for row in cur.fetchall()]
 
     def set_status(self, audit_id: str, status: str) -> None:
         self.conn.execute("UPDATE audits SET status=? WHERE id=?", (status, audit_id))
@@ -215,9 +184,8 @@ class RunStore:
     def refresh_status(self, audit_id: str) -> str:
         """``complete`` once the whole audit or every shard of some ``i/n`` split has finished,
         else ``partial (k/n shards)``."""
-        from rnr_lens.shards import covered
 
-        status = self.audit(audit_id)["status"]
+        status = self.audit(audit_id).status
         if status == "complete":
             return status
         shards = [r[0] for r in self.conn.execute("SELECT name FROM artifacts WHERE audit_id=? AND kind='shard'", (audit_id,))]
@@ -237,12 +205,12 @@ class RunStore:
         info = self.audit(audit_id)
 
         def rows(sql: str) -> list[tuple]:
-            return [tuple(r) for r in self.conn.execute(sql, (info["id"],)).fetchall()]
+            return [tuple(r) for r in self.conn.execute(sql, (info.id,)).fetchall()]
 
         return {
-            "audit": info,
+            "audit": info.to_dict(),
             "questions": rows("SELECT question_id, position, prompt, gold FROM questions WHERE audit_id=?"),
-            "tries": rows(f"SELECT {', '.join(_TRY_COLUMNS)} FROM tries WHERE audit_id=?"),
+            "tries": rows(f"SELECT {', '.join(TRY_COLUMNS)} FROM tries WHERE audit_id=?"),
             "artifacts": rows("SELECT kind, name, body, created FROM artifacts WHERE audit_id=?"),
         }
 
@@ -253,37 +221,30 @@ class RunStore:
         with another answer, the same question with another gold) or an audit of the same model,
         task, probes and seed under another deployment config raises and adds nothing.
         """
-        info = payload["audit"]
-        identity = (info["model_fingerprint"], info["task_fingerprint"], info["probes"], info["seed"])
+        info = AuditRecord.from_dict(payload["audit"])
         for other in self.audits():
-            if (other["model_fingerprint"], other["task_fingerprint"], other["probes"], other["seed"]) == identity and other["config_hash"] != info["config_hash"]:
+            if other.identity() == info.identity() and other.config_hash != info.config_hash:
                 raise RnrLensError(
-                    f"{source} holds audit {info['id'][:12]} made under deployment config {info['config_hash']}, but the merged store has the "
-                    f"same model, task, probes and seed under config {other['config_hash']}; merge only results of one config (compare them with 'rnr-lens compare')"
+                    f"{source} holds audit {info.id[:12]} made under deployment config {info.config_hash}, but the merged store has the "
+                    f"same model, task, probes and seed under config {other.config_hash}; merge only results of one config (compare them with 'rnr-lens compare')"
                 )
         with self.transaction() as c:
-            here = c.execute("SELECT status FROM audits WHERE id=?", (info["id"],)).fetchone()
+            here = c.execute("SELECT status FROM audits WHERE id=?", (info.id,)).fetchone()
             if here is None:
-                c.execute(
-                    "INSERT INTO audits (id, created, model, model_fingerprint, task, task_fingerprint, answer_type, config_hash,"
-                    " config_json, probes_json, seed, n_questions, label, status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (info["id"], info["created"], info["model"], info["model_fingerprint"], info["task"], info["task_fingerprint"],
-                     info["answer_type"], info["config_hash"], info["config_json"], json.dumps(info["probes"]), info["seed"],
-                     info["n_questions"], info.get("label"), info["status"]),
-                )
-            elif info["status"] == "complete":
-                c.execute("UPDATE audits SET status='complete' WHERE id=?", (info["id"],))
-            existing_q = {r[0]: r[1:] for r in c.execute("SELECT question_id, prompt, gold FROM questions WHERE audit_id=?", (info["id"],))}
-            for qid, position, prompt, gold in payload["questions"]:
+                _insert_audit(c, info, created=info.created or time.time(), status=info.status)
+            elif info.status == "complete":
+                c.execute("UPDATE audits SET status='complete' WHERE id=?", (info.id,))
+            existing_q = {r[0]: r[1:] for r in c.execute("SELECT question_id, prompt, gold FROM questions WHERE audit_id=?", (info.id,))}
+            for qid, _position, prompt, gold in payload["questions"]:
                 if qid in existing_q and existing_q[qid] != (prompt, gold):
-                    raise RnrLensError(f"{source} and the merged store disagree on question {qid} of audit {info['id'][:12]}; they are not shards of one audit")
-            c.executemany("INSERT OR IGNORE INTO questions VALUES (?,?,?,?,?)", [(info["id"], *q) for q in payload["questions"]])
+                    raise RnrLensError(f"{source} and the merged store disagree on question {qid} of audit {info.id[:12]}; they are not shards of one audit")
+            c.executemany("INSERT OR IGNORE INTO questions VALUES (?,?,?,?,?)", [(info.id, *q) for q in payload["questions"]])
             key_cols = ("question_id", "probe", "try_index")
             result_cols = ("text", "extracted", "correct", "n_tokens", "seed", "route", "ablation")
-            index = {c_: _TRY_COLUMNS.index(c_) for c_ in (*key_cols, *result_cols)}
+            index = {c_: TRY_COLUMNS.index(c_) for c_ in (*key_cols, *result_cols)}
             existing_t = {
                 tuple(r[:3]): tuple(r[3:])
-                for r in c.execute(f"SELECT {', '.join(key_cols + result_cols)} FROM tries WHERE audit_id=?", (info["id"],))
+                for r in c.execute(f"SELECT {', '.join(key_cols + result_cols)} FROM tries WHERE audit_id=?", (info.id,))
             }
             new = []
             for row in payload["tries"]:
@@ -292,20 +253,20 @@ class RunStore:
                 if key in existing_t:
                     if existing_t[key] != values:
                         raise RnrLensError(
-                            f"{source} and the merged store disagree on try {key[2]} of {key[1]} for question {key[0]} (audit {info['id'][:12]}); "
+                            f"{source} and the merged store disagree on try {key[2]} of {key[1]} for question {key[0]} (audit {info.id[:12]}); "
                             "they were not made by the same deterministic run"
                         )
                     continue
                 existing_t[key] = values
-                new.append((info["id"], *row))
-            c.executemany(f"INSERT INTO tries (audit_id, {', '.join(_TRY_COLUMNS)}) VALUES ({', '.join('?' * (len(_TRY_COLUMNS) + 1))})", new)
+                new.append((info.id, *row))
+            c.executemany(f"INSERT INTO tries (audit_id, {', '.join(TRY_COLUMNS)}) VALUES ({', '.join('?' * (len(TRY_COLUMNS) + 1))})", new)
             for kind, name, body, created in payload["artifacts"]:
-                row = c.execute("SELECT body FROM artifacts WHERE audit_id=? AND kind=? AND name=?", (info["id"], kind, name)).fetchone()
+                row = c.execute("SELECT body FROM artifacts WHERE audit_id=? AND kind=? AND name=?", (info.id, kind, name)).fetchone()
                 if row is None:
-                    c.execute("INSERT INTO artifacts VALUES (?,?,?,?,?)", (info["id"], kind, name, body, created))
+                    c.execute("INSERT INTO artifacts VALUES (?,?,?,?,?)", (info.id, kind, name, body, created))
                 elif row[0] != body and kind != "shard":
-                    raise RnrLensError(f"{source} and the merged store disagree on {kind} {name!r} of audit {info['id'][:12]}; merge only results of one run")
-        self.refresh_status(info["id"])
+                    raise RnrLensError(f"{source} and the merged store disagree on {kind} {name!r} of audit {info.id[:12]}; merge only results of one run")
+        self.refresh_status(info.id)
         return len(new)
 
     def checkpoint(self) -> None:
@@ -319,13 +280,13 @@ class RunStore:
         A try another writer of the same audit already committed (two ``--resume`` runs at
         once) is kept as it is: an audit is deterministic, so both computed the same answer.
         """
-        rows = [(audit_id, *[getattr(t, c) for c in _TRY_COLUMNS]) for t in tries]
+        rows = [(audit_id, *[getattr(t, c) for c in TRY_COLUMNS]) for t in tries]
         if not rows:
             return 0
-        cols = ", ".join(["audit_id", *_TRY_COLUMNS])
+        cols = ", ".join(["audit_id", *TRY_COLUMNS])
         with self.transaction() as c:
             before = c.total_changes
-            c.executemany(f"INSERT INTO tries ({cols}) VALUES ({', '.join('?' * (len(_TRY_COLUMNS) + 1))})"
+            c.executemany(f"INSERT INTO tries ({cols}) VALUES ({', '.join('?' * (len(TRY_COLUMNS) + 1))})"
                           " ON CONFLICT (audit_id, question_id, probe, try_index) DO NOTHING", rows)
             added = c.total_changes - before
         return added
@@ -336,10 +297,10 @@ class RunStore:
         return {probe: int(n) for probe, n in rows}
 
     def done_keys(self, audit_id: str, probe: str) -> dict[tuple[str, int], Try]:
-        cur = self.conn.execute(f"SELECT {', '.join(_TRY_COLUMNS)} FROM tries WHERE audit_id=? AND probe=?", (audit_id, probe))
+        cur = self.conn.execute(f"SELECT {', '.join(TRY_COLUMNS)} FROM tries WHERE audit_id=? AND probe=?", (audit_id, probe))
         out = {}
         for row in cur.fetchall():
-            t = Try(**dict(zip(_TRY_COLUMNS, row)))
+            t = Try(**dict(zip(TRY_COLUMNS, row)))
             t.correct = bool(t.correct)
             out[(t.question_id, t.try_index)] = t
         return out
@@ -375,9 +336,52 @@ class RunStore:
         return json.loads(row[0]) if row else None
 
 
-def try_from_row(row: dict[str, Any]) -> Try:
-    """A Try from a DataFrame row (pandas' NaN for a missing value becomes None)."""
-    values = {c: (None if isinstance(row[c], float) and row[c] != row[c] else row[c]) for c in _TRY_COLUMNS}
-    values["correct"] = bool(values["correct"])
-    return Try(**values)
+def _insert_audit(c: sqlite3.Connection, record: AuditRecord, *, created: float, status: str) -> None:
+    c.execute(
+        "INSERT INTO audits (id, created, model, model_fingerprint, task, task_fingerprint, answer_type, config_hash,"
+        " config_json, probes_json, seed, n_questions, label, status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (record.id, created, record.model, record.model_fingerprint, record.task, record.task_fingerprint, record.answer_type,
+         record.config_hash, record.config_json, json.dumps(list(record.probes)), record.seed, record.n_questions, record.label, status),
+    )
 
+
+def merge(inputs: Sequence[str | Path], out: str | Path) -> RunStore:
+    """Merge run stores into a new one at ``out`` (written beside it, renamed when complete).
+
+    Rows present in several inputs are kept once; rows that disagree, or audits of the same
+    model, task, probes and seed made under different deployment configs, stop the merge
+    with an error and leave nothing at ``out``.
+    """
+    out = Path(out)
+    if not inputs:
+        raise RnrLensError("merge needs at least one run store")
+    for path in inputs:
+        if not Path(path).is_file():
+            raise RnrLensError(f"run store {path} does not exist")
+        if Path(path).resolve() == out.resolve():
+            raise RnrLensError(f"{out} is also an input; merge into a new file")
+    if out.exists():
+        raise RnrLensError(f"{out} already exists; merge into a new file (or delete it first)")
+    if not out.parent.exists():
+        raise RnrLensError(f"folder {out.parent} does not exist; create it or choose another --out path")
+    partial = out.with_name(f".{out.name}.partial")
+    for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
+        leftover.unlink(missing_ok=True)
+    merged = RunStore(partial)
+    try:
+        for path in inputs:
+            source = RunStore(path, mode="read")
+            try:
+                for info in source.audits():
+                    merged.absorb(source.export_audit(info.id), source=str(path))
+            finally:
+                source.close()
+        merged.checkpoint()
+        merged.close()
+        os.replace(partial, out)
+    except BaseException:
+        merged.close()
+        for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
+            leftover.unlink(missing_ok=True)
+        raise
+    return RunStore(out)

@@ -37,104 +37,23 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import random
-import shutil
 import time
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
-from jaxtyping import Float
 
+from rnr_lens import adapters
+from rnr_lens.checkpoints import RunFolder, TrainState, read_history
+from rnr_lens.dapo import COMPONENTS, TrainConfig, clipped_token_loss, group_advantages, overlong_penalty
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
-from rnr_lens.generation import Generation, generate
+from rnr_lens.generation import Generation, generate, token_logprobs
 from rnr_lens.lens import LensModel
 from rnr_lens.tasks.core import Question, Task
-
-CHECKPOINT_FILE = "rnr_lens_checkpoint.json"
-"""Written into every checkpoint folder: the model's display name and how it was trained."""
-
-COMPONENTS = ("block", "mlp", "attn")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Hyper-parameters of a DAPO run (defaults follow the paper where a CPU allows).
-
-    Attributes:
-        steps: Policy-update steps (each with its own sampled batch).
-        prompts_per_step: Groups kept per step after dynamic sampling.
-        group_size: Answers sampled per prompt (G).
-        temperature: Sampling temperature for the rollouts (the policy is ``softmax(logits / T)``).
-        lr: AdamW learning rate.
-        weight_decay: AdamW weight decay.
-        clip_low: Lower clip range (ratio >= 1 - clip_low).
-        clip_high: Upper clip range (ratio <= 1 + clip_high); DAPO's "clip-higher".
-        minibatches: Policy updates per step (the kept groups split into this many minibatches).
-        max_new_tokens: Answer budget; None: the deployment's.
-        overlong_buffer: Tokens before the budget where the soft overlong punishment starts.
-        max_rounds: Sampling rounds per step for dynamic sampling.
-        layers: Blocks to train, as runs like ``"20-29"`` or ``"0,5-7"``; None: all blocks.
-        components: ``"block"`` (everything in the block), ``"mlp"`` or ``"attn"``.
-        grad_clip: Gradient-norm clip.
-        save_every: Steps between resumable checkpoints.
-        seed: Seed for the prompt order and the rollouts.
-    """
-
-    steps: int = 40
-    prompts_per_step: int = 8
-    group_size: int = 8
-    temperature: float = 1.0
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    minibatches: int = 2
-    max_new_tokens: int | None = None
-    overlong_buffer: int = 4
-    max_rounds: int = 3
-    layers: str | None = None
-    components: str = "block"
-    grad_clip: float = 1.0
-    save_every: int = 10
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        positive = ("steps", "prompts_per_step", "minibatches", "max_rounds", "save_every")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise RnrLensError(f"TrainConfig.{name} must be at least 1, got {getattr(self, name)}")
-        if self.group_size < 2:
-            raise RnrLensError(f"TrainConfig.group_size must be at least 2 (advantages are relative within a group), got {self.group_size}")
-        if self.temperature <= 0:
-            raise RnrLensError(f"TrainConfig.temperature must be > 0 (rollouts are sampled), got {self.temperature}")
-        if not 0 < self.clip_low < 1 or self.clip_high <= 0:
-            raise RnrLensError(f"clip ranges must satisfy 0 < clip_low < 1 and clip_high > 0, got {self.clip_low}, {self.clip_high}")
-        if self.lr <= 0:
-            raise RnrLensError(f"TrainConfig.lr must be > 0, got {self.lr}")
-        if self.components not in COMPONENTS:
-            raise RnrLensError(f"TrainConfig.components must be one of {', '.join(COMPONENTS)}, not {self.components!r}")
-        if self.max_new_tokens is not None and self.max_new_tokens <= self.overlong_buffer:
-            raise RnrLensError(f"max_new_tokens ({self.max_new_tokens}) must exceed overlong_buffer ({self.overlong_buffer})")
-        if self.minibatches > self.prompts_per_step:
-            raise RnrLensError(f"minibatches ({self.minibatches}) cannot exceed prompts_per_step ({self.prompts_per_step}); each minibatch holds whole groups")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
-
-    def with_(self, **changes: Any) -> "TrainConfig":
-        known = {f.name for f in fields(self)}
-        unknown = set(changes) - known
-        if unknown:
-            raise RnrLensError(f"unknown TrainConfig field(s): {', '.join(sorted(unknown))}")
-        return TrainConfig(**{**self.to_dict(), **changes})
 
 
 @dataclass
@@ -153,12 +72,6 @@ class TrainResult:
     checkpoint: Path | None
     config: TrainConfig
     resumed_from: int = 0
-
-    def reward_curve(self) -> Any:
-        """The reward curve as a plotly figure (see :func:`rnr_lens.viz.reward_curve`)."""
-        from rnr_lens.viz import reward_curve
-
-        return reward_curve(self.history)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,67 +98,7 @@ def parse_layers(spec: str | None, n_layers: int) -> list[int]:
 
 def trainable_parameters(model: LensModel, layers: Sequence[int], components: str = "block") -> dict[str, torch.nn.Parameter]:
     """The parameters :func:`train` updates, by their Hugging Face names."""
-    from rnr_lens import adapters
-
-    twin = model.twin
-    if twin is None:
-        raise RnrLensError(f"cannot train {model.name}: {model._twin_error}")
-    parent, attr = adapters.decoder_layers_owner(model.bridge, root=twin)
-    blocks = getattr(parent, attr)
-    sub = adapters.component_module_names(model.bridge)
-    names = {id(module): name for name, module in twin.named_modules()}
-    out: dict[str, torch.nn.Parameter] = {}
-    for layer in layers:
-        module = blocks[layer]
-        if components != "block":
-            module = getattr(module, sub[components])
-        base = names[id(module)]
-        for name, param in module.named_parameters():
-            out[f"{base}.{name}"] = param
-    return out
-
-
-def overlong_penalty(length: int, max_new_tokens: int, buffer: int) -> float:
-    """DAPO's soft overlong punishment for an answer of ``length`` tokens (0 down to -1)."""
-    expected = max_new_tokens - buffer
-    if length <= expected:
-        return 0.0
-    if length <= max_new_tokens:
-        return (expected - length) / buffer
-    return -1.0
-
-
-def group_advantages(rewards: Float[torch.Tensor, "groups G"]) -> Float[torch.Tensor, "groups G"]:
-    """``(r - mean) / (std + 1e-6)`` within each group (population std, as in GRPO/DAPO)."""
-    mean = rewards.mean(-1, keepdim=True)
-    std = rewards.std(-1, unbiased=False, keepdim=True)
-    return (rewards - mean) / (std + 1e-6)
-
-
-def clipped_token_loss(
-    logprobs: Float[torch.Tensor, "rows tokens"],
-    old_logprobs: Float[torch.Tensor, "rows tokens"],
-    advantages: Float[torch.Tensor, " rows"],
-    mask: Float[torch.Tensor, "rows tokens"],
-    clip_low: float,
-    clip_high: float,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """DAPO's token-level clipped objective (to minimise) and diagnostics.
-
-    Every answer token counts once, whatever the answer's length: the loss is a sum over
-    tokens divided by the number of tokens, not a mean of per-answer means.
-    """
-    ratio = torch.exp(logprobs - old_logprobs)
-    adv = advantages[:, None]
-    unclipped = ratio * adv
-    clipped = ratio.clamp(1 - clip_low, 1 + clip_high) * adv
-    objective = torch.minimum(unclipped, clipped)
-    n_tokens = mask.sum().clamp(min=1)
-    loss = -(objective * mask).sum() / n_tokens
-    with torch.no_grad():
-        was_clipped = ((clipped < unclipped) & (mask > 0)).float().sum() / n_tokens
-        approx_kl = ((old_logprobs - logprobs) * mask).sum() / n_tokens
-    return loss, {"clip_fraction": float(was_clipped), "approx_kl": float(approx_kl)}
+    return adapters.block_parameters(model.bridge, layers, None if components == "block" else components)
 
 
 def answer_tokens(model: LensModel, sample: Generation) -> list[int]:
@@ -257,35 +110,9 @@ def answer_tokens(model: LensModel, sample: Generation) -> list[int]:
     return ids
 
 
-def policy_logprobs(
-    model: LensModel, prompts: Sequence[list[int]], answers: Sequence[list[int]], temperature: float
-) -> tuple[Float[torch.Tensor, "rows tokens"], Float[torch.Tensor, "rows tokens"]]:
-    """Log-probabilities of each answer token under ``softmax(logits / temperature)``, right
-    aligned in a ``(rows, longest answer)`` tensor, with its mask. Differentiable."""
-    width = max(1, max(len(a) for a in answers))
-    ids, attn = model.pad([p + a for p, a in zip(prompts, answers)])
-    logits = model.forward_tokens(ids, attn, logits_to_keep=width + 1)[:, :-1]
-    logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
-    targets = torch.full((len(answers), width), 0, dtype=torch.long, device=logits.device)
-    mask = torch.zeros((len(answers), width), device=logits.device)
-    for row, a in enumerate(answers):
-        if a:
-            targets[row, width - len(a):] = torch.tensor(a, device=logits.device)
-            mask[row, width - len(a):] = 1
-    picked = logprobs.gather(-1, targets[..., None])[..., 0]
-    return picked * mask, mask
-
-
 # ---------------------------------------------------------------------------------------------
 # The loop
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _State:
-    step: int = 0
-    cursor: int = 0
-    history: list[dict[str, Any]] = field(default_factory=list)
 
 
 def train(
@@ -332,9 +159,9 @@ def train(
     layers = parse_layers(config.layers, model.n_layers)
     params = trainable_parameters(model, layers, config.components)
     base_name = model.name
-    run = _RunFolder(Path(out), model, task, config, deployment) if out is not None else None
+    run = RunFolder(Path(out), model, task, config, deployment) if out is not None else None
     optimizer = torch.optim.AdamW(list(params.values()), lr=config.lr, weight_decay=config.weight_decay)
-    state = _State()
+    state = TrainState()
     if run is not None:
         found = run.open(resume)
         if found is not None:
@@ -347,7 +174,7 @@ def train(
     order = list(range(len(task)))
     random.Random(config.seed).shuffle(order)
 
-    all_params = [p for p in _all_parameters(model)]
+    all_params = [p for p in model.engine.all_parameters()]
     saved_flags = [p.requires_grad for p in all_params]
     for p in all_params:
         p.requires_grad_(False)
@@ -390,19 +217,9 @@ def train(
             bar.close()
         for p, flag in zip(all_params, saved_flags):
             p.requires_grad_(flag)
-        model._reference_cache.clear()  # mean-ablation references were of the old weights
     model.name = f"{base_name}+dapo{state.step}"
     checkpoint = run.folder / "final" if run is not None else None
     return TrainResult(model, state.history, checkpoint, config, resumed_from=resumed_from)
-
-
-def _all_parameters(model: LensModel) -> list[torch.nn.Parameter]:
-    seen: dict[int, torch.nn.Parameter] = {}
-    for module in (model.bridge.original_model, model.twin):
-        if module is not None:
-            for p in module.parameters():
-                seen.setdefault(id(p), p)
-    return list(seen.values())
 
 
 @dataclass
@@ -422,7 +239,7 @@ def _sample_groups(
     model: LensModel,
     task: Task,
     order: list[int],
-    state: _State,
+    state: TrainState,
     config: TrainConfig,
     deployment: DeploymentConfig,
     budget: int,
@@ -461,7 +278,7 @@ def _sample_groups(
 
 def _update(
     model: LensModel, groups: list[_Group], optimizer: torch.optim.Optimizer, params: dict[str, torch.nn.Parameter], config: TrainConfig
-) -> dict[str, float]:
+) -> dict[str, float | None]:
     """``minibatches`` clipped policy updates on the kept groups."""
     n_mb = min(config.minibatches, len(groups))
     advantages = group_advantages(torch.tensor([g.rewards for g in groups])).tolist()
@@ -470,12 +287,12 @@ def _update(
     olds: list[torch.Tensor] = []
     with torch.no_grad():
         for rows in flat:
-            lp, _ = policy_logprobs(model, [r[0] for r in rows], [r[1] for r in rows], config.temperature)
+            lp, _ = token_logprobs(model, [r[0] for r in rows], [r[1] for r in rows], config.temperature)
             olds.append(lp)
     stats: dict[str, list[float]] = {"loss": [], "clip_fraction": [], "approx_kl": [], "grad_norm": []}
     for rows, old in zip(flat, olds):
         with torch.enable_grad():
-            lp, mask = policy_logprobs(model, [r[0] for r in rows], [r[1] for r in rows], config.temperature)
+            lp, mask = token_logprobs(model, [r[0] for r in rows], [r[1] for r in rows], config.temperature)
             adv = torch.tensor([r[2] for r in rows], device=lp.device)
             loss, diag = clipped_token_loss(lp, old, adv, mask, config.clip_low, config.clip_high)
             optimizer.zero_grad(set_to_none=True)
@@ -490,123 +307,7 @@ def _update(
     return {k: sum(v) / len(v) for k, v in stats.items()}
 
 
-# ---------------------------------------------------------------------------------------------
-# The run folder: atomic checkpoints that resume
-# ---------------------------------------------------------------------------------------------
-
-
-class _RunFolder:
-    """``out/``: ``run.json`` (what is trained, on what), ``history.jsonl``, the newest
-    ``step-NNNNNN/`` checkpoint and, when done, ``final/``."""
-
-    def __init__(self, folder: Path, model: LensModel, task: Task, config: TrainConfig, deployment: DeploymentConfig) -> None:
-        self.folder = folder
-        self.model = model
-        self.meta = {
-            "base_model": model.name,
-            "base_fingerprint": model.fingerprint(),
-            "task": task.name,
-            "task_fingerprint": task.fingerprint(),
-            "train_config": config.to_dict(),
-            "train_config_hash": config.hash(),
-            "deployment_hash": deployment.hash(),
-            "deployment": deployment.to_dict(),
-        }
-
-    def checkpoints(self) -> list[Path]:
-        found = [p for p in self.folder.glob("step-*") if (p / CHECKPOINT_FILE).exists()]
-        return sorted(found)
-
-    def open(self, resume: bool) -> Path | None:
-        """Create the folder, or check that the run in it is this run; return the checkpoint to
-        resume from (None: start fresh)."""
-        meta_path = self.folder / "run.json"
-        if not meta_path.exists():
-            if self.folder.exists() and any(p for p in self.folder.iterdir() if not p.name.startswith(".")):
-                raise RnrLensError(f"{self.folder} is not empty and holds no rnr_lens training run; choose a new --out folder")
-            self.folder.mkdir(parents=True, exist_ok=True)
-            _atomic_write(meta_path, json.dumps(self.meta, indent=2))
-            return None
-        stored = json.loads(meta_path.read_text())
-        if not resume:
-            raise RnrLensError(f"{self.folder} already holds a training run; pass resume=True (CLI: drop --no-resume) or choose a new --out folder")
-        for key, what in (("base_fingerprint", "base model"), ("task_fingerprint", "task"), ("train_config_hash", "training config"), ("deployment_hash", "deployment config")):
-            if stored.get(key) != self.meta[key]:
-                raise RnrLensError(f"{self.folder} holds a run with a different {what}; resume it with the same settings or choose a new --out folder")
-        self.meta = stored
-        if (self.folder / "final" / CHECKPOINT_FILE).exists():
-            return self.folder / "final"
-        found = self.checkpoints()
-        return found[-1] if found else None
-
-    def restore(self, checkpoint: Path, params: dict[str, torch.nn.Parameter], optimizer: torch.optim.Optimizer) -> _State:
-        from safetensors.torch import load_file
-
-        tensors: dict[str, torch.Tensor] = {}
-        for shard in sorted(checkpoint.glob("*.safetensors")):
-            tensors.update(load_file(shard))
-        with torch.no_grad():
-            for name, param in params.items():
-                if name not in tensors:
-                    raise RnrLensError(f"checkpoint {checkpoint} lacks {name}; it was not written by this run, start a new --out folder")
-                param.copy_(tensors[name].to(param.dtype))
-        info = json.loads((checkpoint / CHECKPOINT_FILE).read_text())
-        optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", weights_only=True))
-        self.meta["final_name"] = info["name"]
-        return _State(step=info["step"], cursor=info["cursor"], history=info["history"])
-
-    def write_history(self, history: list[dict[str, Any]]) -> None:
-        _atomic_write(self.folder / "history.jsonl", "".join(json.dumps(r) + "\n" for r in history))
-
-    def save(self, state: _State, optimizer: torch.optim.Optimizer, *, final: bool, base_name: str) -> Path:
-        info = {
-            "name": f"{base_name}+dapo{state.step}",
-            "base_model": base_name,
-            "base_fingerprint": self.meta["base_fingerprint"],
-            "step": state.step,
-            "cursor": state.cursor,
-            "task": self.meta["task"],
-            "train_config": self.meta["train_config"],
-            "deployment_hash": self.meta["deployment_hash"],
-            "history": state.history,
-        }
-        target = self.folder / ("final" if final else f"step-{state.step:06d}")
-        staging = self.folder / f".{target.name}.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        optimizer_bytes = _torch_bytes(optimizer.state_dict())
-        self.model.save_pretrained(staging, extra_files={CHECKPOINT_FILE: json.dumps(info, indent=2).encode(), "optimizer.pt": optimizer_bytes})
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-        for old in self.checkpoints():
-            if old != target:
-                shutil.rmtree(old, ignore_errors=True)
-        return target
-
-
-def _torch_bytes(obj: Any) -> bytes:
-    import io
-
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    return buffer.getvalue()
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def read_history(folder: str | Path) -> list[dict[str, Any]]:
-    """The per-step records of the run in ``folder`` (its reward curve)."""
-    path = Path(folder) / "history.jsonl"
-    if not path.exists():
-        raise RnrLensError(f"{folder} holds no history.jsonl; point at the --out folder of rnr-lens train")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 __all__ = [
     "TrainConfig", "TrainResult", "train", "parse_layers", "trainable_parameters", "overlong_penalty", "group_advantages",
-    "clipped_token_loss", "policy_logprobs", "read_history",
+    "clipped_token_loss", "read_history", "COMPONENTS",
 ]

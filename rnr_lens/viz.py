@@ -11,8 +11,9 @@ import math
 import os
 import tempfile
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -64,7 +65,7 @@ def _layer_ticks(n_layers: int) -> dict:
     return dict(tickmode="linear", tick0=0, dtick=1 if n_layers <= 16 else 5, range=[-0.6, n_layers - 0.4])
 
 
-def repair_break(sweep: "SweepResult", title: str | None = None, screen: str = "screen_logprob") -> go.Figure:
+def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "screen_logprob") -> go.Figure:
     """Repair rates per block, the design card's figure.
 
     Per component and ablation kind, two panels over every block: the screen score of every
@@ -128,7 +129,7 @@ def repair_break(sweep: "SweepResult", title: str | None = None, screen: str = "
     return fig
 
 
-def repair_heatmap(sweep: "SweepResult", component: str = "mlp", kind: str = "zero") -> go.Figure:
+def repair_heatmap(sweep: SweepResult, component: str = "mlp", kind: str = "zero") -> go.Figure:
     """Block x question: +1 repaired (a failure now correct), -1 broken (a control now wrong),
     0 unchanged; RdBu centred at zero. Only the blocks evaluated by generation are rows (a
     categorical axis: no row stands for blocks in between); the failure-set questions come
@@ -166,7 +167,7 @@ def repair_heatmap(sweep: "SweepResult", component: str = "mlp", kind: str = "ze
     return fig
 
 
-def screen_vs_repair(sweep: "SweepResult", screen: str = "screen_logprob") -> go.Figure:
+def screen_vs_repair(sweep: SweepResult, screen: str = "screen_logprob") -> go.Figure:
     """Each evaluated candidate's screen score against its measured repair rate (discovery half)."""
     df = sweep.table.dropna(subset=["repair_discovery"]) if "repair_discovery" in sweep.table else sweep.table.iloc[0:0]
     if df.empty:
@@ -182,13 +183,13 @@ def screen_vs_repair(sweep: "SweepResult", screen: str = "screen_logprob") -> go
     return fig
 
 
-def realized_vs_reachable(results: "AuditResult | Sequence[AuditResult]") -> go.Figure:
+def realized_vs_reachable(results: AuditResult | Sequence[AuditResult]) -> go.Figure:
     """Per probe: realized accuracy, the reachable ceiling (oracle) and every answer-blind
     selector, with 95% bootstrap intervals; one panel per audit (model / task)."""
-    results = [results] if not isinstance(results, (list, tuple)) else list(results)
+    results = list(results) if isinstance(results, (list, tuple)) else [results]  # type: ignore[list-item]  # one AuditResult
     one = len(results) == 1
     fig = make_subplots(rows=1, cols=len(results), shared_yaxes=True,
-                        subplot_titles=None if one else [f"{r.info['model']} / {r.info['task']}" for r in results])
+                        subplot_titles=None if one else [f"{r.info.model} / {r.info.task}" for r in results])
     series = ["realized", "reachable", "chance", "select:majority", "select:logprob", "select:entropy", "select:reward"]
     names = {"realized": "realized (greedy)", "reachable": "reachable (oracle)", "chance": "chance (permuted golds)"}
     colours = {"realized": OKABE_ITO[0], "reachable": OKABE_ITO[1], "chance": "#bbbbbb", "select:majority": OKABE_ITO[2],
@@ -203,19 +204,19 @@ def realized_vs_reachable(results: "AuditResult | Sequence[AuditResult]") -> go.
             est = summary[key]
             keep = est.notna()
             values = [e.value for e in est[keep]]
-            fig.add_bar(x=[l for l, k in zip(labels, keep) if k], y=values, name=names.get(key, key.replace("select:", "blind: ")),
+            fig.add_bar(x=[label for label, k in zip(labels, keep) if k], y=values, name=names.get(key, key.replace("select:", "blind: ")),
                         marker_color=colours[key], legendgroup=key, showlegend=col == 1, row=1, col=col,
                         error_y=dict(type="data", symmetric=False, array=[e.high - e.value for e in est[keep]],
                                      arrayminus=[e.value - e.low for e in est[keep]], thickness=1.2, width=3))
     fig.update_yaxes(range=[0, 1.05], title_text="accuracy", row=1, col=1)
     fig.update_xaxes(title_text=_wrap("probe at budget k (reachable: one of its own k tries is correct; the greedy default is not "
                                       "one of them, so reachable can fall below realized)", 60 * len(results)), row=1, col=1)
-    head = "Realized versus reachable" + (f"<br>{results[0].info['model']} / {results[0].info['task']}" if one else "")
+    head = "Realized versus reachable" + (f"<br>{results[0].info.model} / {results[0].info.task}" if one else "")
     fig.update_layout(template=PAPER, barmode="group", title=head)
     return fig
 
 
-def pass_at_k(result: "AuditResult", probes: Sequence[str] | None = None, k: int | None = None) -> go.Figure:
+def pass_at_k(result: AuditResult, probes: Sequence[str] | None = None, k: int | None = None) -> go.Figure:
     """pass@k for k = 1..budget per probe, with 95% bootstrap bands; realized accuracy dashed;
     integer ticks; ``k`` draws a marker at that budget."""
     fig = go.Figure()
@@ -278,7 +279,7 @@ def route_diagram(routes: Sequence[Route | str], labels: Sequence[str] | None = 
     return fig
 
 
-def comparison(result: "Comparison", probe: str | None = None) -> go.Figure:
+def comparison(result: Comparison, probe: str | None = None) -> go.Figure:
     """Left: delta realized and delta reachable per probe (b - a, paired 95% intervals).
     Right: the transition counts between realized / reachable only / unreachable for one probe."""
     from rnr_lens.compare import STATES
@@ -295,7 +296,7 @@ def comparison(result: "Comparison", probe: str | None = None) -> go.Figure:
     fig.add_heatmap(z=counts.values, x=[f"b: {s}" for s in STATES], y=[f"a: {s}" for s in STATES], colorscale="Blues",
                     text=counts.values, texttemplate="%{text}", showscale=False, row=1, col=2)
     fig.update_yaxes(autorange="reversed", row=1, col=2)
-    fig.update_layout(template=PAPER, barmode="group", title=f"{result.b.info['model']} against {result.a.info['model']}")
+    fig.update_layout(template=PAPER, barmode="group", title=f"{result.b.info.model} against {result.a.info.model}")
     return fig
 
 

@@ -14,7 +14,8 @@ Tables are HTML built in Python, so sorting and filtering are controls, not page
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 import pandas as pd
@@ -23,7 +24,7 @@ import plotly.graph_objects as go
 from rnr_lens import viz
 from rnr_lens.display import html_table, probe_labels
 from rnr_lens.errors import RnrLensError
-from rnr_lens.store import DEFAULT_PROBE
+from rnr_lens.records import DEFAULT_PROBE
 
 if TYPE_CHECKING:
     from rnr_lens.audit import AuditResult
@@ -39,7 +40,7 @@ def _answer(text: Any, answer: Any) -> str:
     return f"{str(text).strip()!r} -> {answer if answer is not None else 'no answer'}"
 
 
-def layer_summary_html(sweep: "SweepResult", layer: int, component: str = "mlp", kind: str = "zero") -> str:
+def layer_summary_html(sweep: SweepResult, layer: int, component: str = "mlp", kind: str = "zero") -> str:
     """The HTML the layer explorer shows for one block."""
     row = sweep.table[(sweep.table.layer == layer) & (sweep.table.component == component) & (sweep.table.kind == kind)]
     if row.empty or "repair" not in row or row["repair"].isna().all():
@@ -77,7 +78,7 @@ def _highlight(figure: go.FigureWidget, layer: int) -> None:
     figure.layout.shapes = tuple(keep) + tuple(picked)
 
 
-def layer_explorer(sweep: "SweepResult", component: str = "mlp", kind: str = "zero") -> W.VBox:
+def layer_explorer(sweep: SweepResult, component: str = "mlp", kind: str = "zero") -> W.VBox:
     """A block slider (or a click on a bar) showing that block's repairs and breaks.
 
     The slider and the figure cover the same blocks (every block of the sweep); the selected
@@ -107,7 +108,7 @@ def layer_explorer(sweep: "SweepResult", component: str = "mlp", kind: str = "ze
     return W.VBox([slider, figure, info])
 
 
-def audit_explorer(result: "AuditResult") -> W.VBox:
+def audit_explorer(result: AuditResult) -> W.VBox:
     """Probe, selector and k controls over an audit; the pass@k figure marks k and the
     question table shows the selector's pick among the first k tries (filter by text, sort
     by any column)."""
@@ -155,7 +156,7 @@ def audit_explorer(result: "AuditResult") -> W.VBox:
     return W.VBox([W.HBox([probe, selector, k]), W.HBox([search, sort]), figure, table])
 
 
-def question_html(result: "AuditResult", question_id: str, probes: Sequence[str] | None = None) -> str:
+def question_html(result: AuditResult, question_id: str, probes: Sequence[str] | None = None) -> str:
     """The drill-down for one question: prompt, gold, the default answer and every try."""
     q = result.questions[result.questions.question_id == question_id]
     if q.empty:
@@ -180,7 +181,7 @@ def question_html(result: "AuditResult", question_id: str, probes: Sequence[str]
     )
 
 
-def question_explorer(result: "AuditResult") -> W.VBox:
+def question_explorer(result: AuditResult) -> W.VBox:
     """Pick a question (and optionally one probe): its default answer and every try, each with
     its route or ablation, the raw text, the extracted answer and whether it is correct."""
     if result.questions.empty:

@@ -62,10 +62,10 @@ def test_several_audits_share_one_store(tiny, tmp_path):
     db = tmp_path / "shared.db"
     a = audit(tiny, tasks.get("add-small", n=3), ["routes:k=2"], store=db, progress=False)
     b = audit(tiny, tasks.get("sub", n=3), ["routes:k=2"], store=db, progress=False)
-    assert {x["id"] for x in RunStore(db).audits()} == {a.id, b.id}
+    assert {x.id for x in RunStore(db).audits()} == {a.id, b.id}
     with pytest.raises(R.RnrLensError, match="holds 2 audits"):
         AuditResult.load(db)
-    assert AuditResult.load(db, b.id).info["task"] == "sub"
+    assert AuditResult.load(db, b.id).info.task == "sub"
 
 
 def test_unfinished_audit_needs_resume(tiny, tmp_path):
@@ -98,7 +98,7 @@ def test_kill_9_then_resume_gives_exactly_the_uninterrupted_rows(tmp_path):
     env = {**os.environ, "RNR_LENS_CACHE": str(tmp_path / "cache")}
     clean_db, killed_db = tmp_path / "clean.db", tmp_path / "killed.db"
     subprocess.run(args + ["--out", str(clean_db)], check=True, env=env, capture_output=True)
-    (aid,) = [a["id"] for a in RunStore(clean_db).audits()]
+    (aid,) = [a.id for a in RunStore(clean_db).audits()]
     expected = _rows(clean_db, aid)
 
     proc = subprocess.Popen(args + ["--out", str(killed_db)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -139,12 +139,13 @@ def test_format_misses_are_counted_in_the_summary(tiny):
 def test_chance_level_exposes_a_constant_guesser(tmp_path):
     """A route that answered "12" to 22 of 50 questions made random routes look four times better
     than sampling: any-try-correct rewards constant guessing unless shown beside chance."""
-    from rnr_lens.store import RunStore, Try
+    from rnr_lens.records import AuditRecord, Try
+    from rnr_lens.store import RunStore
 
     golds = ["12"] * 5 + ["3", "4", "5", "6", "7"]
     store = RunStore(tmp_path / "run.db")
-    record = {"id": "guess", "model": "m", "model_fingerprint": "f", "task": "t", "task_fingerprint": "tf", "answer_type": "number",
-              "config_hash": "c", "config_json": R.DeploymentConfig().to_json(), "probes": ["routes:k=2"], "seed": 0, "n_questions": 10}
+    record = AuditRecord(id="guess", model="m", model_fingerprint="f", task="t", task_fingerprint="tf", answer_type="number",
+                         config_hash="c", config_json=R.DeploymentConfig().to_json(), probes=("routes:k=2",), seed=0, n_questions=10)
     store.create_audit(record, [(i, f"q{i}", f"What is {i}?", g) for i, g in enumerate(golds)])
     store.add_tries("guess", [Try(f"q{i}", "default", 0, "0", "0", False, 1) for i in range(10)])
     store.add_tries("guess", [Try(f"q{i}", "routes:k=2", j, "12", "12", g == "12", 1, route="4:0-3") for i, g in enumerate(golds) for j in range(2)])

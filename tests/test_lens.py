@@ -117,18 +117,19 @@ def test_fast_path_twin_matches_the_bridge(tiny, ablation):
     route = R.Route([0, 1, 1, 2, 3, 3], n_layers=4)
     outs = {}
     for fast in (True, False):
-        tiny.fast_path = fast
+        if not fast:
+            tiny.engine.disable_twin("this test compares the graphs")
         try:
             with torch.no_grad(), tiny.intervene(route=route, ablations=[ablation]):
-                assert (tiny.runner() is tiny.twin) == fast
+                assert tiny.engine.path().graph == ("twin" if fast else "bridge")
                 outs[fast] = tiny.forward_tokens(ids, mask)
         finally:
-            tiny.fast_path = True
+            tiny.engine.enable_twin()
     assert torch.allclose(outs[True], outs[False], atol=1e-5)
 
 
 def test_twin_shares_weights_without_copies(tiny):
-    twin_params = {p.data_ptr() for p in tiny.twin.parameters()}
+    twin_params = {p.data_ptr() for p in tiny.engine.twin.parameters()}
     bridge_params = {p.data_ptr() for p in tiny.bridge.original_model.parameters()}
     assert twin_params <= bridge_params
 
@@ -138,10 +139,11 @@ def test_a_user_hook_sends_generation_through_the_bridge(tiny):
     point = tiny.bridge.get_hook_point("blocks.2.hook_resid_pre")
     handle = point.add_hook(lambda x, hook: seen.append(x.shape[1]))
     try:
-        assert tiny.runner() is tiny.bridge.original_model
+        assert tiny.engine.path() == R.EnginePath("bridge", "TransformerLens hooks are attached to the bridge")
+        assert tiny.engine.module() is tiny.bridge.original_model
         tiny.generate(prompts_for(tiny)[:1], max_new_tokens=3)
     finally:
         handle.hook.remove()
         point.fwd_hooks.remove(handle)
     assert len(seen) >= 2 and seen[1] == 1, "prefill, then one position per cached decoding step"
-    assert tiny.runner() is tiny.twin
+    assert tiny.engine.path().graph == "twin" and tiny.engine.module() is tiny.engine.twin

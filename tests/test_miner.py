@@ -108,19 +108,19 @@ def test_screen_matches_a_full_recompute(tiny, planted):
     """Reusing the clean residual stream up to the ablated block changes nothing."""
     import torch
 
-    from rnr_lens.attribution import gold_logprob_batch, gold_logprobs
+    from rnr_lens.attribution import gold_batch
     from rnr_lens.miner import screen_logprob
 
     result, store = planted
     fs = failures.freeze(result, store, probe="ablation")
     qs = list(fs.discovery)
     fast = screen_logprob(tiny, qs, fs, [R.Ablation(1), R.Ablation(3)])
-    ids, mask, spans = gold_logprob_batch(tiny, qs, CONFIG)
+    rows = gold_batch(tiny, qs, CONFIG)
     with torch.no_grad():
-        clean = gold_logprobs(tiny.forward_tokens(ids, mask), spans, ids.shape[1])
+        clean = rows.logprobs(tiny.forward_tokens(rows.input_ids, rows.attention_mask)).sum(-1)
         for ablation in (R.Ablation(1), R.Ablation(3)):
             with tiny.intervene(ablations=[ablation]):
-                full = gold_logprobs(tiny.forward_tokens(ids, mask), spans, ids.shape[1])
+                full = rows.logprobs(tiny.forward_tokens(rows.input_ids, rows.attention_mask)).sum(-1)
             assert fast[str(ablation)] == pytest.approx(float((full - clean).mean()), abs=1e-4)
 
 
@@ -128,7 +128,7 @@ def test_direct_logit_attribution_adds_up(tiny, planted):
     result, store = planted
     fs = failures.freeze(result, store, probe="ablation")
     dla = direct_logit_attribution(tiny, list(fs.discovery)[:2], CONFIG)
-    for qid, group in dla.groupby("question_id"):
+    for _qid, group in dla.groupby("question_id"):
         total = group[group.component == "total"].contribution.item()
         parts = group[group.component != "total"].contribution.sum()
         assert parts == pytest.approx(total, abs=1e-3 * max(1.0, abs(total)))

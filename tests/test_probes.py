@@ -5,7 +5,15 @@ import pytest
 from rnr_lens import RnrLensError, Route, tasks
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.probes import (
-    AblationProbe, Default, ProbeContext, RandomRoutes, RouteSearch, Sampling, draw_route, edits_to_route, parse_probe,
+    AblationProbe,
+    Default,
+    ProbeContext,
+    RandomRoutes,
+    RouteSearch,
+    Sampling,
+    draw_route,
+    edits_to_route,
+    parse_probe,
 )
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from rnr_lens import Route, RnrLensError
+from rnr_lens import RnrLensError, Route
 from rnr_lens.routes import as_route
 
 

@@ -1,5 +1,5 @@
 from rnr_lens import selectors
-from rnr_lens.store import Try
+from rnr_lens.records import Try
 
 
 def _t(i, extracted, correct, lp=-1.0, ent=1.0, reward=None):

@@ -12,8 +12,8 @@ from rnr_lens import failures, tasks
 from rnr_lens import miner as M
 from rnr_lens.audit import AuditResult, audit
 from rnr_lens.cli import main
-from rnr_lens.shards import Shard, covered, merge
-from rnr_lens.store import RunStore
+from rnr_lens.shards import Shard, covered
+from rnr_lens.store import RunStore, merge
 
 PROBES = ["sampling:k=3,t=1.0", "routes:k=2,edit_rate=0.6"]
 KEYS = ["question_id", "probe", "try_index"]
@@ -55,11 +55,11 @@ def test_merged_shards_equal_the_whole_audit(tiny, whole, tmp_path):
         paths.append(tmp_path / f"s{i}.db")
         part = audit(tiny, tasks.get("add-small", n=12), PROBES, store=paths[-1], progress=False, seed=3, shard=f"{i}/3")
         assert part.id == full.id
-        assert part.info["status"] == "partial (1/3 shards)"
+        assert part.info.status == "partial (1/3 shards)"
         assert set(part.questions["question_id"]) == {q for q in full.questions["question_id"] if Shard(i, 3).contains(q)}
     merged = merge(paths, tmp_path / "all.db")
     result = AuditResult.load(merged, full.id)
-    assert result.info["status"] == "complete"
+    assert result.info.status == "complete"
     assert_same_tries(result.tries, full.tries)
     assert result.questions["question_id"].tolist() == full.questions["question_id"].tolist()
     pd.testing.assert_frame_equal(result.questions[["question_id", "realized"]], full.questions[["question_id", "realized"]])
@@ -76,7 +76,7 @@ def test_a_shard_resumes_without_duplicates(tiny, tmp_path):
     assert len(second.tries) == len(first.tries)
     # the other shard, run into the same store, completes the audit
     done = audit(tiny, task, PROBES, store=tmp_path / "s.db", progress=False, seed=3, shard="0/2")
-    assert done.info["status"] == "complete" and len(done.questions) == len(task)
+    assert done.info.status == "complete" and len(done.questions) == len(task)
 
 
 def test_merge_refuses_results_of_different_configs(tiny, tmp_path):

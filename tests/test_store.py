@@ -3,19 +3,20 @@ import sqlite3
 import pytest
 
 from rnr_lens import RnrLensError
-from rnr_lens.store import RunStore, Try
+from rnr_lens.records import AuditRecord, Try
+from rnr_lens.store import RunStore
 
 
 def _record(aid="a1"):
-    return {"id": aid, "model": "m", "model_fingerprint": "f", "task": "t", "task_fingerprint": "tf", "answer_type": "number",
-            "config_hash": "c", "config_json": "{}", "probes": ["sampling:k=2"], "seed": 0, "n_questions": 2}
+    return AuditRecord(id=aid, model="m", model_fingerprint="f", task="t", task_fingerprint="tf", answer_type="number",
+                       config_hash="c", config_json="{}", probes=("sampling:k=2",), seed=0, n_questions=2)
 
 
 def test_round_trip_and_primary_key(tmp_path):
     store = RunStore(tmp_path / "r.db")
     store.create_audit(_record(), [(0, "q1", "p1", "1"), (1, "q2", "p2", "2")])
     store.create_audit(_record(), [(0, "q1", "p1", "1"), (1, "q2", "p2", "2")])  # idempotent
-    assert len(store.audits()) == 1 and store.audits()[0]["probes"] == ["sampling:k=2"]
+    assert len(store.audits()) == 1 and store.audits()[0].probes == ("sampling:k=2",)
     assert store.add_tries("a1", [Try("q1", "default", 0, "1.", "1", True, 2)]) == 1
     # a row another writer of the audit already committed is kept, not duplicated
     assert store.add_tries("a1", [Try("q1", "default", 0, "1.", "1", True, 2), Try("q2", "default", 0, "2.", "2", True, 2)]) == 1
@@ -53,6 +54,6 @@ def test_bad_store_paths(tmp_path):
 def test_audit_lookup_by_prefix(tmp_path):
     store = RunStore(tmp_path / "r.db")
     store.create_audit(_record("abcdef"), [(0, "q1", "p", "1")])
-    assert store.audit("abc")["id"] == "abcdef"
+    assert store.audit("abc").id == "abcdef"
     with pytest.raises(RnrLensError, match="no audit 'zzz'"):
         store.audit("zzz")

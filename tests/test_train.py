@@ -89,7 +89,7 @@ def test_policy_logprobs_match_the_sampler(tiny):
     """At temperature 1 the training forward gives the log-probabilities the sampler recorded."""
     prompts = [CONFIG.prompt(q) for q in get("add-small", n=3)]
     outs = generate(tiny, prompts, temperature=1.0, n=2, seed=3, max_new_tokens=5)
-    logp, mask = T.policy_logprobs(tiny, [tiny.encode(prompts[o.prompt_index]) for o in outs], [o.token_ids for o in outs], 1.0)
+    logp, mask = T.token_logprobs(tiny, [tiny.encode(prompts[o.prompt_index]) for o in outs], [o.token_ids for o in outs], 1.0)
     for row, o in enumerate(outs):
         got = logp[row][mask[row] > 0]
         assert torch.allclose(got, torch.tensor(o.logprobs), atol=1e-4)
@@ -131,7 +131,7 @@ def planted_task(model, config: T.TrainConfig = TRAIN, with_rollouts: bool = Fal
 def _mean_logprob(model, rollouts, correct: bool) -> float:
     rows = [r for r in rollouts if r[2] == correct]
     with torch.no_grad():
-        logp, mask = T.policy_logprobs(model, [r[0] for r in rows], [r[1] for r in rows], TRAIN.temperature)
+        logp, mask = T.token_logprobs(model, [r[0] for r in rows], [r[1] for r in rows], TRAIN.temperature)
     return float(logp.sum() / mask.sum())
 
 
@@ -144,7 +144,7 @@ def test_training_raises_the_rewarded_answers_and_only_touches_chosen_blocks(fre
     model = fresh_tiny
     task, rollouts = planted_task(model, with_rollouts=True)
     right, wrong = _mean_logprob(model, rollouts, True), _mean_logprob(model, rollouts, False)
-    frozen = {n: p.detach().clone() for n, p in model.twin.named_parameters() if ".layers.0." in n}
+    frozen = {n: p.detach().clone() for n, p in model.engine.twin.named_parameters() if ".layers.0." in n}
     trained = {n: p.detach().clone() for n, p in T.trainable_parameters(model, [2, 3]).items()}
     result = T.train(model, task, TRAIN.with_(layers="2-3"), CONFIG, out=tmp_path / "run", progress=False)
 
@@ -154,10 +154,10 @@ def test_training_raises_the_rewarded_answers_and_only_touches_chosen_blocks(fre
     # the rewarded answers of step 1 became more likely, the penalised ones less
     assert _mean_logprob(model, rollouts, True) > right
     assert _mean_logprob(model, rollouts, False) < wrong
-    params = dict(model.twin.named_parameters())
+    params = dict(model.engine.twin.named_parameters())
     assert all(torch.equal(params[n], v) for n, v in frozen.items())
     assert any(not torch.equal(params[n], v) for n, v in trained.items())
-    assert all(p.requires_grad for p in model.twin.parameters())  # flags restored
+    assert all(p.requires_grad for p in model.engine.twin.parameters())  # flags restored
 
     reloaded = R.load_model(result.checkpoint)
     assert reloaded.name == model.name == "tiny-llama+dapo2"

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from rnr_lens.errors import RnrLensError
 from rnr_lens.tasks.core import Question, Task

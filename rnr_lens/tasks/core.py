@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from rnr_lens.errors import RnrLensError
 
@@ -99,27 +100,27 @@ class Task:
         return digest.hexdigest()[:16]
 
     # -- subsets ------------------------------------------------------------------------
-    def _derive(self, questions: Sequence[Question], suffix: str) -> "Task":
+    def _derive(self, questions: Sequence[Question], suffix: str) -> Task:
         return Task(f"{self.name}{suffix}", tuple(questions), self.answer_type, self.source)
 
-    def first(self, n: int) -> "Task":
+    def first(self, n: int) -> Task:
         """The first ``n`` questions."""
         self._check_n(n)
         return self._derive(self.questions[:n], f"[:{n}]")
 
-    def sample(self, n: int, seed: int = 0) -> "Task":
+    def sample(self, n: int, seed: int = 0) -> Task:
         """``n`` questions drawn at random (seeded), kept in their original order."""
         self._check_n(n)
         chosen = sorted(random.Random(seed).sample(range(len(self)), n))
         return self._derive([self.questions[i] for i in chosen], f"[random {n}, seed {seed}]")
 
-    def subset(self, ids: Sequence[str], suffix: str = "[subset]") -> "Task":
+    def subset(self, ids: Sequence[str], suffix: str = "[subset]") -> Task:
         """The questions with the given ids, in the given order."""
         return self._derive([self.by_id(i) for i in ids], suffix)
 
     def split(
         self, seed: int = 0, fraction: float = 0.5, stratify: Callable[[Question], Any] | None = None
-    ) -> tuple["Task", "Task"]:
+    ) -> tuple[Task, Task]:
         """Two disjoint halves (seeded), stratified by ``stratify(question)`` when given
         (by default: by the gold answer for choice tasks)."""
         if not 0 < fraction < 1:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from rnr_lens.answers import canonical_gold
 from rnr_lens.errors import RnrLensError
@@ -30,9 +31,9 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        line_no = path.read_bytes()[: exc.start].count(b"\n") + 1
         raise RnrLensError(
-            f"{path}:{line}: not UTF-8 text (byte {exc.object[exc.start]:#04x}); re-save the file as UTF-8, e.g. iconv -f latin1 -t utf-8"
+            f"{path}:{line_no}: not UTF-8 text (byte {exc.object[exc.start]:#04x}); re-save the file as UTF-8, e.g. iconv -f latin1 -t utf-8"
         ) from None
     if path.suffix == ".csv":
         for i, row in enumerate(csv.DictReader(text.splitlines()), start=2):
@@ -113,6 +114,7 @@ def load_file(
     hint = "pass the field names with question=/answer= (CLI: --field answer=NAME)"
     questions: list[Question] = []
     kind = answer_type or ("choice" if format == "arc" or choices else "number")
+    options: tuple[str, ...]
     for where, rec in _records(path):
         meta = {"source": str(path), "line": where}
         if format == "gsm8k":
@@ -143,7 +145,7 @@ def load_file(
             if gold in labels:
                 gold = letters[labels.index(gold)]
             options = tuple(texts)
-            text = text.strip() + "\n" + "\n".join(f"{l}. {t}" for l, t in zip(letters, texts))
+            text = text.strip() + "\n" + "\n".join(f"{letter}. {t}" for letter, t in zip(letters, texts))
             qid = str(rec.get("id") or f"{name}-{where}")
         else:
             text = _field(path, where, rec, question, hint)

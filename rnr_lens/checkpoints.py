@@ -1,0 +1,147 @@
+"""The training run folder: atomic, resumable checkpoints and the reward history.
+
+``out/`` holds ``run.json`` (what is trained, on what), ``history.jsonl`` (one line per step),
+the newest ``step-NNNNNN/`` checkpoint and, when done, ``final/``. Invariant: a folder that
+exists is complete (each is written beside its place and renamed), so a crash at any moment
+leaves a run that resumes from its last whole checkpoint to the same weights.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rnr_lens.dapo import TrainConfig
+from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.errors import RnrLensError
+from rnr_lens.lens import LensModel
+from rnr_lens.tasks.core import Task
+
+
+@dataclass
+class TrainState:
+    """Where a run is: steps done, prompts consumed, one history record per step."""
+
+    step: int = 0
+    cursor: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+CHECKPOINT_FILE = "rnr_lens_checkpoint.json"
+"""Written into every checkpoint folder: the model's display name and how it was trained."""
+
+
+class RunFolder:
+    """``out/``: ``run.json`` (what is trained, on what), ``history.jsonl``, the newest
+    ``step-NNNNNN/`` checkpoint and, when done, ``final/``."""
+
+    def __init__(self, folder: Path, model: LensModel, task: Task, config: TrainConfig, deployment: DeploymentConfig) -> None:
+        self.folder = folder
+        self.model = model
+        self.meta: dict[str, Any] = {
+            "base_model": model.name,
+            "base_fingerprint": model.fingerprint(),
+            "task": task.name,
+            "task_fingerprint": task.fingerprint(),
+            "train_config": config.to_dict(),
+            "train_config_hash": config.hash(),
+            "deployment_hash": deployment.hash(),
+            "deployment": deployment.to_dict(),
+        }
+
+    def checkpoints(self) -> list[Path]:
+        found = [p for p in self.folder.glob("step-*") if (p / CHECKPOINT_FILE).exists()]
+        return sorted(found)
+
+    def open(self, resume: bool) -> Path | None:
+        """Create the folder, or check that the run in it is this run; return the checkpoint to
+        resume from (None: start fresh)."""
+        meta_path = self.folder / "run.json"
+        if not meta_path.exists():
+            if self.folder.exists() and any(p for p in self.folder.iterdir() if not p.name.startswith(".")):
+                raise RnrLensError(f"{self.folder} is not empty and holds no rnr_lens training run; choose a new --out folder")
+            self.folder.mkdir(parents=True, exist_ok=True)
+            _atomic_write(meta_path, json.dumps(self.meta, indent=2))
+            return None
+        stored = json.loads(meta_path.read_text())
+        if not resume:
+            raise RnrLensError(f"{self.folder} already holds a training run; pass resume=True (CLI: drop --no-resume) or choose a new --out folder")
+        for key, what in (("base_fingerprint", "base model"), ("task_fingerprint", "task"), ("train_config_hash", "training config"), ("deployment_hash", "deployment config")):
+            if stored.get(key) != self.meta[key]:
+                raise RnrLensError(f"{self.folder} holds a run with a different {what}; resume it with the same settings or choose a new --out folder")
+        self.meta = stored
+        if (self.folder / "final" / CHECKPOINT_FILE).exists():
+            return self.folder / "final"
+        found = self.checkpoints()
+        return found[-1] if found else None
+
+    def restore(self, checkpoint: Path, params: dict[str, torch.nn.Parameter], optimizer: torch.optim.Optimizer) -> TrainState:
+        from safetensors.torch import load_file
+
+        tensors: dict[str, torch.Tensor] = {}
+        for shard in sorted(checkpoint.glob("*.safetensors")):
+            tensors.update(load_file(shard))
+        with torch.no_grad():
+            for name, param in params.items():
+                if name not in tensors:
+                    raise RnrLensError(f"checkpoint {checkpoint} lacks {name}; it was not written by this run, start a new --out folder")
+                param.copy_(tensors[name].to(param.dtype))
+        info = json.loads((checkpoint / CHECKPOINT_FILE).read_text())
+        optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", weights_only=True))
+        self.meta["final_name"] = info["name"]
+        return TrainState(step=info["step"], cursor=info["cursor"], history=info["history"])
+
+    def write_history(self, history: list[dict[str, Any]]) -> None:
+        _atomic_write(self.folder / "history.jsonl", "".join(json.dumps(r) + "\n" for r in history))
+
+    def save(self, state: TrainState, optimizer: torch.optim.Optimizer, *, final: bool, base_name: str) -> Path:
+        info = {
+            "name": f"{base_name}+dapo{state.step}",
+            "base_model": base_name,
+            "base_fingerprint": self.meta["base_fingerprint"],
+            "step": state.step,
+            "cursor": state.cursor,
+            "task": self.meta["task"],
+            "train_config": self.meta["train_config"],
+            "deployment_hash": self.meta["deployment_hash"],
+            "history": state.history,
+        }
+        target = self.folder / ("final" if final else f"step-{state.step:06d}")
+        staging = self.folder / f".{target.name}.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        optimizer_bytes = _torch_bytes(optimizer.state_dict())
+        self.model.save_pretrained(staging, extra_files={CHECKPOINT_FILE: json.dumps(info, indent=2).encode(), "optimizer.pt": optimizer_bytes})
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+        for old in self.checkpoints():
+            if old != target:
+                shutil.rmtree(old, ignore_errors=True)
+        return target
+
+
+def _torch_bytes(obj: Any) -> bytes:
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def read_history(folder: str | Path) -> list[dict[str, Any]]:
+    """The per-step records of the run in ``folder`` (its reward curve)."""
+    path = Path(folder) / "history.jsonl"
+    if not path.exists():
+        raise RnrLensError(f"{folder} holds no history.jsonl; point at the --out folder of rnr-lens train")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

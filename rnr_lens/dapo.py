@@ -1,0 +1,141 @@
+"""DAPO's hyper-parameters and arithmetic (Yu et al., 2025), apart from any model or loop.
+
+:class:`TrainConfig` holds one run's settings (validated on construction);
+:func:`overlong_penalty`, :func:`group_advantages` and :func:`clipped_token_loss` are the three
+formulas a DAPO step applies, each a pure function of tensors or numbers, so each is tested
+alone (``tests/test_dapo.py``). The loop that uses them is :func:`rnr_lens.train.train`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import torch
+from jaxtyping import Float
+
+from rnr_lens.errors import RnrLensError
+
+#: What a run may train inside each chosen block.
+COMPONENTS = ("block", "mlp", "attn")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyper-parameters of a DAPO run (defaults follow the paper where a CPU allows).
+
+    Attributes:
+        steps: Policy-update steps (each with its own sampled batch).
+        prompts_per_step: Groups kept per step after dynamic sampling.
+        group_size: Answers sampled per prompt (G).
+        temperature: Sampling temperature for the rollouts (the policy is ``softmax(logits / T)``).
+        lr: AdamW learning rate.
+        weight_decay: AdamW weight decay.
+        clip_low: Lower clip range (ratio >= 1 - clip_low).
+        clip_high: Upper clip range (ratio <= 1 + clip_high); DAPO's "clip-higher".
+        minibatches: Policy updates per step (the kept groups split into this many minibatches).
+        max_new_tokens: Answer budget; None: the deployment's.
+        overlong_buffer: Tokens before the budget where the soft overlong punishment starts.
+        max_rounds: Sampling rounds per step for dynamic sampling.
+        layers: Blocks to train, as runs like ``"20-29"`` or ``"0,5-7"``; None: all blocks.
+        components: ``"block"`` (everything in the block), ``"mlp"`` or ``"attn"``.
+        grad_clip: Gradient-norm clip.
+        save_every: Steps between resumable checkpoints.
+        seed: Seed for the prompt order and the rollouts.
+    """
+
+    steps: int = 40
+    prompts_per_step: int = 8
+    group_size: int = 8
+    temperature: float = 1.0
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    minibatches: int = 2
+    max_new_tokens: int | None = None
+    overlong_buffer: int = 4
+    max_rounds: int = 3
+    layers: str | None = None
+    components: str = "block"
+    grad_clip: float = 1.0
+    save_every: int = 10
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        positive = ("steps", "prompts_per_step", "minibatches", "max_rounds", "save_every")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise RnrLensError(f"TrainConfig.{name} must be at least 1, got {getattr(self, name)}")
+        if self.group_size < 2:
+            raise RnrLensError(f"TrainConfig.group_size must be at least 2 (advantages are relative within a group), got {self.group_size}")
+        if self.temperature <= 0:
+            raise RnrLensError(f"TrainConfig.temperature must be > 0 (rollouts are sampled), got {self.temperature}")
+        if not 0 < self.clip_low < 1 or self.clip_high <= 0:
+            raise RnrLensError(f"clip ranges must satisfy 0 < clip_low < 1 and clip_high > 0, got {self.clip_low}, {self.clip_high}")
+        if self.lr <= 0:
+            raise RnrLensError(f"TrainConfig.lr must be > 0, got {self.lr}")
+        if self.components not in COMPONENTS:
+            raise RnrLensError(f"TrainConfig.components must be one of {', '.join(COMPONENTS)}, not {self.components!r}")
+        if self.max_new_tokens is not None and self.max_new_tokens <= self.overlong_buffer:
+            raise RnrLensError(f"max_new_tokens ({self.max_new_tokens}) must exceed overlong_buffer ({self.overlong_buffer})")
+        if self.minibatches > self.prompts_per_step:
+            raise RnrLensError(f"minibatches ({self.minibatches}) cannot exceed prompts_per_step ({self.prompts_per_step}); each minibatch holds whole groups")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def with_(self, **changes: Any) -> TrainConfig:
+        known = {f.name for f in fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise RnrLensError(f"unknown TrainConfig field(s): {', '.join(sorted(unknown))}")
+        return TrainConfig(**{**self.to_dict(), **changes})
+
+
+def overlong_penalty(length: int, max_new_tokens: int, buffer: int) -> float:
+    """DAPO's soft overlong punishment for an answer of ``length`` tokens (0 down to -1)."""
+    expected = max_new_tokens - buffer
+    if length <= expected:
+        return 0.0
+    if length <= max_new_tokens:
+        return (expected - length) / buffer
+    return -1.0
+
+
+def group_advantages(rewards: Float[torch.Tensor, "groups G"]) -> Float[torch.Tensor, "groups G"]:
+    """``(r - mean) / (std + 1e-6)`` within each group (population std, as in GRPO/DAPO)."""
+    mean = rewards.mean(-1, keepdim=True)
+    std = rewards.std(-1, unbiased=False, keepdim=True)
+    return (rewards - mean) / (std + 1e-6)
+
+
+def clipped_token_loss(
+    logprobs: Float[torch.Tensor, "rows tokens"],
+    old_logprobs: Float[torch.Tensor, "rows tokens"],
+    advantages: Float[torch.Tensor, " rows"],
+    mask: Float[torch.Tensor, "rows tokens"],
+    clip_low: float,
+    clip_high: float,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """DAPO's token-level clipped objective (to minimise) and diagnostics.
+
+    Every answer token counts once, whatever the answer's length: the loss is a sum over
+    tokens divided by the number of tokens, not a mean of per-answer means.
+    """
+    ratio = torch.exp(logprobs - old_logprobs)
+    adv = advantages[:, None]
+    unclipped = ratio * adv
+    clipped = ratio.clamp(1 - clip_low, 1 + clip_high) * adv
+    objective = torch.minimum(unclipped, clipped)
+    n_tokens = mask.sum().clamp(min=1)
+    loss = -(objective * mask).sum() / n_tokens
+    with torch.no_grad():
+        was_clipped = ((clipped < unclipped) & (mask > 0)).float().sum() / n_tokens
+        approx_kl = ((old_logprobs - logprobs) * mask).sum() / n_tokens
+    return loss, {"clip_fraction": float(was_clipped), "approx_kl": float(approx_kl)}

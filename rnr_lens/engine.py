@@ -1,0 +1,263 @@
+"""The engine: which graph a forward runs, and where routes and ablations attach to it.
+
+One set of weights, two graphs that compute the same numbers:
+
+- the **bridge**: TransformerLens' ``TransformerBridge`` has swapped its components into the
+  Hugging Face model, so every hook point fires (users' hooks, ``run_with_cache``);
+- the **twin**: a plain Hugging Face model of the same class sharing every parameter tensor
+  (no copy, see :func:`rnr_lens.adapters.build_twin`), so a hook-free forward costs what plain
+  Hugging Face costs.
+
+Invariants: the twin runs only when no TransformerLens hook is attached to the bridge (counted
+through its public ``hook_points()`` / ``has_hooks()``; rnr_lens' own interventions are plain
+PyTorch hooks and do not count), and a route or ablation applied through :class:`Engine` acts
+on both graphs, so switching graphs never changes a result. No other module knows which graph
+runs: callers ask for :meth:`Engine.module`, :meth:`Engine.blocks` and
+:meth:`Engine.component`. When the twin cannot be built the engine logs why, once, and runs
+every forward on the bridge (slower, same numbers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import nn
+from torch.utils.hooks import RemovableHandle
+
+from rnr_lens import adapters
+from rnr_lens.errors import RnrLensError
+
+logger = logging.getLogger(__name__)
+
+Graph = Literal["bridge", "twin"]
+Tensor = torch.Tensor
+#: ``replace(output, block_input)`` -> the new output; ``block_input`` is None except for "block".
+Replace = Callable[[Tensor, "Tensor | None"], Tensor]
+
+
+@dataclass(frozen=True)
+class EnginePath:
+    """Which graph the next forward runs, and why."""
+
+    graph: Graph
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.graph} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class Site:
+    """A module where one component's tensor can be read or replaced.
+
+    ``port="output"``: the module's forward output is the component's output (a bridge hook
+    point, or the HF submodule itself, whose output may be a tuple led by the tensor).
+    ``port="input"``: the module's first input is the tensor (a twin decoder layer's input).
+    """
+
+    module: nn.Module
+    port: Literal["output", "input"] = "output"
+
+    def read(self, fn: Callable[[Tensor], None]) -> RemovableHandle:
+        """Call ``fn`` with the tensor on every forward (for capture and gradients)."""
+        return self.replace(fn)
+
+    def replace(self, fn: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+        """Replace the tensor by ``fn(tensor)`` (``None`` leaves it as it is)."""
+        if self.port == "input":
+            def on_input(mod: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+                if "hidden_states" in kwargs:
+                    new = fn(kwargs["hidden_states"])
+                    return None if new is None else (args, {**kwargs, "hidden_states": new})
+                new = fn(args[0])
+                return None if new is None else ((new, *args[1:]), kwargs)
+            return self.module.register_forward_pre_hook(on_input, with_kwargs=True)
+
+        def on_output(mod: nn.Module, args: tuple, out: Any) -> Any:
+            if isinstance(out, tuple):
+                new = fn(out[0])
+                return None if new is None else (new, *out[1:])
+            return fn(out)
+        return self.module.register_forward_hook(on_output)
+
+
+def _block_patch(replace: Replace) -> tuple[Callable[[Tensor], None], Callable[[Tensor], Tensor]]:
+    """A reader of the block's input and a replacer of its output that share the input (a
+    repeated block reads, then replaces, at each visit)."""
+    stash: list[Tensor] = []
+
+    def entry(x: Tensor) -> None:
+        stash.append(x)
+
+    def exit_(out: Tensor) -> Tensor:
+        return replace(out, stash.pop())
+
+    return entry, exit_
+
+
+class Engine:
+    """Owns the twin and the route state of one bridge; see the module docstring.
+
+    Example:
+        >>> engine = model.engine  # doctest: +SKIP
+        >>> engine.path()  # doctest: +SKIP
+        EnginePath(graph='twin', reason='no TransformerLens hook is attached to the bridge')
+    """
+
+    def __init__(self, bridge: Any) -> None:
+        self.bridge = bridge
+        self._twin: nn.Module | None = None
+        self._twin_error: str | None = None
+        self._disabled: str | None = None
+        # decoder layer lists in block order, per graph, while a route replaces the live ones
+        self._canonical: dict[Graph, nn.ModuleList] = {}
+
+    # -- which graph runs ---------------------------------------------------------------------
+    @property
+    def twin(self) -> nn.Module | None:
+        """The weight-sharing plain HF model, built on first use (None if it cannot be built)."""
+        if self._twin is None and self._twin_error is None:
+            try:
+                self._twin = adapters.build_twin(self.bridge)
+            except Exception as exc:  # an architecture the twin cannot mirror: the bridge is always correct
+                self._twin_error = f"the plain twin cannot be built for this architecture ({type(exc).__name__}: {exc})"
+                logger.warning("rnr_lens runs every forward on the TransformerLens bridge (slower, same numbers): %s", self._twin_error)
+        return self._twin
+
+    def disable_twin(self, reason: str) -> None:
+        """Run every forward on the bridge from now on, for ``reason`` (shown by :meth:`path`)."""
+        self._disabled = reason
+
+    def enable_twin(self) -> None:
+        """Undo :meth:`disable_twin`."""
+        self._disabled = None
+
+    def user_hooked(self) -> bool:
+        """Whether any TransformerLens hook is attached to the bridge."""
+        return any(point.has_hooks() for point in self.bridge.hook_points())
+
+    def path(self) -> EnginePath:
+        """The graph the next forward runs, and why."""
+        if self._disabled is not None:
+            return EnginePath("bridge", self._disabled)
+        if self.user_hooked():
+            return EnginePath("bridge", "TransformerLens hooks are attached to the bridge")
+        if self.twin is None:
+            return EnginePath("bridge", str(self._twin_error))
+        return EnginePath("twin", "no TransformerLens hook is attached to the bridge")
+
+    def module(self) -> nn.Module:
+        """The HF-style model the next forward calls."""
+        if self.path().graph == "twin":
+            assert self._twin is not None
+            return self._twin
+        return self.bridge.original_model
+
+    def graphs(self) -> list[Graph]:
+        """Every graph a forward may run (routes and ablations attach to all of them)."""
+        return ["bridge"] if self._disabled is not None or self.twin is None else ["bridge", "twin"]
+
+    # -- where things are ---------------------------------------------------------------------
+    def _root(self, graph: Graph) -> nn.Module:
+        if graph == "twin":
+            if self.twin is None:
+                raise RnrLensError(f"this model has no twin graph: {self._twin_error}")
+            return self.twin
+        return self.bridge.original_model
+
+    def _live_layers(self, graph: Graph) -> tuple[nn.Module, str]:
+        return adapters.decoder_layers_owner(self.bridge, root=None if graph == "bridge" else self._root(graph))
+
+    def blocks(self, graph: Graph | None = None) -> list[nn.Module]:
+        """The decoder layers of ``graph`` (default: the one that runs) in block order, also
+        while a route is in force."""
+        graph = graph or self.path().graph
+        if graph in self._canonical:
+            return list(self._canonical[graph])
+        if graph == "bridge":
+            return list(self.bridge.blocks)
+        parent, attr = self._live_layers(graph)
+        return list(getattr(parent, attr))
+
+    def component(self, layer: int, component: str, graph: Graph | None = None) -> Site:
+        """Where ``component`` (``"mlp"``, ``"attn"`` or ``"block"``) of block ``layer`` writes
+        its output, in ``graph`` (default: the one that runs). On the bridge this is the
+        standard hook point (``blocks.{i}.hook_mlp_out``, ``hook_attn_out``,
+        ``hook_resid_post``), so cached activations show what an intervention did."""
+        graph = graph or self.path().graph
+        if graph == "bridge":
+            name = {"mlp": "hook_mlp_out", "attn": "hook_attn_out", "block": "hook_resid_post"}[component]
+            return Site(self._hook_point(f"blocks.{layer}.{name}"))
+        block = self.blocks("twin")[layer]
+        if component == "block":
+            return Site(block)
+        return Site(getattr(block, adapters.component_module_names(self.bridge)[component]))
+
+    def block_input(self, layer: int, graph: Graph | None = None) -> Site:
+        """Where block ``layer`` reads the residual stream (``blocks.{i}.hook_resid_pre``)."""
+        graph = graph or self.path().graph
+        if graph == "bridge":
+            return Site(self._hook_point(f"blocks.{layer}.hook_resid_pre"))
+        return Site(self.blocks("twin")[layer], port="input")
+
+    def _hook_point(self, name: str) -> nn.Module:
+        point = self.bridge.get_hook_point(name)
+        if point is None:
+            raise RnrLensError(f"this model has no hook point {name}; rnr_lens cannot intervene on it")
+        return point
+
+    # -- interventions --------------------------------------------------------------------------
+    def patch(self, layer: int, component: str, replace: Replace) -> list[RemovableHandle]:
+        """Replace the output of ``component`` of block ``layer`` in every graph by
+        ``replace(output, block_input)``; returns the handles to remove."""
+        handles: list[RemovableHandle] = []
+        for graph in self.graphs():
+            if component != "block":
+                handles.append(self.component(layer, component, graph).replace(lambda out: replace(out, None)))
+                continue
+            entry, exit_ = _block_patch(replace)
+            handles.append(self.block_input(layer, graph).read(entry))
+            handles.append(self.component(layer, "block", graph).replace(exit_))
+        return handles
+
+    @contextlib.contextmanager
+    def routed(self, layers: tuple[int, ...]) -> Iterator[None]:
+        """Run the blocks ``layers`` in that order (in every graph) inside the block."""
+        saved_lists: list[tuple[nn.Module, str, Any]] = []
+        saved_config: list[tuple[Any, str, Any]] = []
+        added: list[Graph] = []
+        try:
+            for graph in self.graphs():
+                canonical = self.blocks(graph)
+                parent, attr = self._live_layers(graph)
+                saved_lists.append((parent, attr, getattr(parent, attr)))
+                if graph not in self._canonical:
+                    self._canonical[graph] = nn.ModuleList(canonical)
+                    added.append(graph)
+                setattr(parent, attr, nn.ModuleList([canonical[i] for i in layers]))
+                root = None if graph == "bridge" else self._root(graph)
+                config = adapters.text_config(self.bridge, root)
+                for key, value in adapters.route_config_values(config, layers).items():
+                    saved_config.append((config, key, getattr(config, key, None)))
+                    setattr(config, key, value)
+            yield
+        finally:
+            for parent, attr, saved in reversed(saved_lists):
+                setattr(parent, attr, saved)
+            for config, key, value in reversed(saved_config):
+                setattr(config, key, value)
+            for graph in added:
+                del self._canonical[graph]
+
+    def new_cache(self, n_slots: int) -> adapters.RouteCache:
+        """An empty KV cache with ``n_slots`` slots (one per route position)."""
+        return adapters.RouteCache(n_slots, config=adapters.hf_config(self.bridge))
+
+    def all_parameters(self) -> list[nn.Parameter]:
+        """Every parameter once (the twin shares the bridge's tensors)."""
+        return list(self.bridge.original_model.parameters())
