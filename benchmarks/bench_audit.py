@@ -79,9 +79,18 @@ def main() -> None:
             ids = tok(text, add_special_tokens=special, return_tensors="pt")
             sample = done % 2 == 0  # alternate: a sampling try, a greedy (route-like) try
             torch.manual_seed(done)
-            reference.generate(**ids, max_new_tokens=config.max_new_tokens, do_sample=sample, temperature=0.7 if sample else None,
-                               top_p=None, top_k=None, eos_token_id=eos, pad_token_id=tok.pad_token_id,
-                               stop_strings=list(config.stop), tokenizer=tok)
+            reference.generate(
+                **ids,
+                max_new_tokens=config.max_new_tokens,
+                do_sample=sample,
+                temperature=0.7 if sample else None,
+                top_p=None,
+                top_k=None,
+                eos_token_id=eos,
+                pad_token_id=tok.pad_token_id,
+                stop_strings=list(config.stop),
+                tokenizer=tok,
+            )
             done += 1
     base_rate = done / (time.perf_counter() - start)
 
@@ -90,11 +99,12 @@ def main() -> None:
     print(f"naive baseline : {done} tries, batch 1, HF generate = {base_rate:.2f} tries/s")
     print(f"speed-up       : {ours_rate / base_rate:.1f}x (target >= 5x): {'met' if ours_rate / base_rate >= 5 else 'NOT met'}")
 
-    proc = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, str(args.mem_questions), str(args.mem_k)],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, str(args.mem_questions), str(args.mem_k)], capture_output=True, text=True, check=True)
     before, after = (int(x) for x in proc.stdout.split()[-2:])
-    print(f"peak memory, tiny model, {args.mem_questions} questions x k={args.mem_k} ({args.mem_questions * args.mem_k} tries):"
-          f" {after / 1024:.0f} MiB peak RSS ({(after - before) / 1024:.0f} MiB above the loaded model)")
+    print(
+        f"peak memory, tiny model, {args.mem_questions} questions x k={args.mem_k} ({args.mem_questions * args.mem_k} tries):"
+        f" {after / 1024:.0f} MiB peak RSS ({(after - before) / 1024:.0f} MiB above the loaded model)"
+    )
 
 
 if __name__ == "__main__":

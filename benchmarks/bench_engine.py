@@ -134,8 +134,12 @@ def main() -> None:
     def hf_generate() -> None:
         with torch.no_grad():
             reference.generate(
-                ids, attention_mask=mask, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
-                do_sample=False, pad_token_id=model.tokenizer.pad_token_id,
+                ids,
+                attention_mask=mask,
+                max_new_tokens=args.new_tokens,
+                min_new_tokens=args.new_tokens,
+                do_sample=False,
+                pad_token_id=model.tokenizer.pad_token_id,
             )
 
     def ours(fast: bool = True, **kw):
@@ -146,6 +150,7 @@ def main() -> None:
                 model.generate(prompts, max_new_tokens=args.new_tokens, batch_size=args.batch, ignore_eos=True, **kw)
             finally:
                 model.engine.enable_twin()
+
         return run
 
     route = R.Route.skip(n, 5, 20).then_repeat(10).then_repeat(15)
@@ -170,7 +175,9 @@ def main() -> None:
     peak = matmul_flops(device=device, dtype=dtype)
 
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"{args.model} ({params / 1e9:.2f}B parameters, {dtype}), batch {args.batch}, {args.new_tokens} new tokens, best of {args.repeats}, {where}")
+    print(
+        f"{args.model} ({params / 1e9:.2f}B parameters, {dtype}), batch {args.batch}, {args.new_tokens} new tokens, best of {args.repeats}, {where}"
+    )
     print(f"load (-> bridge): {load_s:.2f} s")
     print(f"{'case':36s} {'tok/s':>8s} {'ratio':>7s} {'GFLOP/s':>8s} {'of matmul':>9s}")
     for name, tps in results.items():
@@ -179,12 +186,26 @@ def main() -> None:
     print(f"torch matmul ({dtype}): {peak / 1e9:.1f} GFLOP/s")
     worst = min(v for k, v in ratios.items() if k.startswith(("(a)", "(b)", "(c)")))
     print(f"lowest ratio of (a)-(c): {worst:.2f} (target >= 0.90): {'met' if worst >= 0.9 else 'NOT met'}")
-    print(f"route cost per token relative to identity: {ratios['(a) identity route'] / ratios['(b) route: 2 skips + 2 repeats']:.2f} (target <= 1.10)")
+    print(
+        f"route cost per token relative to identity: {ratios['(a) identity route'] / ratios['(b) route: 2 skips + 2 repeats']:.2f} (target <= 1.10)"
+    )
     print("ratio = median over rounds of baseline time / case time in the same round; tok/s from each case's best round")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"model": args.model, "device": str(device), "dtype": str(dtype), "tokens_per_s": results, "ratios": ratios,
-                       "matmul_flops": peak, "flops_per_token": flops_per_token, "load_s": load_s}, f, indent=2)
+            json.dump(
+                {
+                    "model": args.model,
+                    "device": str(device),
+                    "dtype": str(dtype),
+                    "tokens_per_s": results,
+                    "ratios": ratios,
+                    "matmul_flops": peak,
+                    "flops_per_token": flops_per_token,
+                    "load_s": load_s,
+                },
+                f,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@ def main() -> None:
     result = train(R.load_model("smollm2-135m-instruct"), train_task, TrainConfig(steps=args.steps, layers=args.layers, lr=args.lr), out=args.out)
     wall = time.perf_counter() - started
     step_seconds = sum(r["seconds"] for r in result.history)
-    print(f"trained {args.steps} steps: {step_seconds / 60:.1f} min of step time (this call: {wall / 60:.1f} min; resumed from step {result.resumed_from})")
+    print(
+        f"trained {args.steps} steps: {step_seconds / 60:.1f} min of step time (this call: {wall / 60:.1f} min; resumed from step {result.resumed_from})"
+    )
 
     trained = R.load_model(result.checkpoint)
     heldout = tasks.get(args.task, n=args.n)
@@ -57,7 +59,9 @@ def main() -> None:
     print(comparison.transition_counts(probes[0]).to_string())
     R.viz.save(R.viz.comparison(comparison), Path(args.out) / "comparison.html")
     if args.json:
-        Path(args.json).write_text(json.dumps({"train_step_seconds": step_seconds, "history": result.history, "comparison": comparison.to_json()}, indent=2, default=str))
+        Path(args.json).write_text(
+            json.dumps({"train_step_seconds": step_seconds, "history": result.history, "comparison": comparison.to_json()}, indent=2, default=str)
+        )
 
 
 if __name__ == "__main__":

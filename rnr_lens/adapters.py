@@ -76,6 +76,21 @@ def component_module_names(bridge: Any) -> dict[str, str]:
     return {"attn": subs["attn"].name, "mlp": subs["mlp"].name}
 
 
+def component_output_names(bridge: Any) -> dict[str, str]:
+    """HF attribute names, inside a decoder layer, of the modules whose output is what ``attn``
+    and ``mlp`` write to the residual stream (``hook_attn_out`` / ``hook_mlp_out``).
+
+    That is the sublayer itself, except in architectures that norm a sublayer's output before
+    adding it (OLMo-2, Gemma-2, Gemma-3: TransformerLens' ``ln1_post`` / ``ln2_post``), where it
+    is that norm.
+    """
+    subs = bridge.adapter.component_mapping["blocks"].submodules
+    return {
+        "attn": subs["ln1_post"].name if "ln1_post" in subs else subs["attn"].name,
+        "mlp": subs["ln2_post"].name if "ln2_post" in subs else subs["mlp"].name,
+    }
+
+
 def block_parameters(bridge: Any, layers: Sequence[int], component: str | None = None) -> dict[str, nn.Parameter]:
     """The parameters of decoder ``layers`` (or of their ``component``, ``"attn"``/``"mlp"``),
     by their Hugging Face names (``model.layers.3.mlp.up_proj.weight``)."""
@@ -175,7 +190,9 @@ class RouteCache(DynamicCache):
         """Reset the slot counter (called before every forward that uses this cache)."""
         self._calls = 0
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         slot = self._calls % self.n_slots
         self._calls += 1
         return super().update(key_states, value_states, slot, *args, **kwargs)

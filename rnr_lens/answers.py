@@ -63,7 +63,7 @@ def _numbers(text: str) -> list[str]:
 
 def _after_answer_is(text: str) -> str | None:
     match = _ANSWER_IS_RE.search(text)
-    return text[match.end():] if match else None
+    return text[match.end() :] if match else None
 
 
 def extract_answer_is(text: str) -> str | None:
@@ -108,7 +108,7 @@ def extract_boxed(text: str) -> str | None:
         i += 1
     if depth:
         return None
-    content = text[content_start:i - 1].strip()
+    content = text[content_start : i - 1].strip()
     return canonical_number(content) or content or None
 
 

@@ -43,9 +43,7 @@ def _final_norm_weight(model: LensModel) -> torch.Tensor | None:
     return getattr(original, "weight", None)
 
 
-def direct_logit_attribution(
-    model: LensModel, questions: Sequence[Question], config: DeploymentConfig
-) -> pd.DataFrame:
+def direct_logit_attribution(model: LensModel, questions: Sequence[Question], config: DeploymentConfig) -> pd.DataFrame:
     """Per question and block: attention and MLP contributions to ``logit[gold] - logit[default]``.
 
     Returns:
@@ -61,8 +59,7 @@ def direct_logit_attribution(
     for q in questions:
         ids = torch.tensor([model.encode(config.prompt(q))], device=model.device)
         with torch.no_grad():
-            logits, cache = model.bridge.run_with_cache(
-                ids, names_filter=lambda n: n.startswith("blocks.") and n.rsplit(".", 1)[-1] in RESID_HOOKS)
+            logits, cache = model.bridge.run_with_cache(ids, names_filter=lambda n: n.startswith("blocks.") and n.rsplit(".", 1)[-1] in RESID_HOOKS)
         final = logits[0, -1]
         default_tok = int(final.argmax())
         gold_tok = _first_token(model, q.answer)
@@ -81,8 +78,16 @@ def direct_logit_attribution(
             post = cache[f"blocks.{layer}.hook_resid_post"][0, -1]
             rows.append({"question_id": q.id, "layer": layer, "component": "attn", "contribution": contrib(mid - pre)})
             rows.append({"question_id": q.id, "layer": layer, "component": "mlp", "contribution": contrib(post - mid)})
-        rows.append({"question_id": q.id, "layer": -1, "component": "total", "contribution": float(final[gold_tok] - final[default_tok]),
-                     "gold_token": model.tokenizer.decode([gold_tok]), "default_token": model.tokenizer.decode([default_tok])})
+        rows.append(
+            {
+                "question_id": q.id,
+                "layer": -1,
+                "component": "total",
+                "contribution": float(final[gold_tok] - final[default_tok]),
+                "gold_token": model.tokenizer.decode([gold_tok]),
+                "default_token": model.tokenizer.decode([default_tok]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -94,8 +99,11 @@ def gold_batch(model: LensModel, questions: Sequence[Question], config: Deployme
 
 
 def attribution_patching(
-    model: LensModel, questions: Sequence[Question], config: DeploymentConfig,
-    components: Sequence[str] = ("mlp",), ablations: dict[tuple[int, str, str], Ablation] | None = None,
+    model: LensModel,
+    questions: Sequence[Question],
+    config: DeploymentConfig,
+    components: Sequence[str] = ("mlp",),
+    ablations: dict[tuple[int, str, str], Ablation] | None = None,
     kinds: Sequence[str] = ("zero",),
 ) -> pd.DataFrame:
     """Gradient x activation estimate of each ablation's effect on the mean gold log-probability.

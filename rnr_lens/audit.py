@@ -71,8 +71,14 @@ def check_context(model: LensModel, config: DeploymentConfig, questions: Sequenc
 
 
 _IDENTITY_FIELDS = (
-    ("model", "model"), ("model_fingerprint", "model weights"), ("task", "task"), ("task_fingerprint", "task questions"),
-    ("n_questions", "number of questions"), ("config_hash", "deployment config"), ("probes", "probes"), ("seed", "seed"),
+    ("model", "model"),
+    ("model_fingerprint", "model weights"),
+    ("task", "task"),
+    ("task_fingerprint", "task questions"),
+    ("n_questions", "number of questions"),
+    ("config_hash", "deployment config"),
+    ("probes", "probes"),
+    ("seed", "seed"),
 )
 
 
@@ -91,10 +97,14 @@ def resume_mismatch(store: RunStore, settings: dict[str, Any]) -> str | None:
             return None
         diffs.append((a, differ))
     closest, differ = min(diffs, key=lambda d: len(d[1]))
-    what = "; ".join(f"{label} differ" if key.endswith("fingerprint") else f"{label} {getattr(closest, key)!r} there, {record[key]!r} now"
-                     for key, label in differ)
-    hint = (" (other weights, or an audit made before rnr_lens fingerprinted every weight: those read, but do not resume)"
-            if [key for key, _ in differ] == ["model_fingerprint"] else "")
+    what = "; ".join(
+        f"{label} differ" if key.endswith("fingerprint") else f"{label} {getattr(closest, key)!r} there, {record[key]!r} now" for key, label in differ
+    )
+    hint = (
+        " (other weights, or an audit made before rnr_lens fingerprinted every weight: those read, but do not resume)"
+        if [key for key, _ in differ] == ["model_fingerprint"]
+        else ""
+    )
     return (
         f"--resume found no audit with these settings in {store.path} ({len(audits)} there); the closest, {closest.id[:12]}, differs in: {what}{hint}; "
         "rerun with its settings to continue it, or leave out --resume to start a new audit"
@@ -157,9 +167,20 @@ def audit(
     rs = _open_store(store)
     fingerprint = model.fingerprint()
     aid = audit_id(fingerprint, task, config, probe_objs, seed)
-    record = AuditRecord(id=aid, model=model.name, model_fingerprint=fingerprint, task=task.name, task_fingerprint=task.fingerprint(),
-                         answer_type=task.answer_type, config_hash=config.hash(), config_json=config.to_json(), probes=tuple(names),
-                         seed=seed, n_questions=len(task), label=label)
+    record = AuditRecord(
+        id=aid,
+        model=model.name,
+        model_fingerprint=fingerprint,
+        task=task.name,
+        task_fingerprint=task.fingerprint(),
+        answer_type=task.answer_type,
+        config_hash=config.hash(),
+        config_json=config.to_json(),
+        probes=tuple(names),
+        seed=seed,
+        n_questions=len(task),
+        label=label,
+    )
     existing = [a for a in rs.audits() if a.id == aid]
     if require_existing and not existing:
         raise RnrLensError(resume_mismatch(rs, record.to_dict()) or f"nothing to resume: {rs.path} holds no audit; leave out --resume to start one")
@@ -178,14 +199,17 @@ def audit(
     units: list[tuple[Probe, list[Question]]] = []
     for probe in [Default(), *probe_objs]:
         size = max(1, ROWS_PER_UNIT // probe.rows_per_question)
-        units.extend((probe, questions[i:i + size]) for i in range(0, len(questions), size))
+        units.extend((probe, questions[i : i + size]) for i in range(0, len(questions), size))
     bar = None
     labels = probe_labels(names)
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=sum(len(c) * p.budget_for(model.n_layers) for p, c in units),
-                   desc=short_text(f"{model.name} / {task.name}", 32) + (f" [{part}]" if part else ""), unit="try")
+        bar = tqdm(
+            total=sum(len(c) * p.budget_for(model.n_layers) for p, c in units),
+            desc=short_text(f"{model.name} / {task.name}", 32) + (f" [{part}]" if part else ""),
+            unit="try",
+        )
     try:
         for probe, chunk in units:
             done = rs.done_keys(aid, probe.name)
@@ -290,8 +314,9 @@ class AuditResult:
             tries = [try_from_row(r) for r in group.to_dict("records")]
             for s in names:
                 pick = sel.get(s)(tries)
-                rows.append({"question_id": qid, "selector": s, "try_index": pick.try_index,
-                             "extracted": pick.extracted, "correct": bool(pick.correct)})
+                rows.append(
+                    {"question_id": qid, "selector": s, "try_index": pick.try_index, "extracted": pick.extracted, "correct": bool(pick.correct)}
+                )
         return pd.DataFrame(rows, columns=["question_id", "selector", "try_index", "extracted", "correct"])
 
     def pass_at_k(self, probe: str) -> pd.DataFrame:
@@ -379,8 +404,15 @@ class AuditResult:
             rows.append(row)
         if not rows:
             done = self.questions[self.questions["has_default"]]
-            rows.append({"probe": "(none)", "budget": 1, "questions": len(done), "prompts": done["prompt"].nunique(),
-                         "realized": bootstrap(done["realized"].to_numpy(float), seed=self.seed, clusters=done["prompt"].tolist())})
+            rows.append(
+                {
+                    "probe": "(none)",
+                    "budget": 1,
+                    "questions": len(done),
+                    "prompts": done["prompt"].nunique(),
+                    "realized": bootstrap(done["realized"].to_numpy(float), seed=self.seed, clusters=done["prompt"].tolist()),
+                }
+            )
         return pd.DataFrame(rows)
 
     def chance(self, probe: str, n_perm: int = 200) -> np.ndarray:
@@ -424,19 +456,33 @@ class AuditResult:
         records = self.summary_records()
         labels = probe_labels([r["probe"] for r in records])
         cells = ["probe", "k", "n", "realized", "reachable", "chance", "above chance", "reach-not-real", "format misses"]
-        rows = [[labels[r["probe"]], r.get("budget"), r.get("questions"), estimate_text(r.get("realized")), estimate_text(r.get("reachable")),
-                 estimate_text(r.get("chance")), estimate_text(r.get("above_chance")), r.get("reachable_not_realized"), r.get("format_misses")]
-                for r in records]
+        rows = [
+            [
+                labels[r["probe"]],
+                r.get("budget"),
+                r.get("questions"),
+                estimate_text(r.get("realized")),
+                estimate_text(r.get("reachable")),
+                estimate_text(r.get("chance")),
+                estimate_text(r.get("above_chance")),
+                r.get("reachable_not_realized"),
+                r.get("format_misses"),
+            ]
+            for r in records
+        ]
         blind = sorted({k[7:] for r in records for k in r if k.startswith("select:")})
         for row, r in zip(rows, records):
             row += [estimate_text(r.get(f"select:{b}")) for b in blind]
         specs = "".join(f"<li><code>{html.escape(labels[r['probe']])}</code> = <code>{html.escape(r['probe'])}</code></li>" for r in records)
         status = "" if self.finished else " — unfinished: " + ", ".join(f"{d}/{e}" for d, e in self.progress().values()) + " tries"
-        return (f"<div class='rnr-audit'><b>audit {self.id}</b> [{html.escape(i.status)}]{status}<br>"
-                f"model <code>{html.escape(i.model)}</code>, task <code>{html.escape(i.task)}</code> ({i.n_questions} questions), "
-                f"config {i.config_hash}, seed {i.seed}" + html_table(rows, cells + [f"blind: {b}" for b in blind])
-                + "<p>reachable: one of the probe's own k tries is correct (the default answer is never counted); chance: the same tries "
-                "scored against the other questions' gold answers.</p>" + f"<ul>{specs}</ul></div>")
+        return (
+            f"<div class='rnr-audit'><b>audit {self.id}</b> [{html.escape(i.status)}]{status}<br>"
+            f"model <code>{html.escape(i.model)}</code>, task <code>{html.escape(i.task)}</code> ({i.n_questions} questions), "
+            f"config {i.config_hash}, seed {i.seed}"
+            + html_table(rows, cells + [f"blind: {b}" for b in blind])
+            + "<p>reachable: one of the probe's own k tries is correct (the default answer is never counted); chance: the same tries "
+            "scored against the other questions' gold answers.</p>" + f"<ul>{specs}</ul></div>"
+        )
 
     def summary_records(self) -> list[dict[str, Any]]:
         """The summary as plain JSON-ready dicts (estimates as value/low/high; an estimate
@@ -481,8 +527,14 @@ def check_format(model: LensModel, task: Task, config: DeploymentConfig | None =
     correct = sum(c for _, c in graded)
     ex, acc = wilson(extracted, len(task)), wilson(correct, len(task))
     return {
-        "n": len(task), "distinct_prompts": len({q.prompt for q in task}), "config_hash": config.hash(),
-        "extractable": ex.value, "extractable_low": ex.low, "extractable_high": ex.high,
-        "accuracy": acc.value, "accuracy_low": acc.low, "accuracy_high": acc.high,
+        "n": len(task),
+        "distinct_prompts": len({q.prompt for q in task}),
+        "config_hash": config.hash(),
+        "extractable": ex.value,
+        "extractable_low": ex.low,
+        "extractable_high": ex.high,
+        "accuracy": acc.value,
+        "accuracy_low": acc.low,
+        "accuracy_high": acc.high,
         "unextractable_examples": [g.text for g, (e, _) in zip(gens, graded) if e is None][:5],
     }

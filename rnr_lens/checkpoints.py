@@ -33,6 +33,7 @@ class TrainState:
     cursor: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
 
+
 CHECKPOINT_FILE = "rnr_lens_checkpoint.json"
 """Written into every checkpoint folder: the model's display name and how it was trained."""
 
@@ -72,9 +73,16 @@ class RunFolder:
         stored = json.loads(meta_path.read_text())
         if not resume:
             raise RnrLensError(f"{self.folder} already holds a training run; pass resume=True (CLI: drop --no-resume) or choose a new --out folder")
-        for key, what in (("base_fingerprint", "base model"), ("task_fingerprint", "task"), ("train_config_hash", "training config"), ("deployment_hash", "deployment config")):
+        for key, what in (
+            ("base_fingerprint", "base model"),
+            ("task_fingerprint", "task"),
+            ("train_config_hash", "training config"),
+            ("deployment_hash", "deployment config"),
+        ):
             if stored.get(key) != self.meta[key]:
-                raise RnrLensError(f"{self.folder} holds a run with a different {what}; resume it with the same settings or choose a new --out folder")
+                raise RnrLensError(
+                    f"{self.folder} holds a run with a different {what}; resume it with the same settings or choose a new --out folder"
+                )
         self.meta = stored
         if (self.folder / "final" / CHECKPOINT_FILE).exists():
             return self.folder / "final"

@@ -139,9 +139,20 @@ def print_audit(result: AuditResult, header: str) -> None:
         print(f"unfinished: {stored} of {expected} tries stored (still running, or stopped: rerun it with --resume)")
         print("each row summarizes the n questions whose tries are all stored")
     print()
-    print_table([{"probe": labels[r["probe"]], "k": r.get("budget"), "n": r.get("questions"), "realized": _est(r.get("realized")),
-                  "reachable": _est(r.get("reachable")), "chance": _est(r.get("chance")), "above chance": _est(r.get("above_chance"))}
-                 for r in records])
+    print_table(
+        [
+            {
+                "probe": labels[r["probe"]],
+                "k": r.get("budget"),
+                "n": r.get("questions"),
+                "realized": _est(r.get("realized")),
+                "reachable": _est(r.get("reachable")),
+                "chance": _est(r.get("chance")),
+                "above chance": _est(r.get("above_chance")),
+            }
+            for r in records
+        ]
+    )
     print("reachable: one of the probe's own k tries is correct (the default answer is never counted);")
     print("chance: the same tries scored against other questions' gold answers (a derangement of the golds)")
     if records and "reachable_not_realized" in records[0]:
@@ -184,8 +195,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.resume:
         if not out.is_file():
             raise RnrLensError(f"nothing to resume: {out} does not exist; leave out --resume to start an audit")
-        settings = {"task": task.name, "task_fingerprint": task.fingerprint(), "n_questions": len(task), "config_hash": config.hash(),
-                    "probes": [p.name for p in probes], "seed": args.seed}
+        settings = {
+            "task": task.name,
+            "task_fingerprint": task.fingerprint(),
+            "n_questions": len(task),
+            "config_hash": config.hash(),
+            "probes": [p.name for p in probes],
+            "seed": args.seed,
+        }
         mismatch = resume_mismatch(RunStore(out, mode="read"), settings)
         if mismatch:
             raise RnrLensError(mismatch)
@@ -199,9 +216,21 @@ def cmd_audit(args: argparse.Namespace) -> int:
             raise RnrLensError("give either --shard (run one shard here) or --executor (run every shard), not both")
         from rnr_lens.executors import run_audit
 
-        result = run_audit(args.model, task, probes, config, store=out, seed=args.seed, shards=args.shards or 1,
-                           executor=args.executor, address=args.address, num_cpus=args.num_cpus, batch_size=args.batch_size,
-                           load=load, progress=not args.json)
+        result = run_audit(
+            args.model,
+            task,
+            probes,
+            config,
+            store=out,
+            seed=args.seed,
+            shards=args.shards or 1,
+            executor=args.executor,
+            address=args.address,
+            num_cpus=args.num_cpus,
+            batch_size=args.batch_size,
+            load=load,
+            progress=not args.json,
+        )
         model_name = result.info.model
     else:
         if args.shard:
@@ -212,18 +241,45 @@ def cmd_audit(args: argparse.Namespace) -> int:
         model_name = model.name
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"task .* distinct prompts")  # said once above, as a note
-            result = audit(model, task, probes, config, store=out, seed=args.seed, batch_size=args.batch_size,
-                           progress=not args.json, resume=args.resume, label=args.label, shard=args.shard, require_existing=args.resume)
+            result = audit(
+                model,
+                task,
+                probes,
+                config,
+                store=out,
+                seed=args.seed,
+                batch_size=args.batch_size,
+                progress=not args.json,
+                resume=args.resume,
+                label=args.label,
+                shard=args.shard,
+                require_existing=args.resume,
+            )
     if args.json:
-        print(json.dumps({"audit": result.id, "store": str(out), "config_hash": result.info.config_hash, "status": result.info.status,
-                          "summary": result.summary_records()}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "audit": result.id,
+                    "store": str(out),
+                    "config_hash": result.info.config_hash,
+                    "status": result.info.status,
+                    "summary": result.summary_records(),
+                },
+                indent=2,
+            )
+        )
     else:
-        print_audit(result, f"audit {result.id}  [{result.info.status}]\nmodel {model_name}  task {task.name} ({len(task)} questions)  config {config.hash()}  seed {args.seed}")
+        print_audit(
+            result,
+            f"audit {result.id}  [{result.info.status}]\nmodel {model_name}  task {task.name} ({len(task)} questions)  config {config.hash()}  seed {args.seed}",
+        )
         print("\nnext:")
-        for what, cmd in [("every audit in this store, with its summary", f"rnr-lens show {out}"),
-                          ("locate the bottleneck MLP on the reachable-not-realized questions", f"rnr-lens mine {out}"),
-                          ("the per-try and per-question tables", f"rnr-lens export {out} --format csv"),
-                          ("explore the audit question by question in JupyterLab", "jupyter lab notebooks/01_quickstart.ipynb")]:
+        for what, cmd in [
+            ("every audit in this store, with its summary", f"rnr-lens show {out}"),
+            ("locate the bottleneck MLP on the reachable-not-realized questions", f"rnr-lens mine {out}"),
+            ("the per-try and per-question tables", f"rnr-lens export {out} --format csv"),
+            ("explore the audit question by question in JupyterLab", "jupyter lab notebooks/01_quickstart.ipynb"),
+        ]:
             print(f"  # {what}\n  {cmd}")
     return 0
 
@@ -235,18 +291,36 @@ def cmd_show(args: argparse.Namespace) -> int:
     store = _existing_store(args.store, f"; create one with 'rnr-lens audit --out {args.store}'")
     results = [AuditResult.load(store, info.id) for info in store.audits()]
     if args.json:
-        print(json.dumps([{"id": r.id, "model": r.info.model, "task": r.info.task, "questions": r.info.n_questions,
-                           "config_hash": r.info.config_hash, "config": r.config.to_dict(),
-                           "rendered_prompt": store.get_artifact(r.id, "deployment", "rendered"), "seed": r.info.seed, "status": r.info.status,
-                           "progress": {p: {"stored": d, "expected": e} for p, (d, e) in r.progress().items()},
-                           "summary": r.summary_records()} for r in results], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": r.id,
+                        "model": r.info.model,
+                        "task": r.info.task,
+                        "questions": r.info.n_questions,
+                        "config_hash": r.info.config_hash,
+                        "config": r.config.to_dict(),
+                        "rendered_prompt": store.get_artifact(r.id, "deployment", "rendered"),
+                        "seed": r.info.seed,
+                        "status": r.info.status,
+                        "progress": {p: {"stored": d, "expected": e} for p, (d, e) in r.progress().items()},
+                        "summary": r.summary_records(),
+                    }
+                    for r in results
+                ],
+                indent=2,
+            )
+        )
         return 0
     if not results:
         print(f"{args.store} holds no audits")
     for r in results:
         i = r.info
         print()
-        print_audit(r, f"audit {r.id}  [{i.status}]\nmodel {i.model}  task {i.task} ({i.n_questions} questions)  config {i.config_hash}  seed {i.seed}")
+        print_audit(
+            r, f"audit {r.id}  [{i.status}]\nmodel {i.model}  task {i.task} ({i.n_questions} questions)  config {i.config_hash}  seed {i.seed}"
+        )
         if r.config.chat and r.config.system_prompt is None:
             print("system prompt: null in the config, so the chat template's own default (show --json: rendered_prompt)")
     return 0
@@ -313,8 +387,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
     store = _existing_store(args.store, f"; run 'rnr-lens audit --out {args.store}' first", mode="write")
     result = AuditResult.load(store, args.audit)
     ids = [i for i in (args.ids or "").split(",") if i]
-    fs = failures.freeze(result, store, kind="ids" if ids else args.failure_set, probe=args.probe, ids=ids or None,
-                         name=args.name, seed=args.seed)
+    fs = failures.freeze(result, store, kind="ids" if ids else args.failure_set, probe=args.probe, ids=ids or None, name=args.name, seed=args.seed)
     if args.shard:
         from rnr_lens.shards import Shard
 
@@ -322,9 +395,19 @@ def cmd_mine(args: argparse.Namespace) -> int:
     model = load_model(args.model or result.info.model, **_load_kwargs(args))
     if model.fingerprint() != result.info.model_fingerprint:
         raise RnrLensError(f"model {model.name} is not the checkpoint audit {result.id[:12]} was made with; pass --model with that checkpoint")
-    sweep = mine(model, fs, components=args.component or ["mlp"], kinds=args.kind or ["zero"], strategy=args.strategy,
-                 top_m=args.top_m, break_bound=args.break_bound, store=store, batch_size=args.batch_size, progress=not args.json,
-                 shard=args.shard)
+    sweep = mine(
+        model,
+        fs,
+        components=args.component or ["mlp"],
+        kinds=args.kind or ["zero"],
+        strategy=args.strategy,
+        top_m=args.top_m,
+        break_bound=args.break_bound,
+        store=store,
+        batch_size=args.batch_size,
+        progress=not args.json,
+        shard=args.shard,
+    )
     if args.json:
         print(json.dumps(sweep.to_json(), indent=2, default=str))
         return 0
@@ -336,8 +419,10 @@ def cmd_mine(args: argparse.Namespace) -> int:
         print(f"no bottleneck: no candidate repairs a failure with break rate <= {args.break_bound}")
     else:
         broke = f"{b['break']:.2f}" if b["break"] is not None else "unmeasured (no realized question to break)"
-        print(f"bottleneck: {b['component']}{b['layer']}:{b['kind']}  repair discovery {b['repair_discovery']:.2f}, "
-              f"held-out {b['repair_heldout']:.2f}, break {broke}")
+        print(
+            f"bottleneck: {b['component']}{b['layer']}:{b['kind']}  repair discovery {b['repair_discovery']:.2f}, "
+            f"held-out {b['repair_heldout']:.2f}, break {broke}"
+        )
     return 0
 
 
@@ -351,8 +436,19 @@ def cmd_merge(args: argparse.Namespace) -> int:
         print(json.dumps([{k: getattr(a, k) for k in ("id", "model", "task", "config_hash", "status", "n_questions")} for a in audits], indent=2))
         return 0
     print(f"merged {len(args.stores)} run stores into {args.out}")
-    print_table([{"audit": a.id, "model": a.model, "task": a.task, "config": a.config_hash, "status": a.status,
-                  "tries": sum(store.count_tries(a.id).values())} for a in audits])
+    print_table(
+        [
+            {
+                "audit": a.id,
+                "model": a.model,
+                "task": a.task,
+                "config": a.config_hash,
+                "status": a.status,
+                "tries": sum(store.count_tries(a.id).values()),
+            }
+            for a in audits
+        ]
+    )
     return 0
 
 
@@ -367,9 +463,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json(), indent=2))
         return 0
     print(f"b = {result.b.id} ({result.b.info.model})  against  a = {result.a.id} ({result.a.info.model})")
-    rows = [{"probe": r["probe"], "realized a": r["realized_a"], "realized b": r["realized_b"], "delta realized": _est(r["delta_realized"].as_dict()),
-             "reachable a": r["reachable_a"], "reachable b": r["reachable_b"], "delta reachable": _est(r["delta_reachable"].as_dict())}
-            for r in result.deltas.to_dict("records")]
+    rows = [
+        {
+            "probe": r["probe"],
+            "realized a": r["realized_a"],
+            "realized b": r["realized_b"],
+            "delta realized": _est(r["delta_realized"].as_dict()),
+            "reachable a": r["reachable_a"],
+            "reachable b": r["reachable_b"],
+            "delta reachable": _est(r["delta_reachable"].as_dict()),
+        }
+        for r in result.deltas.to_dict("records")
+    ]
     print_table(rows)
     for probe in result.a.probes:
         print(f"\ntransitions under {probe} (rows: a, columns: b)")
@@ -386,9 +491,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     from rnr_lens.train import TrainConfig, train
 
     config = TrainConfig(
-        steps=args.steps, prompts_per_step=args.prompts_per_step, group_size=args.group_size, temperature=args.temperature,
-        lr=args.lr, minibatches=args.minibatches, layers=args.layers, components=args.components,
-        save_every=args.save_every, seed=args.seed,
+        steps=args.steps,
+        prompts_per_step=args.prompts_per_step,
+        group_size=args.group_size,
+        temperature=args.temperature,
+        lr=args.lr,
+        minibatches=args.minibatches,
+        layers=args.layers,
+        components=args.components,
+        save_every=args.save_every,
+        seed=args.seed,
     )
     if args.task in tasks.BUILTINS:
         task = tasks.get(args.task, split="train", n=args.n if args.n is not None else "all", seed=args.task_seed)
@@ -404,19 +516,27 @@ def cmd_train(args: argparse.Namespace) -> int:
     from rnr_lens.viz import reward_curve, save
 
     curve = save(reward_curve(result.history), out / "reward_curve.html")
-    head, tail = result.history[: min(5, len(result.history))], result.history[-min(5, len(result.history)):]
+    head, tail = result.history[: min(5, len(result.history))], result.history[-min(5, len(result.history)) :]
     summary = {
-        "checkpoint": str(result.checkpoint), "model": result.model.name, "base_model": base, "task": task.name,
-        "steps": len(result.history), "resumed_from": result.resumed_from, "config_hash": deployment.hash(),
+        "checkpoint": str(result.checkpoint),
+        "model": result.model.name,
+        "base_model": base,
+        "task": task.name,
+        "steps": len(result.history),
+        "resumed_from": result.resumed_from,
+        "config_hash": deployment.hash(),
         "first_steps_accuracy": sum(r["accuracy"] for r in head) / len(head),
         "last_steps_accuracy": sum(r["accuracy"] for r in tail) / len(tail),
-        "reward_curve": str(curve), "history": str(out / "history.jsonl"),
+        "reward_curve": str(curve),
+        "history": str(out / "history.jsonl"),
     }
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
     print(f"trained {base} for {summary['steps']} steps on {task.name} ({len(task)} questions); checkpoint: {result.checkpoint}")
-    print(f"training rollouts correct: first {len(head)} steps {summary['first_steps_accuracy']:.2f}, last {len(tail)} steps {summary['last_steps_accuracy']:.2f}")
+    print(
+        f"training rollouts correct: first {len(head)} steps {summary['first_steps_accuracy']:.2f}, last {len(tail)} steps {summary['last_steps_accuracy']:.2f}"
+    )
     print(f"reward curve: {curve}")
     print("audit both under matched conditions, then compare:")
     print(f"  rnr-lens audit --model {args.model} --task {args.task} --probe sampling:k=8,t=0.7 --out pair.db")

@@ -38,8 +38,7 @@ class Comparison:
         ``probe`` may be a unique prefix of a probe name (``"sampling"``)."""
         probe = self.a.probe_name(probe)
         t = self.transitions[self.transitions.probe == probe]
-        return pd.crosstab(pd.Categorical(t.before, STATES), pd.Categorical(t.after, STATES), dropna=False,
-                           rownames=["before"], colnames=["after"])
+        return pd.crosstab(pd.Categorical(t.before, STATES), pd.Categorical(t.after, STATES), dropna=False, rownames=["before"], colnames=["after"])
 
     def questions(self, probe: str, before: str, after: str) -> list[str]:
         """The questions that moved from state ``before`` to ``after`` under ``probe``."""
@@ -60,8 +59,12 @@ class Comparison:
             "lost reach": ("reachable only", "unreachable"),
             "lost realization and reach": ("realized", "unreachable"),
         }
-        return {"a": self.a.id, "b": self.b.id, "deltas": deltas,
-                "transitions": {p: {name: self.questions(p, *pair) for name, pair in named.items()} for p in self.a.probes}}
+        return {
+            "a": self.a.id,
+            "b": self.b.id,
+            "deltas": deltas,
+            "transitions": {p: {name: self.questions(p, *pair) for name, pair in named.items()} for p in self.a.probes},
+        }
 
 
 def _state(realized: bool, reachable: bool) -> str:
@@ -74,7 +77,9 @@ def compare(a: AuditResult, b: AuditResult, *, seed: int = 0) -> Comparison:
         if getattr(a.info, key) != getattr(b.info, key):
             raise RnrLensError(f"audits {a.id[:12]} and {b.id[:12]} differ in their {what}; compare only audits made under identical conditions")
     if a.probes != b.probes:
-        raise RnrLensError(f"audits {a.id[:12]} and {b.id[:12]} ran different probes or budgets ({a.probes} vs {b.probes}); rerun one with the other's probes")
+        raise RnrLensError(
+            f"audits {a.id[:12]} and {b.id[:12]} ran different probes or budgets ({a.probes} vs {b.probes}); rerun one with the other's probes"
+        )
     qa = a.questions.set_index("question_id")
     qb = b.questions.set_index("question_id").reindex(qa.index)
     rows, transitions = [], []
@@ -83,12 +88,24 @@ def compare(a: AuditResult, b: AuditResult, *, seed: int = 0) -> Comparison:
         realized = np.c_[qa["realized"].to_numpy(float), qb["realized"].to_numpy(float)]
         reach = np.c_[qa[col].to_numpy(float), qb[col].to_numpy(float)]
         prompts = qa["prompt"].tolist()  # questions that share a prompt are resampled together
-        rows.append({"probe": probe, "realized_a": float(realized[:, 0].mean()), "realized_b": float(realized[:, 1].mean()),
-                     "delta_realized": bootstrap(realized[:, 1] - realized[:, 0], seed=seed, clusters=prompts),
-                     "reachable_a": float(reach[:, 0].mean()), "reachable_b": float(reach[:, 1].mean()),
-                     "delta_reachable": bootstrap(reach[:, 1] - reach[:, 0], seed=seed, clusters=prompts)})
+        rows.append(
+            {
+                "probe": probe,
+                "realized_a": float(realized[:, 0].mean()),
+                "realized_b": float(realized[:, 1].mean()),
+                "delta_realized": bootstrap(realized[:, 1] - realized[:, 0], seed=seed, clusters=prompts),
+                "reachable_a": float(reach[:, 0].mean()),
+                "reachable_b": float(reach[:, 1].mean()),
+                "delta_reachable": bootstrap(reach[:, 1] - reach[:, 0], seed=seed, clusters=prompts),
+            }
+        )
         for qid in qa.index:
-            transitions.append({"probe": probe, "question_id": qid,
-                                "before": _state(bool(qa.loc[qid, "realized"]), bool(qa.loc[qid, col])),
-                                "after": _state(bool(qb.loc[qid, "realized"]), bool(qb.loc[qid, col]))})
+            transitions.append(
+                {
+                    "probe": probe,
+                    "question_id": qid,
+                    "before": _state(bool(qa.loc[qid, "realized"]), bool(qa.loc[qid, col])),
+                    "after": _state(bool(qb.loc[qid, "realized"]), bool(qb.loc[qid, col])),
+                }
+            )
     return Comparison(a, b, pd.DataFrame(rows), pd.DataFrame(transitions))

@@ -82,7 +82,9 @@ class TrainConfig:
         if self.max_new_tokens is not None and self.max_new_tokens <= self.overlong_buffer:
             raise RnrLensError(f"max_new_tokens ({self.max_new_tokens}) must exceed overlong_buffer ({self.overlong_buffer})")
         if self.minibatches > self.prompts_per_step:
-            raise RnrLensError(f"minibatches ({self.minibatches}) cannot exceed prompts_per_step ({self.prompts_per_step}); each minibatch holds whole groups")
+            raise RnrLensError(
+                f"minibatches ({self.minibatches}) cannot exceed prompts_per_step ({self.prompts_per_step}); each minibatch holds whole groups"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

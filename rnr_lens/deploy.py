@@ -72,10 +72,19 @@ class DeploymentConfig:
         need("system_prompt", self.system_prompt is None or isinstance(self.system_prompt, str), "text or null (the template's own default)")
         for name in ("instruction", "assistant_prefix", "extractor"):
             need(name, isinstance(getattr(self, name), str), "text")
-        need("max_new_tokens", isinstance(self.max_new_tokens, int) and not isinstance(self.max_new_tokens, bool)
-             and 1 <= self.max_new_tokens <= MAX_NEW_TOKENS, f"an integer from 1 to {MAX_NEW_TOKENS}")
-        need("temperature", isinstance(self.temperature, (int, float)) and not isinstance(self.temperature, bool)
-             and math.isfinite(self.temperature) and self.temperature >= 0, "a finite number >= 0")
+        need(
+            "max_new_tokens",
+            isinstance(self.max_new_tokens, int) and not isinstance(self.max_new_tokens, bool) and 1 <= self.max_new_tokens <= MAX_NEW_TOKENS,
+            f"an integer from 1 to {MAX_NEW_TOKENS}",
+        )
+        need(
+            "temperature",
+            isinstance(self.temperature, (int, float))
+            and not isinstance(self.temperature, bool)
+            and math.isfinite(self.temperature)
+            and self.temperature >= 0,
+            "a finite number >= 0",
+        )
         need("version", self.version == CONFIG_VERSION, f"{CONFIG_VERSION} (this rnr_lens reads deployment configs of version {CONFIG_VERSION})")
         get_extractor(self.extractor)  # validates the name
 

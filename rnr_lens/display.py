@@ -47,6 +47,7 @@ def html_table(rows: Sequence[Sequence[Any]], columns: Sequence[str], wrap: Sequ
     nowrap = style + ";white-space:nowrap"
     cell = [style if c in wrap else nowrap for c in columns]
     head = "".join(f"<th style='{nowrap}'>{html.escape(str(c))}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td style='{st}'>{html.escape('' if v is None else str(v))}</td>" for st, v in zip(cell, row)) + "</tr>"
-                   for row in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td style='{st}'>{html.escape('' if v is None else str(v))}</td>" for st, v in zip(cell, row)) + "</tr>" for row in rows
+    )
     return f"<table class='rnr-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -70,12 +70,14 @@ class Site:
     def replace(self, fn: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
         """Replace the tensor by ``fn(tensor)`` (``None`` leaves it as it is)."""
         if self.port == "input":
+
             def on_input(mod: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
                 if "hidden_states" in kwargs:
                     new = fn(kwargs["hidden_states"])
                     return None if new is None else (args, {**kwargs, "hidden_states": new})
                 new = fn(args[0])
                 return None if new is None else ((new, *args[1:]), kwargs)
+
             return self.module.register_forward_pre_hook(on_input, with_kwargs=True)
 
         def on_output(mod: nn.Module, args: tuple, out: Any) -> Any:
@@ -83,6 +85,7 @@ class Site:
                 new = fn(out[0])
                 return None if new is None else (new, *out[1:])
             return fn(out)
+
         return self.module.register_forward_hook(on_output)
 
 
@@ -196,7 +199,7 @@ class Engine:
         block = self.blocks("twin")[layer]
         if component == "block":
             return Site(block)
-        return Site(getattr(block, adapters.component_module_names(self.bridge)[component]))
+        return Site(getattr(block, adapters.component_output_names(self.bridge)[component]))
 
     def block_input(self, layer: int, graph: Graph | None = None) -> Site:
         """Where block ``layer`` reads the residual stream (``blocks.{i}.hook_resid_pre``)."""

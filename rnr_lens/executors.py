@@ -118,7 +118,9 @@ def run_audit(
             if bar is not None:
                 bar.close()
         return AuditResult.load(rs, aid)
-    return _run_on_ray(os.fspath(model), task, probe_objs, config, rs, seed, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries)
+    return _run_on_ray(
+        os.fspath(model), task, probe_objs, config, rs, seed, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries
+    )
 
 
 def _pending(rs: RunStore, aid: str, parts: list[str]) -> list[str]:
@@ -152,13 +154,26 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
             else:
                 ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, log_to_driver=False)
         except ConnectionError as exc:
-            raise RnrLensError(f"cannot reach a Ray cluster at {address!r} ({exc}); start one with 'ray start --head' or leave out --address for a local one") from None
+            raise RnrLensError(
+                f"cannot reach a Ray cluster at {address!r} ({exc}); start one with 'ray start --head' or leave out --address for a local one"
+            ) from None
     return ray
 
 
 def _run_on_ray(
-    model: str, task: Task, probes: list[Probe], config: DeploymentConfig, rs: RunStore, seed: int, parts: list[str],
-    address: str | None, num_cpus: int | None, batch_size: int | None, load: dict[str, Any], progress: bool, max_retries: int,
+    model: str,
+    task: Task,
+    probes: list[Probe],
+    config: DeploymentConfig,
+    rs: RunStore,
+    seed: int,
+    parts: list[str],
+    address: str | None,
+    num_cpus: int | None,
+    batch_size: int | None,
+    load: dict[str, Any],
+    progress: bool,
+    max_retries: int,
 ) -> AuditResult:
     ray = init_ray(address, num_cpus)
     resources = ray.cluster_resources()
@@ -204,7 +219,9 @@ def _run_on_ray(
             try:
                 payload = ray.get(ready[0])
             except Exception as exc:
-                raise RnrLensError(f"shard {part} failed on Ray after {max_retries} retries ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); rerun to resume") from None
+                raise RnrLensError(
+                    f"shard {part} failed on Ray after {max_retries} retries ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); rerun to resume"
+                ) from None
             rs.absorb(payload, source=f"Ray shard {part}")
             if bar is not None:
                 bar.update(1)

@@ -40,8 +40,7 @@ class FailureSet:
 
     @property
     def failures(self) -> Task:
-        return Task(f"{self.name}:failures", self.discovery.questions + self.heldout.questions,
-                    self.discovery.answer_type, self.discovery.source)
+        return Task(f"{self.name}:failures", self.discovery.questions + self.heldout.questions, self.discovery.answer_type, self.discovery.source)
 
     @property
     def groups(self) -> list[tuple[str, Task]]:
@@ -53,8 +52,11 @@ class FailureSet:
     def describe(self) -> str:
         d = self.definition
         what = d["kind"] + (f" under {d['probe']}" if d.get("probe") else "")
-        control = (f"{len(self.control)} control (realized) questions" if self.control is not None
-                   else "no control set (the audit realized no question): break rates are unmeasured")
+        control = (
+            f"{len(self.control)} control (realized) questions"
+            if self.control is not None
+            else "no control set (the audit realized no question): break rates are unmeasured"
+        )
         return f"failure set {self.name!r}: {what}; {len(self.discovery)} discovery + {len(self.heldout)} held-out failures, {control}"
 
 
@@ -114,15 +116,21 @@ def freeze(
             raise RnrLensError(f"failure set {name!r} of audit {result.id[:12]} is frozen with another definition; choose a new --name")
         return _build(result, name, frozen)
     if len(chosen) < 2:
-        raise RnrLensError(f"only {len(chosen)} question(s) are {kind} in audit {result.id[:12]}; a failure set needs at least 2 (audit more questions or a larger budget)")
+        raise RnrLensError(
+            f"only {len(chosen)} question(s) are {kind} in audit {result.id[:12]}; a failure set needs at least 2 (audit more questions or a larger budget)"
+        )
     rng = random.Random(f"failure-set:{seed}")
     shuffled = chosen[:]
     rng.shuffle(shuffled)
     half = (len(shuffled) + 1) // 2
     realized = result.realized_ids()
     control = realized if control_size is None or control_size >= len(realized) else sorted(rng.sample(realized, control_size), key=realized.index)
-    body = {"definition": definition, "discovery": sorted(shuffled[:half], key=chosen.index),
-            "heldout": sorted(shuffled[half:], key=chosen.index), "control": control}
+    body = {
+        "definition": definition,
+        "discovery": sorted(shuffled[:half], key=chosen.index),
+        "heldout": sorted(shuffled[half:], key=chosen.index),
+        "control": control,
+    }
     store.put_artifact(result.id, "failure_set", name, body)
     return _build(result, name, body)
 
@@ -137,11 +145,15 @@ def load(result: AuditResult, store: RunStore, name: str = "main") -> FailureSet
 def _build(result: AuditResult, name: str, body: dict[str, Any]) -> FailureSet:
     kind = result.info.answer_type
     return FailureSet(
-        name, result.id, body["definition"],
+        name,
+        result.id,
+        body["definition"],
         _questions(result, body["discovery"], kind, f"{name}:discovery"),
         _questions(result, body["heldout"], kind, f"{name}:heldout"),
         _questions(result, body["control"], kind, f"{name}:control") if body["control"] else None,
         result.config,
-        {r.question_id: {"question_id": r.question_id, "text": r.default_text, "answer": r.default_extracted, "correct": bool(r.realized)}
-         for r in result.questions.itertuples()},
+        {
+            r.question_id: {"question_id": r.question_id, "text": r.default_text, "answer": r.default_extracted, "correct": bool(r.realized)}
+            for r in result.questions.itertuples()
+        },
     )

@@ -46,11 +46,18 @@ class LensModel(Protocol):
 
     def new_cache(self) -> RouteCache: ...
 
-    def intervene(self, route: Route | str | Sequence[int] | None = None, ablations: Sequence[Ablation | str] = ()) -> AbstractContextManager[Any]: ...
+    def intervene(
+        self, route: Route | str | Sequence[int] | None = None, ablations: Sequence[Ablation | str] = ()
+    ) -> AbstractContextManager[Any]: ...
 
     def forward_tokens(
-        self, input_ids: Int[torch.Tensor, "batch pos"], attention_mask: Int[torch.Tensor, "batch total"] | None = None, *,
-        position_ids: Int[torch.Tensor, "batch pos"] | None = None, cache: RouteCache | None = None, logits_to_keep: int = 0,
+        self,
+        input_ids: Int[torch.Tensor, "batch pos"],
+        attention_mask: Int[torch.Tensor, "batch total"] | None = None,
+        *,
+        position_ids: Int[torch.Tensor, "batch pos"] | None = None,
+        cache: RouteCache | None = None,
+        logits_to_keep: int = 0,
         inputs_embeds: Float[torch.Tensor, "batch pos d_model"] | None = None,
     ) -> Float[torch.Tensor, "batch kept d_vocab"]: ...
 
@@ -169,8 +176,15 @@ def generate(
             iterator = tqdm(batches, desc=f"generate ({model.name})", unit="batch")
         for prompt_ids, samples in iterator:
             outs = _generate_batch(
-                model, [encoded[i] for i in prompt_ids], samples, greedy=greedy, temperature=temperature,
-                top_p=top_p, seeds=None if bases is None else [bases[i] for i in prompt_ids], max_new_tokens=max_new_tokens, stop=list(stop or []),
+                model,
+                [encoded[i] for i in prompt_ids],
+                samples,
+                greedy=greedy,
+                temperature=temperature,
+                top_p=top_p,
+                seeds=None if bases is None else [bases[i] for i in prompt_ids],
+                max_new_tokens=max_new_tokens,
+                stop=list(stop or []),
                 eos=set() if ignore_eos else model.eos_token_ids,
             )
             for k, (pi, si) in enumerate((pi, si) for pi in prompt_ids for si in samples):
@@ -193,7 +207,7 @@ def _plan_batches(order: list[int], n_samples: int, size: int) -> list[tuple[lis
         return plans
     per = max(1, size // n_samples)
     for start in range(0, len(order), per):
-        plans.append((order[start:start + per], list(range(n_samples))))
+        plans.append((order[start : start + per], list(range(n_samples))))
     return plans
 
 
@@ -230,7 +244,7 @@ def _generate_batch(
     out_ents: list[list[float]] = [[] for _ in range(n_rows)]
     reasons = ["length"] * n_rows
     active = list(range(n_rows))  # original row of each live batch row
-    positions = (mask.sum(-1, keepdim=True) - 1)
+    positions = mask.sum(-1, keepdim=True) - 1
     stop_window = max((len(s) for s in stop), default=0) + 8
     for step in range(max_new_tokens):
         logprobs = torch.log_softmax(logits.float(), dim=-1)
@@ -295,7 +309,7 @@ class Continuations:
         (0 on padding), from logits covering at least the last :attr:`keep` positions.
         Differentiable."""
         # the logits at position j predict the token at position j + 1
-        logprobs = torch.log_softmax(logits[:, -self.keep:-1].float() / temperature, dim=-1)
+        logprobs = torch.log_softmax(logits[:, -self.keep : -1].float() / temperature, dim=-1)
         return logprobs.gather(-1, self.targets[..., None])[..., 0] * self.mask
 
 
@@ -309,8 +323,8 @@ def continuations(model: LensModel, prompts: Sequence[Sequence[int]], answers: S
     mask = torch.zeros((len(answers), width), device=ids.device)
     for row, a in enumerate(answers):
         if len(a):
-            targets[row, width - len(a):] = torch.tensor(list(a), device=ids.device)
-            mask[row, width - len(a):] = 1
+            targets[row, width - len(a) :] = torch.tensor(list(a), device=ids.device)
+            mask[row, width - len(a) :] = 1
     return Continuations(ids, attention, targets, mask)
 
 
@@ -356,9 +370,9 @@ def score(
     with model.intervene(route=route, ablations=ablations), torch.no_grad():
         size = batch_size or model.auto_batch_size(len(pairs[order[0]][0]) + len(pairs[order[0]][1]))
         for start in range(0, len(order), size):
-            chunk = order[start:start + size]
+            chunk = order[start : start + size]
             lp, _ = token_logprobs(model, [pairs[i][0] for i in chunk], [pairs[i][1] for i in chunk])
             for b, i in enumerate(chunk):
-                tokens = lp[b, lp.shape[1] - len(pairs[i][1]):]
+                tokens = lp[b, lp.shape[1] - len(pairs[i][1]) :]
                 results[i] = ContinuationScore(float(tokens.sum()), [float(x) for x in tokens])
     return [r for r in results if r is not None]

@@ -76,8 +76,8 @@ class Ablation:
         they are built in Python)."""
         name, _, kind = text.partition(":")
         for comp in COMPONENTS:
-            if name.startswith(comp) and name[len(comp):].isdigit():
-                return cls(int(name[len(comp):]), comp, kind or "zero")
+            if name.startswith(comp) and name[len(comp) :].isdigit():
+                return cls(int(name[len(comp) :]), comp, kind or "zero")
         raise RnrLensError(f"cannot parse ablation {text!r}; write it like 'mlp12' or 'attn3:zero'")
 
     def hook_names(self) -> tuple[str, ...]:

@@ -162,8 +162,8 @@ class LensModel:
         mask = torch.zeros((len(sequences), width), dtype=torch.long)
         for row, seq in enumerate(sequences):
             if len(seq):
-                ids[row, width - len(seq):] = torch.tensor(list(seq), dtype=torch.long)
-                mask[row, width - len(seq):] = 1
+                ids[row, width - len(seq) :] = torch.tensor(list(seq), dtype=torch.long)
+                mask[row, width - len(seq) :] = 1
         return ids.to(self.device), mask.to(self.device)
 
     # -- forward ------------------------------------------------------------------------
@@ -184,7 +184,7 @@ class LensModel:
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if position_ids is None:
-            position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, -input_ids.shape[1]:]
+            position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, -input_ids.shape[1] :]
         if cache is not None:
             cache.begin_forward()
         tokens = {"inputs_embeds": inputs_embeds} if inputs_embeds is not None else {"input_ids": input_ids}

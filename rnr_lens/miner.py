@@ -53,8 +53,9 @@ class Bottleneck(dict):
     ``repair_heldout``, ``repair``, ``break``) that prints its rates to three digits."""
 
     def __repr__(self) -> str:
-        rates = ", ".join(f"{k} {self[k]:.3f}" if self.get(k) is not None else f"{k} unmeasured"
-                          for k in ("repair_discovery", "repair_heldout", "break"))
+        rates = ", ".join(
+            f"{k} {self[k]:.3f}" if self.get(k) is not None else f"{k} unmeasured" for k in ("repair_discovery", "repair_heldout", "break")
+        )
         return f"Bottleneck({self['component']}{self['layer']}:{self['kind']}; {rates})"
 
     def _repr_html_(self) -> str:
@@ -90,16 +91,34 @@ class SweepResult:
         def rate(r: Any, key: str) -> str:
             return f"{r[key]:.2f} [{r[f'{key}_low']:.2f},{r[f'{key}_high']:.2f}]" if pd.notna(r.get(key)) else "-"
 
-        rows = [[f"{r['component']}{int(r['layer'])}:{r['kind']}", f"{r['screen_logprob']:.3f}", rate(r, "repair_discovery"),
-                 rate(r, "repair_heldout"), rate(r, "break")] for r in done.to_dict("records")]
+        rows = [
+            [
+                f"{r['component']}{int(r['layer'])}:{r['kind']}",
+                f"{r['screen_logprob']:.3f}",
+                rate(r, "repair_discovery"),
+                rate(r, "repair_heldout"),
+                rate(r, "break"),
+            ]
+            for r in done.to_dict("records")
+        ]
         head = f"<b>sweep of {html.escape(self.failure_set)}</b> ({self.strategy}): {len(done)} of {len(self.table)} blocks generated; "
         head += f"bottleneck {html.escape(repr(self.bottleneck))}" if self.bottleneck else "no bottleneck within the break bound"
-        return f"<div class='rnr-sweep'>{head}" + html_table(rows, ["block", "screen Δ log p", "repair discovery", "repair held-out", "break"]) + "</div>"
+        return (
+            f"<div class='rnr-sweep'>{head}"
+            + html_table(rows, ["block", "screen Δ log p", "repair discovery", "repair held-out", "break"])
+            + "</div>"
+        )
 
     def to_json(self) -> dict[str, Any]:
         table = self.table.astype(object).where(self.table.notna(), None)
-        return {"strategy": self.strategy, "failure_set": self.failure_set, "bottleneck": self.bottleneck,
-                "agreement": self.agreement, "layers": table.to_dict("records"), "changes": self.changes()}
+        return {
+            "strategy": self.strategy,
+            "failure_set": self.failure_set,
+            "bottleneck": self.bottleneck,
+            "agreement": self.agreement,
+            "layers": table.to_dict("records"),
+            "changes": self.changes(),
+        }
 
     def changes(self) -> list[dict[str, Any]]:
         """Per generated candidate, the questions it repaired (failure set) and broke (control
@@ -108,9 +127,19 @@ class SweepResult:
         if self.details.empty:
             return out
         for (layer, comp, kind), d in self.details.groupby(["layer", "component", "kind"], sort=True):
+
             def rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-                return [{"question_id": r.question_id, "set": r.set, "before_answer": r.before_answer, "after_answer": r.after_answer,
-                         "before_text": r.before_text, "after_text": r.after_text} for r in frame.itertuples()]
+                return [
+                    {
+                        "question_id": r.question_id,
+                        "set": r.set,
+                        "before_answer": r.before_answer,
+                        "after_answer": r.after_answer,
+                        "before_text": r.before_text,
+                        "after_text": r.after_text,
+                    }
+                    for r in frame.itertuples()
+                ]
 
             repaired = d[(d.set != "control") & d.after_correct & ~d.before_correct]
             broken = d[(d.set == "control") & ~d.after_correct & d.before_correct]
@@ -124,9 +153,7 @@ def _reference(failure_set: FailureSet, model: LensModel) -> tuple[str, ...]:
     return tuple(model.render(failure_set.config.prompt(q))[0] for q in list(source)[:16])
 
 
-def screen_logprob(
-    model: LensModel, questions: Sequence[Question], failure_set: FailureSet, candidates: list[Ablation]
-) -> dict[str, float]:
+def screen_logprob(model: LensModel, questions: Sequence[Question], failure_set: FailureSet, candidates: list[Ablation]) -> dict[str, float]:
     """Mean change of the gold answer's log-probability under each candidate ablation,
     recomputing only the blocks from the ablated one onward (from the clean residual stream)."""
     config = failure_set.config
@@ -154,8 +181,13 @@ def _evaluate(
     questions = [(g, q) for g, task in failure_set.groups for q in task if shard is None or shard.contains(q.id)]
     if not questions:
         return []
-    gens = model.generate([config.prompt(q) for _, q in questions], max_new_tokens=config.max_new_tokens, stop=config.stop,
-                          ablations=[ablation] if ablation else (), batch_size=batch_size)
+    gens = model.generate(
+        [config.prompt(q) for _, q in questions],
+        max_new_tokens=config.max_new_tokens,
+        stop=config.stop,
+        ablations=[ablation] if ablation else (),
+        batch_size=batch_size,
+    )
     rows = []
     for (group, q), gen in zip(questions, gens):
         extracted, correct = config.grade(gen.text, q, failure_set.discovery.answer_type)
@@ -219,8 +251,9 @@ def mine(
 
         failure_set = replace(failure_set, control=Task(f"{failure_set.name}:control", tuple(control_set), failure_set.discovery.answer_type))
     reference = _reference(failure_set, model) if any(k != "zero" for k in kinds) else ()
-    candidates = [Ablation(layer, comp, kind, reference if kind != "zero" else ())
-                  for comp in components for kind in kinds for layer in range(model.n_layers)]
+    candidates = [
+        Ablation(layer, comp, kind, reference if kind != "zero" else ()) for comp in components for kind in kinds for layer in range(model.n_layers)
+    ]
 
     started = time.perf_counter()
     screen = screen_logprob(model, list(failure_set.discovery), failure_set, candidates)
@@ -258,8 +291,7 @@ def mine(
 
     try:
         # the audit's own default outputs are the "before" answers (same model, config, greedy)
-        wanted = [q.id for _, task in failure_set.groups for q in task
-                  if part is None or part.contains(q.id)]
+        wanted = [q.id for _, task in failure_set.groups for q in task if part is None or part.contains(q.id)]
         if all(i in failure_set.before for i in wanted):
             before = {i: failure_set.before[i] for i in wanted}
             if bar is not None:
@@ -274,17 +306,35 @@ def mine(
     prompts = {q.id: q.prompt for _, task in failure_set.groups for q in task}
     rows, details = [], []
     for a in candidates:
-        row: dict[str, Any] = {"layer": a.layer, "component": a.component, "kind": a.kind,
-                               "screen_logprob": screen[str(a)], "screen_atp": atp_map.get((a.layer, a.component, a.kind))}
+        row: dict[str, Any] = {
+            "layer": a.layer,
+            "component": a.component,
+            "kind": a.kind,
+            "screen_logprob": screen[str(a)],
+            "screen_atp": atp_map.get((a.layer, a.component, a.kind)),
+        }
         if str(a) in results:
             after = results[str(a)]
             stats = _rates(after, before)
             row.update(stats)
             for r in after:
                 b = before[r["question_id"]]
-                details.append({"layer": a.layer, "component": a.component, "kind": a.kind, "question_id": r["question_id"],
-                                "prompt": prompts.get(r["question_id"], ""), "set": r["set"], "before_text": b["text"], "before_answer": b["answer"], "before_correct": b["correct"],
-                                "after_text": r["text"], "after_answer": r["answer"], "after_correct": r["correct"]})
+                details.append(
+                    {
+                        "layer": a.layer,
+                        "component": a.component,
+                        "kind": a.kind,
+                        "question_id": r["question_id"],
+                        "prompt": prompts.get(r["question_id"], ""),
+                        "set": r["set"],
+                        "before_text": b["text"],
+                        "before_answer": b["answer"],
+                        "before_correct": b["correct"],
+                        "after_text": r["text"],
+                        "after_answer": r["answer"],
+                        "after_correct": r["correct"],
+                    }
+                )
         rows.append(row)
     table = pd.DataFrame(rows)
     bottleneck = _bottleneck(table, break_bound)
@@ -293,7 +343,9 @@ def mine(
         for col in ("screen_logprob", "screen_atp"):
             sub = table.dropna(subset=[col])
             agreement[col] = {
-                "spearman": float(sub[col].rank().corr(sub["repair_discovery"].rank())) if sub[col].nunique() > 1 and sub["repair_discovery"].nunique() > 1 else None,
+                "spearman": float(sub[col].rank().corr(sub["repair_discovery"].rank()))
+                if sub[col].nunique() > 1 and sub["repair_discovery"].nunique() > 1
+                else None,
                 "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck["layer"], bottleneck["component"], bottleneck["kind"])),
             }
     return SweepResult(table, pd.DataFrame(details), bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds})
@@ -319,8 +371,11 @@ def _rates(after: list[dict[str, Any]], before: dict[str, dict[str, Any]]) -> di
     out: dict[str, Any] = {}
     failures = [r for r in after if r["set"] != "control"]
     control = [r for r in after if r["set"] == "control"]
-    for name, rows in (("repair", failures), ("repair_discovery", [r for r in failures if r["set"] == "discovery"]),
-                       ("repair_heldout", [r for r in failures if r["set"] == "heldout"])):
+    for name, rows in (
+        ("repair", failures),
+        ("repair_discovery", [r for r in failures if r["set"] == "discovery"]),
+        ("repair_heldout", [r for r in failures if r["set"] == "heldout"]),
+    ):
         est = wilson(sum(r["correct"] and not before[r["question_id"]]["correct"] for r in rows), len(rows))
         out[name], out[f"{name}_low"], out[f"{name}_high"] = est.value, est.low, est.high
     est = wilson(sum(before[r["question_id"]]["correct"] and not r["correct"] for r in control), len(control))
@@ -341,9 +396,17 @@ def _bottleneck(table: pd.DataFrame, bound: float) -> dict[str, Any] | None:
     if ok.empty:
         return None
     best = ok.sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True], na_position="last").iloc[0]
-    return Bottleneck({"layer": int(best.layer), "component": best.component, "kind": best.kind,
-            "repair_discovery": float(best.repair_discovery), "repair_heldout": float(best.repair_heldout),
-            "repair": float(best.repair), "break": None if pd.isna(best["break"]) else float(best["break"])})
+    return Bottleneck(
+        {
+            "layer": int(best.layer),
+            "component": best.component,
+            "kind": best.kind,
+            "repair_discovery": float(best.repair_discovery),
+            "repair_heldout": float(best.repair_heldout),
+            "repair": float(best.repair),
+            "break": None if pd.isna(best["break"]) else float(best["break"]),
+        }
+    )
 
 
 def _top(table: pd.DataFrame, column: str) -> tuple[int, str, str]:

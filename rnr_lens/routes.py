@@ -56,13 +56,9 @@ class Route:
             raise RnrLensError("a route needs at least one block; use Route.identity(n) for the default order")
         bad = [i for i in layers if not 0 <= i < n_layers]
         if bad:
-            raise RnrLensError(
-                f"route block index {bad[0]} is out of range for a {n_layers}-block model (valid: 0..{n_layers - 1})"
-            )
+            raise RnrLensError(f"route block index {bad[0]} is out of range for a {n_layers}-block model (valid: 0..{n_layers - 1})")
         if len(layers) > limit:
-            raise RnrLensError(
-                f"route has {len(layers)} blocks, more than the maximum {limit}; pass max_length= to allow longer routes"
-            )
+            raise RnrLensError(f"route has {len(layers)} blocks, more than the maximum {limit}; pass max_length= to allow longer routes")
         object.__setattr__(self, "layers", layers)
         object.__setattr__(self, "n_layers", int(n_layers))
         object.__setattr__(self, "max_length", max_length)
@@ -120,7 +116,9 @@ class Route:
                 else:
                     a = b = int(run)
             except ValueError:
-                raise RnrLensError(f"cannot parse run {run[:40]!r} in route {text[:80]!r}: write ascending runs like '4-9' or single blocks like '7'") from None
+                raise RnrLensError(
+                    f"cannot parse run {run[:40]!r} in route {text[:80]!r}: write ascending runs like '4-9' or single blocks like '7'"
+                ) from None
             if not (0 <= a and b < n_layers):
                 bad = a if a < 0 else b
                 raise RnrLensError(f"route block index {bad} is out of range for a {n_layers}-block model (valid: 0..{n_layers - 1})")

@@ -38,8 +38,10 @@ class Estimate:
 
     def as_dict(self) -> dict[str, float | None]:
         """JSON-ready: an estimate over no questions (NaN) has ``None`` values."""
-        return {k: (None if isinstance(v, float) and v != v else v) for k, v in
-                (("value", self.value), ("low", self.low), ("high", self.high), ("n", self.n))}
+        return {
+            k: (None if isinstance(v, float) and v != v else v)
+            for k, v in (("value", self.value), ("low", self.low), ("high", self.high), ("n", self.n))
+        }
 
 
 def bootstrap(

@@ -79,6 +79,7 @@ CREATE TABLE IF NOT EXISTS artifacts (
 );
 """
 
+
 class RunStore:
     """A SQLite run store at ``path``.
 
@@ -237,14 +238,15 @@ class RunStore:
             existing_q = {r[0]: r[1:] for r in c.execute("SELECT question_id, prompt, gold FROM questions WHERE audit_id=?", (info.id,))}
             for qid, _position, prompt, gold in payload["questions"]:
                 if qid in existing_q and existing_q[qid] != (prompt, gold):
-                    raise RnrLensError(f"{source} and the merged store disagree on question {qid} of audit {info.id[:12]}; they are not shards of one audit")
+                    raise RnrLensError(
+                        f"{source} and the merged store disagree on question {qid} of audit {info.id[:12]}; they are not shards of one audit"
+                    )
             c.executemany("INSERT OR IGNORE INTO questions VALUES (?,?,?,?,?)", [(info.id, *q) for q in payload["questions"]])
             key_cols = ("question_id", "probe", "try_index")
             result_cols = ("text", "extracted", "correct", "n_tokens", "seed", "route", "ablation")
             index = {c_: TRY_COLUMNS.index(c_) for c_ in (*key_cols, *result_cols)}
             existing_t = {
-                tuple(r[:3]): tuple(r[3:])
-                for r in c.execute(f"SELECT {', '.join(key_cols + result_cols)} FROM tries WHERE audit_id=?", (info.id,))
+                tuple(r[:3]): tuple(r[3:]) for r in c.execute(f"SELECT {', '.join(key_cols + result_cols)} FROM tries WHERE audit_id=?", (info.id,))
             }
             new = []
             for row in payload["tries"]:
@@ -265,7 +267,9 @@ class RunStore:
                 if row is None:
                     c.execute("INSERT INTO artifacts VALUES (?,?,?,?,?)", (info.id, kind, name, body, created))
                 elif row[0] != body and kind != "shard":
-                    raise RnrLensError(f"{source} and the merged store disagree on {kind} {name!r} of audit {info.id[:12]}; merge only results of one run")
+                    raise RnrLensError(
+                        f"{source} and the merged store disagree on {kind} {name!r} of audit {info.id[:12]}; merge only results of one run"
+                    )
         self.refresh_status(info.id)
         return len(new)
 
@@ -286,8 +290,11 @@ class RunStore:
         cols = ", ".join(["audit_id", *TRY_COLUMNS])
         with self.transaction() as c:
             before = c.total_changes
-            c.executemany(f"INSERT INTO tries ({cols}) VALUES ({', '.join('?' * (len(TRY_COLUMNS) + 1))})"
-                          " ON CONFLICT (audit_id, question_id, probe, try_index) DO NOTHING", rows)
+            c.executemany(
+                f"INSERT INTO tries ({cols}) VALUES ({', '.join('?' * (len(TRY_COLUMNS) + 1))})"
+                " ON CONFLICT (audit_id, question_id, probe, try_index) DO NOTHING",
+                rows,
+            )
             added = c.total_changes - before
         return added
 
@@ -309,7 +316,8 @@ class RunStore:
         df = pd.read_sql_query(
             "SELECT t.* FROM tries t JOIN questions q ON q.audit_id=t.audit_id AND q.question_id=t.question_id"
             " WHERE t.audit_id=? ORDER BY q.position, t.probe, t.try_index",
-            self.conn, params=(audit_id,),
+            self.conn,
+            params=(audit_id,),
         )
         df["correct"] = df["correct"].astype(bool)
         return df
@@ -327,8 +335,9 @@ class RunStore:
 
     def artifacts(self, audit_id: str, kind: str, prefix: str = "") -> dict[str, Any]:
         """All artifacts of one kind whose name starts with ``prefix``, by name."""
-        rows = self.conn.execute("SELECT name, body FROM artifacts WHERE audit_id=? AND kind=? AND substr(name, 1, ?)=?",
-                                 (audit_id, kind, len(prefix), prefix)).fetchall()
+        rows = self.conn.execute(
+            "SELECT name, body FROM artifacts WHERE audit_id=? AND kind=? AND substr(name, 1, ?)=?", (audit_id, kind, len(prefix), prefix)
+        ).fetchall()
         return {name: json.loads(body) for name, body in rows}
 
     def get_artifact(self, audit_id: str, kind: str, name: str) -> Any | None:
@@ -340,8 +349,22 @@ def _insert_audit(c: sqlite3.Connection, record: AuditRecord, *, created: float,
     c.execute(
         "INSERT INTO audits (id, created, model, model_fingerprint, task, task_fingerprint, answer_type, config_hash,"
         " config_json, probes_json, seed, n_questions, label, status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (record.id, created, record.model, record.model_fingerprint, record.task, record.task_fingerprint, record.answer_type,
-         record.config_hash, record.config_json, json.dumps(list(record.probes)), record.seed, record.n_questions, record.label, status),
+        (
+            record.id,
+            created,
+            record.model,
+            record.model_fingerprint,
+            record.task,
+            record.task_fingerprint,
+            record.answer_type,
+            record.config_hash,
+            record.config_json,
+            json.dumps(list(record.probes)),
+            record.seed,
+            record.n_questions,
+            record.label,
+            status,
+        ),
     )
 
 

@@ -190,7 +190,11 @@ def train(
             started = time.perf_counter()
             groups, sampled, cursor = _sample_groups(model, task, order, state, config, deployment, budget, batch_size)
             state.cursor = cursor
-            record = _update(model, groups, optimizer, params, config) if groups else {"loss": None, "clip_fraction": None, "approx_kl": None, "grad_norm": None}
+            record = (
+                _update(model, groups, optimizer, params, config)
+                if groups
+                else {"loss": None, "clip_fraction": None, "approx_kl": None, "grad_norm": None}
+            )
             rewards = [r for g in sampled for r in g.rewards]
             record = {
                 "step": state.step + 1,
@@ -256,11 +260,17 @@ def _sample_groups(
             cursor += 1
         prompts = [deployment.prompt(q) for q in questions]
         outs = generate(
-            model, prompts, temperature=config.temperature, n=config.group_size, seed=_rollout_seed(config.seed, state.step, round_),
-            max_new_tokens=budget, stop=deployment.stop, batch_size=batch_size,
+            model,
+            prompts,
+            temperature=config.temperature,
+            n=config.group_size,
+            seed=_rollout_seed(config.seed, state.step, round_),
+            max_new_tokens=budget,
+            stop=deployment.stop,
+            batch_size=batch_size,
         )
         for i, q in enumerate(questions):
-            samples = outs[i * config.group_size:(i + 1) * config.group_size]
+            samples = outs[i * config.group_size : (i + 1) * config.group_size]
             correct = [deployment.grade(s.text, q, task.answer_type)[1] for s in samples]
             answers = [answer_tokens(model, s) for s in samples]
             rewards = [
@@ -308,6 +318,14 @@ def _update(
 
 
 __all__ = [
-    "TrainConfig", "TrainResult", "train", "parse_layers", "trainable_parameters", "overlong_penalty", "group_advantages",
-    "clipped_token_loss", "read_history", "COMPONENTS",
+    "TrainConfig",
+    "TrainResult",
+    "train",
+    "parse_layers",
+    "trainable_parameters",
+    "overlong_penalty",
+    "group_advantages",
+    "clipped_token_loss",
+    "read_history",
+    "COMPONENTS",
 ]

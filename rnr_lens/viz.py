@@ -39,10 +39,17 @@ pio.templates["rnr_paper"] = go.layout.Template(
         colorway=OKABE_ITO,
         plot_bgcolor="white",
         paper_bgcolor="white",
-        xaxis=dict(showline=True, linecolor="#444", ticks="outside", gridcolor="#eee", zeroline=False, automargin=True,
-                   title=dict(standoff=6)),
-        yaxis=dict(showline=True, linecolor="#444", ticks="outside", gridcolor="#eee", zeroline=True, zerolinecolor="#bbb",
-                   automargin=True, title=dict(standoff=6)),
+        xaxis=dict(showline=True, linecolor="#444", ticks="outside", gridcolor="#eee", zeroline=False, automargin=True, title=dict(standoff=6)),
+        yaxis=dict(
+            showline=True,
+            linecolor="#444",
+            ticks="outside",
+            gridcolor="#eee",
+            zeroline=True,
+            zerolinecolor="#bbb",
+            automargin=True,
+            title=dict(standoff=6),
+        ),
         legend=dict(bgcolor="rgba(255,255,255,0.8)", borderwidth=0),
         margin=dict(l=50, r=20, t=60, b=50),
     )
@@ -51,8 +58,14 @@ PAPER = "rnr_paper"
 
 
 def _errors(df: pd.DataFrame, col: str) -> dict:
-    return dict(type="data", symmetric=False, array=(df[f"{col}_high"] - df[col]).tolist(),
-                arrayminus=(df[col] - df[f"{col}_low"]).tolist(), thickness=1.2, width=3)
+    return dict(
+        type="data",
+        symmetric=False,
+        array=(df[f"{col}_high"] - df[col]).tolist(),
+        arrayminus=(df[col] - df[f"{col}_low"]).tolist(),
+        thickness=1.2,
+        width=3,
+    )
 
 
 COMPONENT_NAMES = {"mlp": "MLP", "attn": "attention", "block": "whole block"}
@@ -86,46 +99,101 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
     for (comp, kind), _ in groups:
         name = f"{COMPONENT_NAMES.get(comp, comp)}, {KIND_NAMES.get(kind, kind)}: " if many else ""
         subtitles += [f"{name}{SCREEN_NAMES.get(screen, screen)}, every block", f"{name}generated: repair and break"]
-    fig = make_subplots(rows=2 * len(groups), cols=1, shared_xaxes=True, vertical_spacing=0.12 / len(groups),
-                        row_heights=[0.35, 0.65] * len(groups), subplot_titles=subtitles)
+    fig = make_subplots(
+        rows=2 * len(groups),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.12 / len(groups),
+        row_heights=[0.35, 0.65] * len(groups),
+        subplot_titles=subtitles,
+    )
     b = sweep.bottleneck
     for g, ((comp, kind), df) in enumerate(groups):
         top, bottom = 2 * g + 1, 2 * g + 2
         df = df.sort_values("layer")
-        fig.add_bar(x=df["layer"], y=df[screen], marker_color="#999", name="screen score", legendgroup="screen", showlegend=g == 0,
-                    hovertemplate="block %{x}<br>screen %{y:.3f}<extra></extra>", row=top, col=1)
+        fig.add_bar(
+            x=df["layer"],
+            y=df[screen],
+            marker_color="#999",
+            name="screen score",
+            legendgroup="screen",
+            showlegend=g == 0,
+            hovertemplate="block %{x}<br>screen %{y:.3f}<extra></extra>",
+            row=top,
+            col=1,
+        )
         done = df.dropna(subset=["repair"]) if "repair" in df else df.iloc[0:0]
         only = df[~df["layer"].isin(done["layer"])]
-        for key, name, colour, n, of in (("repair", "repair rate (failure set)", OKABE_ITO[0], "n_repaired", "n_failures"),
-                                          ("break", "break rate (control set)", OKABE_ITO[3], "n_broken", "n_control")):
+        for key, name, colour, n, of in (
+            ("repair", "repair rate (failure set)", OKABE_ITO[0], "n_repaired", "n_failures"),
+            ("break", "break rate (control set)", OKABE_ITO[3], "n_broken", "n_control"),
+        ):
             if done.empty:
                 continue
             counts = [f"{int(a)}/{int(c)}" if pd.notna(a) and pd.notna(c) else "" for a, c in zip(done.get(n, []), done.get(of, []))]
-            fig.add_bar(x=done["layer"], y=done[key], error_y=_errors(done, key), name=name, marker_color=colour, legendgroup=key,
-                        showlegend=g == 0, row=bottom, col=1, customdata=list(zip(counts, done[f"{key}_low"], done[f"{key}_high"])),
-                        hovertemplate=f"block %{{x}}<br>{key} %{{customdata[0]}} = %{{y:.2f}} [%{{customdata[1]:.2f}}, %{{customdata[2]:.2f}}]<extra></extra>")
+            fig.add_bar(
+                x=done["layer"],
+                y=done[key],
+                error_y=_errors(done, key),
+                name=name,
+                marker_color=colour,
+                legendgroup=key,
+                showlegend=g == 0,
+                row=bottom,
+                col=1,
+                customdata=list(zip(counts, done[f"{key}_low"], done[f"{key}_high"])),
+                hovertemplate=f"block %{{x}}<br>{key} %{{customdata[0]}} = %{{y:.2f}} [%{{customdata[1]:.2f}}, %{{customdata[2]:.2f}}]<extra></extra>",
+            )
         if not done.empty and done["break"].isna().all():
-            fig.add_annotation(x=0, xref="x domain", y=1.19, text="break rate unmeasured: the audit realized no question", showarrow=False,
-                               xanchor="left", yanchor="top", row=bottom, col=1)
+            fig.add_annotation(
+                x=0,
+                xref="x domain",
+                y=1.19,
+                text="break rate unmeasured: the audit realized no question",
+                showarrow=False,
+                xanchor="left",
+                yanchor="top",
+                row=bottom,
+                col=1,
+            )
         if not only.empty:
-            fig.add_scatter(x=only["layer"], y=[0.02] * len(only), mode="markers", name="screened only (not generated)",
-                            marker=dict(symbol="circle-open", color="#888", size=6), legendgroup="only", showlegend=g == 0,
-                            hovertemplate="block %{x}: screened only, not generated<extra></extra>", row=bottom, col=1)
+            fig.add_scatter(
+                x=only["layer"],
+                y=[0.02] * len(only),
+                mode="markers",
+                name="screened only (not generated)",
+                marker=dict(symbol="circle-open", color="#888", size=6),
+                legendgroup="only",
+                showlegend=g == 0,
+                hovertemplate="block %{x}: screened only, not generated<extra></extra>",
+                row=bottom,
+                col=1,
+            )
         if b and b["component"] == comp and b["kind"] == kind:
             for row in (top, bottom):
-                fig.add_vrect(x0=b["layer"] - 0.5, x1=b["layer"] + 0.5, fillcolor=OKABE_ITO[6], opacity=0.35, line_width=0, layer="below",
-                              row=row, col=1)
-            fig.add_annotation(x=b["layer"], y=1.19, text=f"bottleneck: block {b['layer']}", showarrow=False, yanchor="top",
-                               row=bottom, col=1)
+                fig.add_vrect(
+                    x0=b["layer"] - 0.5, x1=b["layer"] + 0.5, fillcolor=OKABE_ITO[6], opacity=0.35, line_width=0, layer="below", row=row, col=1
+                )
+            fig.add_annotation(x=b["layer"], y=1.19, text=f"bottleneck: block {b['layer']}", showarrow=False, yanchor="top", row=bottom, col=1)
         fig.update_yaxes(title_text="Δ log p", row=top, col=1)
         fig.update_yaxes(range=[0, 1.2], title_text="rate", row=bottom, col=1)
         fig.update_xaxes(**_layer_ticks(n_layers), row=top, col=1)
         fig.update_xaxes(**_layer_ticks(n_layers), row=bottom, col=1)
     fig.update_xaxes(title_text="block (layer)", row=2 * len(groups), col=1)
     (comp, kind), _ = groups[0]
-    default = "Silencing one block's component: repair and break" if many else f"Silencing one {COMPONENT_NAMES.get(comp, comp)} block ({KIND_NAMES.get(kind, kind)})"
-    fig.update_layout(template=PAPER, barmode="group", title=title or default, height=300 * len(groups) + 140, margin=dict(t=90),
-                      legend=dict(orientation="h", yanchor="top", y=-0.18 / len(groups), x=0))
+    default = (
+        "Silencing one block's component: repair and break"
+        if many
+        else f"Silencing one {COMPONENT_NAMES.get(comp, comp)} block ({KIND_NAMES.get(kind, kind)})"
+    )
+    fig.update_layout(
+        template=PAPER,
+        barmode="group",
+        title=title or default,
+        height=300 * len(groups) + 140,
+        margin=dict(t=90),
+        legend=dict(orientation="h", yanchor="top", y=-0.18 / len(groups), x=0),
+    )
     return fig
 
 
@@ -147,9 +215,22 @@ def repair_heatmap(sweep: SweepResult, component: str = "mlp", kind: str = "zero
     grid = d.pivot_table(index="layer", columns="question_id", values="effect").reindex(index=layers, columns=order.question_id)
     info = order.set_index("question_id")
     hover = [[f"block {layer}<br>{q} ({info.loc[q, 'set']})<br>{str(info.loc[q, 'prompt'])[:120]}" for q in grid.columns] for layer in layers]
-    fig = go.Figure(go.Heatmap(z=grid.values, x=list(range(len(grid.columns))), y=[str(layer) for layer in layers], colorscale=SIGNED,
-                               zmid=0, zmin=-1, zmax=1, xgap=1, ygap=1, text=hover, hovertemplate="%{text}<br>effect %{z}<extra></extra>",
-                               colorbar=dict(title="effect", tickvals=[-1, 0, 1], ticktext=["broken", "same", "repaired"])))
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid.values,
+            x=list(range(len(grid.columns))),
+            y=[str(layer) for layer in layers],
+            colorscale=SIGNED,
+            zmid=0,
+            zmin=-1,
+            zmax=1,
+            xgap=1,
+            ygap=1,
+            text=hover,
+            hovertemplate="%{text}<br>effect %{z}<extra></extra>",
+            colorbar=dict(title="effect", tickvals=[-1, 0, 1], ticktext=["broken", "same", "repaired"]),
+        )
+    )
     n_fail = int((order["set"] != "control").sum())
     if 0 < n_fail < len(order):
         fig.add_vline(x=n_fail - 0.5, line_color="#222", line_width=2)
@@ -158,10 +239,19 @@ def repair_heatmap(sweep: SweepResult, component: str = "mlp", kind: str = "zero
             fig.add_annotation(x=(x0 + x1 - 1) / 2, y=1.0, yref="paper", yanchor="bottom", text=label, showarrow=False)
     show_labels = len(order) <= 40
     fig.update_layout(
-        template=PAPER, title=dict(text=f"Repairs and breaks per question ({COMPONENT_NAMES.get(component, component)}, {KIND_NAMES.get(kind, kind)})", y=0.97),
-        xaxis=dict(title="question", tickmode="array", tickvals=list(range(len(order))), ticktext=list(order.question_id) if show_labels else None,
-                   showticklabels=show_labels, tickangle=-90, tickfont=dict(size=9)),
-        yaxis=dict(title="block (evaluated)", type="category"), margin=dict(t=90),
+        template=PAPER,
+        title=dict(text=f"Repairs and breaks per question ({COMPONENT_NAMES.get(component, component)}, {KIND_NAMES.get(kind, kind)})", y=0.97),
+        xaxis=dict(
+            title="question",
+            tickmode="array",
+            tickvals=list(range(len(order))),
+            ticktext=list(order.question_id) if show_labels else None,
+            showticklabels=show_labels,
+            tickangle=-90,
+            tickfont=dict(size=9),
+        ),
+        yaxis=dict(title="block (evaluated)", type="category"),
+        margin=dict(t=90),
         height=max(300, 28 * len(layers) + (260 if show_labels else 160)),
     )
     return fig
@@ -174,12 +264,20 @@ def screen_vs_repair(sweep: SweepResult, screen: str = "screen_logprob") -> go.F
         raise RnrLensError("no candidate was evaluated; run mine() with strategy='exhaustive' to compare screens")
     fig = go.Figure()
     for i, ((comp, kind), g) in enumerate(df.groupby(["component", "kind"], sort=False)):
-        fig.add_scatter(x=g[screen], y=g["repair_discovery"], mode="markers+text", text=g["layer"].astype(str),
-                        textposition="top center", name=f"{comp} ({kind})", marker=dict(size=9, color=OKABE_ITO[i % 8]))
+        fig.add_scatter(
+            x=g[screen],
+            y=g["repair_discovery"],
+            mode="markers+text",
+            text=g["layer"].astype(str),
+            textposition="top center",
+            name=f"{comp} ({kind})",
+            marker=dict(size=9, color=OKABE_ITO[i % 8]),
+        )
     agree = sweep.agreement.get(screen, {})
     note = f"Spearman {agree['spearman']:.2f}" if agree.get("spearman") is not None else ""
-    fig.update_layout(template=PAPER, title=f"Screen against generation {note}".strip(),
-                      xaxis_title=screen.replace("_", " "), yaxis_title="repair rate (discovery)")
+    fig.update_layout(
+        template=PAPER, title=f"Screen against generation {note}".strip(), xaxis_title=screen.replace("_", " "), yaxis_title="repair rate (discovery)"
+    )
     return fig
 
 
@@ -188,12 +286,20 @@ def realized_vs_reachable(results: AuditResult | Sequence[AuditResult]) -> go.Fi
     selector, with 95% bootstrap intervals; one panel per audit (model / task)."""
     results = list(results) if isinstance(results, (list, tuple)) else [results]  # type: ignore[list-item]  # one AuditResult
     one = len(results) == 1
-    fig = make_subplots(rows=1, cols=len(results), shared_yaxes=True,
-                        subplot_titles=None if one else [f"{r.info.model} / {r.info.task}" for r in results])
+    fig = make_subplots(
+        rows=1, cols=len(results), shared_yaxes=True, subplot_titles=None if one else [f"{r.info.model} / {r.info.task}" for r in results]
+    )
     series = ["realized", "reachable", "chance", "select:majority", "select:logprob", "select:entropy", "select:reward"]
     names = {"realized": "realized (greedy)", "reachable": "reachable (oracle)", "chance": "chance (permuted golds)"}
-    colours = {"realized": OKABE_ITO[0], "reachable": OKABE_ITO[1], "chance": "#bbbbbb", "select:majority": OKABE_ITO[2],
-               "select:logprob": OKABE_ITO[3], "select:entropy": OKABE_ITO[4], "select:reward": OKABE_ITO[5]}
+    colours = {
+        "realized": OKABE_ITO[0],
+        "reachable": OKABE_ITO[1],
+        "chance": "#bbbbbb",
+        "select:majority": OKABE_ITO[2],
+        "select:logprob": OKABE_ITO[3],
+        "select:entropy": OKABE_ITO[4],
+        "select:reward": OKABE_ITO[5],
+    }
     for col, result in enumerate(results, start=1):
         summary = result.summary()
         short = probe_labels(list(summary["probe"]))
@@ -204,13 +310,34 @@ def realized_vs_reachable(results: AuditResult | Sequence[AuditResult]) -> go.Fi
             est = summary[key]
             keep = est.notna()
             values = [e.value for e in est[keep]]
-            fig.add_bar(x=[label for label, k in zip(labels, keep) if k], y=values, name=names.get(key, key.replace("select:", "blind: ")),
-                        marker_color=colours[key], legendgroup=key, showlegend=col == 1, row=1, col=col,
-                        error_y=dict(type="data", symmetric=False, array=[e.high - e.value for e in est[keep]],
-                                     arrayminus=[e.value - e.low for e in est[keep]], thickness=1.2, width=3))
+            fig.add_bar(
+                x=[label for label, k in zip(labels, keep) if k],
+                y=values,
+                name=names.get(key, key.replace("select:", "blind: ")),
+                marker_color=colours[key],
+                legendgroup=key,
+                showlegend=col == 1,
+                row=1,
+                col=col,
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=[e.high - e.value for e in est[keep]],
+                    arrayminus=[e.value - e.low for e in est[keep]],
+                    thickness=1.2,
+                    width=3,
+                ),
+            )
     fig.update_yaxes(range=[0, 1.05], title_text="accuracy", row=1, col=1)
-    fig.update_xaxes(title_text=_wrap("probe at budget k (reachable: one of its own k tries is correct; the greedy default is not "
-                                      "one of them, so reachable can fall below realized)", 60 * len(results)), row=1, col=1)
+    fig.update_xaxes(
+        title_text=_wrap(
+            "probe at budget k (reachable: one of its own k tries is correct; the greedy default is not "
+            "one of them, so reachable can fall below realized)",
+            60 * len(results),
+        ),
+        row=1,
+        col=1,
+    )
     head = "Realized versus reachable" + (f"<br>{results[0].info.model} / {results[0].info.task}" if one else "")
     fig.update_layout(template=PAPER, barmode="group", title=head)
     return fig
@@ -227,15 +354,28 @@ def pass_at_k(result: AuditResult, probes: Sequence[str] | None = None, k: int |
             continue
         budget = max(budget, int(curve.k.max()))
         color = OKABE_ITO[i % 8]
-        fig.add_scatter(x=list(curve.k) + list(curve.k[::-1]), y=list(curve.high) + list(curve.low[::-1]), fill="toself",
-                        line=dict(width=0), fillcolor=color, opacity=0.18, showlegend=False, hoverinfo="skip")
+        fig.add_scatter(
+            x=list(curve.k) + list(curve.k[::-1]),
+            y=list(curve.high) + list(curve.low[::-1]),
+            fill="toself",
+            line=dict(width=0),
+            fillcolor=color,
+            opacity=0.18,
+            showlegend=False,
+            hoverinfo="skip",
+        )
         fig.add_scatter(x=curve.k, y=curve.pass_at_k, mode="lines+markers", name=probe.split(",")[0], line=dict(color=color))
     realized = float(result.questions.loc[result.questions["has_default"], "realized"].mean()) if result.questions["has_default"].any() else 0.0
     fig.add_hline(y=realized, line_dash="dash", line_color="#444", annotation_text=f"realized {realized:.2f}")
     if k is not None:
         fig.add_vline(x=k, line_dash="dot", line_color=OKABE_ITO[3], annotation_text=f"k = {k}", annotation_position="bottom right")
-    fig.update_layout(template=PAPER, title="pass@k (unbiased estimator)", yaxis_title="pass@k", yaxis_range=[0, 1.05],
-                      xaxis=dict(title="k", tickmode="linear", tick0=1, dtick=max(1, -(-budget // 10)), range=[0.7, budget + 0.3]))
+    fig.update_layout(
+        template=PAPER,
+        title="pass@k (unbiased estimator)",
+        yaxis_title="pass@k",
+        yaxis_range=[0, 1.05],
+        xaxis=dict(title="k", tickmode="linear", tick0=1, dtick=max(1, -(-budget // 10)), range=[0.7, budget + 0.3]),
+    )
     return fig
 
 
@@ -253,14 +393,24 @@ def attribution(dla: pd.DataFrame, question_id: str | None = None, bottleneck: i
     # attention and MLP take colours of their own (blue and vermillion mean repair and break elsewhere)
     for comp, colour in (("attn", OKABE_ITO[2]), ("mlp", OKABE_ITO[4])):
         part = mean[mean.component == comp]
-        fig.add_bar(x=part.layer, y=part["mean"], name=COMPONENT_NAMES[comp], marker_color=colour,
-                    error_y=dict(type="data", array=part["sem"].fillna(0).tolist(), thickness=1.2, width=3) if question_id is None else None)
+        fig.add_bar(
+            x=part.layer,
+            y=part["mean"],
+            name=COMPONENT_NAMES[comp],
+            marker_color=colour,
+            error_y=dict(type="data", array=part["sem"].fillna(0).tolist(), thickness=1.2, width=3) if question_id is None else None,
+        )
     if bottleneck is not None:
         fig.add_vline(x=bottleneck, line_dash="dot", line_color="#444", annotation_text=f"bottleneck {bottleneck}")
     n = df.question_id.nunique()
     scope = f"question {question_id}" if question_id else f"mean over {n} questions; error bars ±1 standard error of the mean"
-    fig.update_layout(template=PAPER, barmode="group", title=dict(text=f"Direct logit attribution to logit[gold] − logit[default]<br><sup>{scope}</sup>"),
-                      xaxis=dict(title="block (layer)", **_layer_ticks(int(df.layer.max()) + 1)), yaxis_title="contribution")
+    fig.update_layout(
+        template=PAPER,
+        barmode="group",
+        title=dict(text=f"Direct logit attribution to logit[gold] − logit[default]<br><sup>{scope}</sup>"),
+        xaxis=dict(title="block (layer)", **_layer_ticks(int(df.layer.max()) + 1)),
+        yaxis_title="contribution",
+    )
     return fig
 
 
@@ -272,10 +422,27 @@ def route_diagram(routes: Sequence[Route | str], labels: Sequence[str] | None = 
     n = parsed[0].n_layers
     z = [[r.layers.count(i) - 1 for i in range(n)] for r in parsed]
     names = list(labels) if labels is not None else [str(r) for r in parsed]
-    fig = go.Figure(go.Heatmap(z=z, x=list(range(n)), y=names, colorscale=SIGNED, zmid=0, zmin=-2, zmax=2, xgap=1, ygap=1,
-                               colorbar=dict(title="visits - 1", tickvals=[-1, 0, 1], ticktext=["skipped", "kept", "repeated"])))
-    fig.update_layout(template=PAPER, title="Routes: skipped and repeated blocks", xaxis_title="block",
-                      height=max(250, 28 * len(parsed) + 120), yaxis=dict(autorange="reversed"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(range(n)),
+            y=names,
+            colorscale=SIGNED,
+            zmid=0,
+            zmin=-2,
+            zmax=2,
+            xgap=1,
+            ygap=1,
+            colorbar=dict(title="visits - 1", tickvals=[-1, 0, 1], ticktext=["skipped", "kept", "repeated"]),
+        )
+    )
+    fig.update_layout(
+        template=PAPER,
+        title="Routes: skipped and repeated blocks",
+        xaxis_title="block",
+        height=max(250, 28 * len(parsed) + 120),
+        yaxis=dict(autorange="reversed"),
+    )
     return fig
 
 
@@ -289,12 +456,29 @@ def comparison(result: Comparison, probe: str | None = None) -> go.Figure:
     labels = [p.split(",")[0] for p in result.deltas.probe]
     for i, (key, name) in enumerate((("delta_realized", "delta realized"), ("delta_reachable", "delta reachable"))):
         est = result.deltas[key]
-        fig.add_bar(x=labels, y=[e.value for e in est], name=name, marker_color=OKABE_ITO[i], row=1, col=1,
-                    error_y=dict(type="data", symmetric=False, array=[e.high - e.value for e in est],
-                                 arrayminus=[e.value - e.low for e in est], thickness=1.2, width=3))
+        fig.add_bar(
+            x=labels,
+            y=[e.value for e in est],
+            name=name,
+            marker_color=OKABE_ITO[i],
+            row=1,
+            col=1,
+            error_y=dict(
+                type="data", symmetric=False, array=[e.high - e.value for e in est], arrayminus=[e.value - e.low for e in est], thickness=1.2, width=3
+            ),
+        )
     counts = result.transition_counts(probe)
-    fig.add_heatmap(z=counts.values, x=[f"b: {s}" for s in STATES], y=[f"a: {s}" for s in STATES], colorscale="Blues",
-                    text=counts.values, texttemplate="%{text}", showscale=False, row=1, col=2)
+    fig.add_heatmap(
+        z=counts.values,
+        x=[f"b: {s}" for s in STATES],
+        y=[f"a: {s}" for s in STATES],
+        colorscale="Blues",
+        text=counts.values,
+        texttemplate="%{text}",
+        showscale=False,
+        row=1,
+        col=2,
+    )
     fig.update_yaxes(autorange="reversed", row=1, col=2)
     fig.update_layout(template=PAPER, barmode="group", title=f"{result.b.info.model} against {result.a.info.model}")
     return fig
@@ -310,10 +494,28 @@ def reward_curve(history: Sequence[dict], window: int = 5) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.7, 0.3], vertical_spacing=0.08)
     for col, name, colour in (("reward", "reward", OKABE_ITO[0]), ("accuracy", "share correct", OKABE_ITO[2])):
         smooth = df[col].rolling(window, min_periods=1).mean()
-        fig.add_scatter(x=df["step"], y=df[col], mode="lines", line=dict(color=colour, width=1), opacity=0.35,
-                        name=name, legendgroup=col, showlegend=False, row=1, col=1)
-        fig.add_scatter(x=df["step"], y=smooth, mode="lines", line=dict(color=colour, width=2.5), name=f"{name} ({window}-step mean)",
-                        legendgroup=col, row=1, col=1)
+        fig.add_scatter(
+            x=df["step"],
+            y=df[col],
+            mode="lines",
+            line=dict(color=colour, width=1),
+            opacity=0.35,
+            name=name,
+            legendgroup=col,
+            showlegend=False,
+            row=1,
+            col=1,
+        )
+        fig.add_scatter(
+            x=df["step"],
+            y=smooth,
+            mode="lines",
+            line=dict(color=colour, width=2.5),
+            name=f"{name} ({window}-step mean)",
+            legendgroup=col,
+            row=1,
+            col=1,
+        )
     fig.add_bar(x=df["step"], y=df["groups_kept"], name="groups kept", marker_color=OKABE_ITO[1], row=2, col=1)
     fig.add_scatter(x=df["step"], y=df["groups_sampled"], mode="markers", name="groups sampled", marker=dict(color="#444", size=5), row=2, col=1)
     fig.update_yaxes(title_text="training rollouts", row=1, col=1)
@@ -359,7 +561,9 @@ def print_layout(fig: go.Figure, size: str | tuple[float, float], *, min_font_pt
     # in rows under everything (a column has no room beside the plot, and plotly's automargin does
     # not stack the legend below the axis title, so we do)
     title_lines = str(out.layout.title.text or "").count("<br>") + 1 if out.layout.title and out.layout.title.text else 0
-    bottom_axis = out.layout[min((a for a in out.layout if a.startswith("xaxis")), key=lambda a: out.layout[a].domain[0] if out.layout[a].domain else 0, default="xaxis")]
+    bottom_axis = out.layout[
+        min((a for a in out.layout if a.startswith("xaxis")), key=lambda a: out.layout[a].domain[0] if out.layout[a].domain else 0, default="xaxis")
+    ]
     x_title_lines = str(bottom_axis.title.text).count("<br>") + 1 if bottom_axis.title and bottom_axis.title.text else 0
     legend_h = _legend_rows(out, width, base) * round(1.7 * base)
     top = round(1.35 * (base + 2) * title_lines) + 16
@@ -369,10 +573,14 @@ def print_layout(fig: go.Figure, size: str | tuple[float, float], *, min_font_pt
     height += legend_h + round(1.3 * base * max(0, x_title_lines - 1))  # the plot keeps its share of the preset
     # plotly anchors a multi-line title by its last line: shift by the lines above it
     title_y = 1 - (6 + 1.3 * (base + 2) * max(0, title_lines - 1)) / height
-    out.update_layout(font=dict(size=base), title=dict(font=dict(size=base + 2), x=0.01, xanchor="left", y=title_y, yref="container",
-                                                       yanchor="top"),
-                      legend=dict(font=dict(size=base), orientation="h", x=0, xanchor="left", y=0, yref="container", yanchor="bottom"),
-                      margin=dict(l=10, r=10, t=top, b=bottom), width=width, height=height)
+    out.update_layout(
+        font=dict(size=base),
+        title=dict(font=dict(size=base + 2), x=0.01, xanchor="left", y=title_y, yref="container", yanchor="top"),
+        legend=dict(font=dict(size=base), orientation="h", x=0, xanchor="left", y=0, yref="container", yanchor="bottom"),
+        margin=dict(l=10, r=10, t=top, b=bottom),
+        width=width,
+        height=height,
+    )
     out.update_xaxes(automargin=True, tickfont=dict(size=base), title=dict(font=dict(size=base)))
     out.update_yaxes(automargin=True, tickfont=dict(size=base), title=dict(font=dict(size=base)))
     for note in out.layout.annotations:  # subplot titles and labels: the base size, no larger than the title
@@ -500,8 +708,10 @@ def save(
                     warnings.filterwarnings("ignore", message="The kopts argument is ignored")
                     fig.write_image(tmp, width=width, height=height or fig.layout.height or 500, scale=scale)
             except Exception as exc:
-                raise RnrLensError(f"could not export {suffix} ({type(exc).__name__}: {str(exc).splitlines()[0][:150]}); "
-                                   "install kaleido>=1 and Chromium (Debian: apt-get install chromium; or bash scripts/dev-setup)") from exc
+                raise RnrLensError(
+                    f"could not export {suffix} ({type(exc).__name__}: {str(exc).splitlines()[0][:150]}); "
+                    "install kaleido>=1 and Chromium (Debian: apt-get install chromium; or bash scripts/dev-setup)"
+                ) from exc
             if suffix == ".pdf":
                 _pdf_metadata(tmp, _figure_title(fig, path))
         os.replace(tmp, path)

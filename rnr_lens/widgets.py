@@ -45,20 +45,32 @@ def layer_summary_html(sweep: SweepResult, layer: int, component: str = "mlp", k
     row = sweep.table[(sweep.table.layer == layer) & (sweep.table.component == component) & (sweep.table.kind == kind)]
     if row.empty or "repair" not in row or row["repair"].isna().all():
         screen = float(row["screen_logprob"].iloc[0]) if not row.empty else float("nan")
-        return (f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {kind}): screened only, not "
-                f"confirmed by generation; screen Δ log p(gold) = {screen:.3f}</div>")
+        return (
+            f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {kind}): screened only, not "
+            f"confirmed by generation; screen Δ log p(gold) = {screen:.3f}</div>"
+        )
     r = row.iloc[0]
     d = sweep.details[(sweep.details.layer == layer) & (sweep.details.component == component) & (sweep.details.kind == kind)]
     repaired = d[(d.set != "control") & d.after_correct & ~d.before_correct]
     broken = d[(d.set == "control") & ~d.after_correct & d.before_correct]
 
     def rows(frame: pd.DataFrame) -> list[dict]:
-        return [{"question": q.question_id, "prompt": q.prompt, "before: text -> answer": _answer(q.before_text, q.before_answer),
-                 "after: text -> answer": _answer(q.after_text, q.after_answer)} for q in frame.itertuples()]
+        return [
+            {
+                "question": q.question_id,
+                "prompt": q.prompt,
+                "before: text -> answer": _answer(q.before_text, q.before_answer),
+                "after: text -> answer": _answer(q.after_text, q.after_answer),
+            }
+            for q in frame.itertuples()
+        ]
 
     cols = ["question", "prompt", "before: text -> answer", "after: text -> answer"]
-    broke = (f"break {r['break']:.2f} [{r['break_low']:.2f}, {r['break_high']:.2f}]" if pd.notna(r["break"])
-             else "break unmeasured (no realized question to break)")
+    broke = (
+        f"break {r['break']:.2f} [{r['break_low']:.2f}, {r['break_high']:.2f}]"
+        if pd.notna(r["break"])
+        else "break unmeasured (no realized question to break)"
+    )
     counts = lambda n, of: f" ({int(r[n])}/{int(r[of])})" if n in r and pd.notna(r[n]) else ""  # noqa: E731
     return (
         f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {kind}): "
@@ -73,8 +85,21 @@ def _highlight(figure: go.FigureWidget, layer: int) -> None:
     """Shade the selected block in every panel of the repair/break figure."""
     keep = [s for s in figure.layout.shapes if getattr(s, "name", None) != "rnr-selected"]
     axes = sorted({t.xaxis for t in figure.data if getattr(t, "xaxis", None)}) or ["x"]
-    picked = [go.layout.Shape(type="rect", xref=a, yref=f"{a.replace('x', 'y')} domain", x0=layer - 0.5, x1=layer + 0.5, y0=0, y1=1,
-                              line=dict(color="#222", width=1.5), fillcolor="rgba(0,0,0,0)", name="rnr-selected") for a in axes]
+    picked = [
+        go.layout.Shape(
+            type="rect",
+            xref=a,
+            yref=f"{a.replace('x', 'y')} domain",
+            x0=layer - 0.5,
+            x1=layer + 0.5,
+            y0=0,
+            y1=1,
+            line=dict(color="#222", width=1.5),
+            fillcolor="rgba(0,0,0,0)",
+            name="rnr-selected",
+        )
+        for a in axes
+    ]
     figure.layout.shapes = tuple(keep) + tuple(picked)
 
 
@@ -136,9 +161,17 @@ def audit_explorer(result: AuditResult) -> W.VBox:
             if needle and needle not in f"{q.question_id} {q.prompt} {q.gold}".lower():
                 continue
             pick = mine.loc[q.question_id] if q.question_id in mine.index else None
-            rows.append({"question": q.question_id, "prompt": q.prompt, "gold": q.gold, "realized": bool(q.realized),
-                         "reached": q.question_id in reached, "pick": "" if pick is None else pick["extracted"],
-                         "pick correct": "" if pick is None else bool(pick["correct"])})
+            rows.append(
+                {
+                    "question": q.question_id,
+                    "prompt": q.prompt,
+                    "gold": q.gold,
+                    "realized": bool(q.realized),
+                    "reached": q.question_id in reached,
+                    "pick": "" if pick is None else pick["extracted"],
+                    "pick correct": "" if pick is None else bool(pick["correct"]),
+                }
+            )
         key = sort.value
         rows.sort(key=lambda r: str(r[key]))  # values of mixed types (an answer may be missing) sort by their text
         share = sum(r["reached"] for r in rows) / max(1, len(rows))
@@ -167,9 +200,25 @@ def question_html(result: AuditResult, question_id: str, probes: Sequence[str] |
     tries = result.tries[(result.tries.question_id == question_id) & result.tries.probe.isin(wanted)]
     rows = []
     for t in tries.sort_values(["probe", "try_index"], key=lambda c: c.map(wanted.index) if c.name == "probe" else c).itertuples():
-        how = t.route if isinstance(t.route, str) else t.ablation if isinstance(t.ablation, str) else f"seed {int(t.seed)}" if pd.notna(t.seed) else "greedy"
-        rows.append([labels.get(t.probe, t.probe), int(t.try_index), how, str(t.text).strip(), t.extracted if t.extracted is not None else "no answer",
-                     "yes" if t.correct else "no"])
+        how = (
+            t.route
+            if isinstance(t.route, str)
+            else t.ablation
+            if isinstance(t.ablation, str)
+            else f"seed {int(t.seed)}"
+            if pd.notna(t.seed)
+            else "greedy"
+        )
+        rows.append(
+            [
+                labels.get(t.probe, t.probe),
+                int(t.try_index),
+                how,
+                str(t.text).strip(),
+                t.extracted if t.extracted is not None else "no answer",
+                "yes" if t.correct else "no",
+            ]
+        )
     default = tries[tries.probe == DEFAULT_PROBE]
     realized = "yes" if bool(q.realized) else "no" if len(default) else "not yet run"
     return (
@@ -177,7 +226,8 @@ def question_html(result: AuditResult, question_id: str, probes: Sequence[str] |
         f"<p><b>{html.escape(question_id)}</b>: {html.escape(str(q.prompt))}</p>"
         f"<p>gold <b class='rnr-gold'>{html.escape(str(q.gold))}</b>; default answer <span class='rnr-default'>"
         f"{html.escape(_answer(q.default_text, q.default_extracted) if isinstance(q.default_text, str) else '-')}</span>; realized {realized}</p>"
-        + html_table(rows, ["probe", "try", "route / ablation / seed", "text", "extracted", "correct"]) + "</div>"
+        + html_table(rows, ["probe", "try", "route / ablation / seed", "text", "extracted", "correct"])
+        + "</div>"
     )
 
 

@@ -10,8 +10,7 @@ from rnr_lens import RnrLensError
 from rnr_lens.answers import EXTRACTORS, canonical_gold, canonical_number, get_extractor, is_correct
 
 FIXTURES = json.loads((Path(__file__).parent / "fixtures" / "smollm2_outputs.json").read_text())
-CASES = [(f["label"], f["prefix"] + f["output"], name, want)
-         for f in FIXTURES for name, want in f["expected"].items() if name in EXTRACTORS]
+CASES = [(f["label"], f["prefix"] + f["output"], name, want) for f in FIXTURES for name, want in f["expected"].items() if name in EXTRACTORS]
 
 
 @pytest.mark.parametrize("label, text, extractor, expected", CASES, ids=[f"{c[0]}-{c[2]}" for c in CASES])
@@ -62,14 +61,17 @@ def test_unknown_extractor():
         get_extractor("x")
 
 
-@pytest.mark.parametrize("text, gold, kind, expected", [
-    ("The answer is 2 + 8, which is 10.", "10", "number", True),   # read as 2: a format miss
-    ("The answer is 12.", "10", "number", False),
-    ("It costs $1,000 in total", "1000", "number", True),
-    ("The answer is B, iron", "B", "choice", True),
-    ("Both answers are wrong", "B", "choice", False),
-    ("the capital is paris, I think", "Paris", "string", True),
-])
+@pytest.mark.parametrize(
+    "text, gold, kind, expected",
+    [
+        ("The answer is 2 + 8, which is 10.", "10", "number", True),  # read as 2: a format miss
+        ("The answer is 12.", "10", "number", False),
+        ("It costs $1,000 in total", "1000", "number", True),
+        ("The answer is B, iron", "B", "choice", True),
+        ("Both answers are wrong", "B", "choice", False),
+        ("the capital is paris, I think", "Paris", "string", True),
+    ],
+)
 def test_holds_gold_finds_the_gold_anywhere(text, gold, kind, expected):
     from rnr_lens.answers import holds_gold
 

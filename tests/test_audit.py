@@ -87,14 +87,33 @@ def _rows(db, aid):
     with sqlite3.connect(db) as c:
         return c.execute(
             "SELECT question_id, probe, try_index, seed, route, text, extracted, correct FROM tries WHERE audit_id=? "
-            "ORDER BY question_id, probe, try_index", (aid,)).fetchall()
+            "ORDER BY question_id, probe, try_index",
+            (aid,),
+        ).fetchall()
 
 
 def test_kill_9_then_resume_gives_exactly_the_uninterrupted_rows(tmp_path):
     """A real CLI audit killed with SIGKILL mid-run resumes to exactly the rows of a clean run."""
     folder = R.tiny_model(n_layers=4, seed=0).save_pretrained(tmp_path / "tiny")
-    args = [sys.executable, "-m", "rnr_lens", "audit", "--model", str(folder), "--task", "add-small", "--n", "24",
-            "--probe", "sampling:k=4,t=1.0", "--probe", "routes:k=4,edit_rate=0.6", "--batch-size", "4", "--json"]
+    args = [
+        sys.executable,
+        "-m",
+        "rnr_lens",
+        "audit",
+        "--model",
+        str(folder),
+        "--task",
+        "add-small",
+        "--n",
+        "24",
+        "--probe",
+        "sampling:k=4,t=1.0",
+        "--probe",
+        "routes:k=4,edit_rate=0.6",
+        "--batch-size",
+        "4",
+        "--json",
+    ]
     env = {**os.environ, "RNR_LENS_CACHE": str(tmp_path / "cache")}
     clean_db, killed_db = tmp_path / "clean.db", tmp_path / "killed.db"
     subprocess.run(args + ["--out", str(clean_db)], check=True, env=env, capture_output=True)
@@ -144,8 +163,19 @@ def test_chance_level_exposes_a_constant_guesser(tmp_path):
 
     golds = ["12"] * 5 + ["3", "4", "5", "6", "7"]
     store = RunStore(tmp_path / "run.db")
-    record = AuditRecord(id="guess", model="m", model_fingerprint="f", task="t", task_fingerprint="tf", answer_type="number",
-                         config_hash="c", config_json=R.DeploymentConfig().to_json(), probes=("routes:k=2",), seed=0, n_questions=10)
+    record = AuditRecord(
+        id="guess",
+        model="m",
+        model_fingerprint="f",
+        task="t",
+        task_fingerprint="tf",
+        answer_type="number",
+        config_hash="c",
+        config_json=R.DeploymentConfig().to_json(),
+        probes=("routes:k=2",),
+        seed=0,
+        n_questions=10,
+    )
     store.create_audit(record, [(i, f"q{i}", f"What is {i}?", g) for i, g in enumerate(golds)])
     store.add_tries("guess", [Try(f"q{i}", "default", 0, "0", "0", False, 1) for i in range(10)])
     store.add_tries("guess", [Try(f"q{i}", "routes:k=2", j, "12", "12", g == "12", 1, route="4:0-3") for i, g in enumerate(golds) for j in range(2)])

@@ -48,10 +48,18 @@ CLI_CASES = [
     ("seed-negative", _audit("--seed", "-1"), {}, "a seed is from 0 to 4294967295, got -1"),
     ("limit-zero", _audit("--limit", "0"), {}, "--limit: must be at least 1"),
     ("batch-size-zero", _audit("--batch-size", "0"), {}, "--batch-size: must be at least 1"),
-    ("task-latin-1", ["audit", "--model", NO_MODEL, "--task", "{tmp}/t.jsonl", "--out", "{tmp}/run.db"],
-     {"t.jsonl": '{"question": "Caf\xe9 au lait: 2 + 2?", "answer": "4"}\n'.encode("latin-1")}, "t.jsonl:1: not UTF-8 text (byte 0xe9)"),
-    ("task-file-with-n", ["audit", "--model", NO_MODEL, "--task", "{tmp}/t.jsonl", "--n", "5", "--out", "{tmp}/run.db"],
-     {"t.jsonl": '{"question": "2 + 2?", "answer": "4"}\n'}, "n= does not apply to a task file"),
+    (
+        "task-latin-1",
+        ["audit", "--model", NO_MODEL, "--task", "{tmp}/t.jsonl", "--out", "{tmp}/run.db"],
+        {"t.jsonl": '{"question": "Caf\xe9 au lait: 2 + 2?", "answer": "4"}\n'.encode("latin-1")},
+        "t.jsonl:1: not UTF-8 text (byte 0xe9)",
+    ),
+    (
+        "task-file-with-n",
+        ["audit", "--model", NO_MODEL, "--task", "{tmp}/t.jsonl", "--n", "5", "--out", "{tmp}/run.db"],
+        {"t.jsonl": '{"question": "2 + 2?", "answer": "4"}\n'},
+        "n= does not apply to a task file",
+    ),
     ("task-unknown", ["audit", "--model", NO_MODEL, "--task", "add-huge", "--out", "{tmp}/run.db"], {}, "unknown task 'add-huge'"),
     ("out-folder-missing", ["audit", "--model", NO_MODEL, "--out", "{tmp}/missing/r.db"], {}, "does not exist"),
     ("out-not-a-store", _audit(), {"run.db": b"SQLite format 3\x00" + b"\x00" * 100}, "not an rnr_lens run store"),
@@ -138,9 +146,11 @@ def test_resume_with_other_settings_names_what_differs(tiny_folder, tmp_path, ca
     db = str(tmp_path / "run.db")
     assert main(["audit", "--model", str(tiny_folder), "--limit", "3", "--probe", "sampling:k=2", "--out", db]) == 0
     capsys.readouterr()
-    for settings, differs in [(["--limit", "4", "--probe", "sampling:k=2"], "number of questions 3 there, 4 now"),
-                              (["--limit", "3", "--probe", "sampling:k=2", "--seed", "5"], "seed 0 there, 5 now"),
-                              (["--limit", "3", "--probe", "sampling:k=3"], "differs in: probes")]:
+    for settings, differs in [
+        (["--limit", "4", "--probe", "sampling:k=2"], "number of questions 3 there, 4 now"),
+        (["--limit", "3", "--probe", "sampling:k=2", "--seed", "5"], "seed 0 there, 5 now"),
+        (["--limit", "3", "--probe", "sampling:k=3"], "differs in: probes"),
+    ]:
         assert main(["audit", "--model", NO_MODEL, "--out", db, "--resume", *settings]) == 2
         err = capsys.readouterr().err
         assert "--resume found no audit with these settings" in err and differs in err, err

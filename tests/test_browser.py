@@ -22,8 +22,16 @@ from nbformat.v4 import new_code_cell, new_notebook
 from tests.conftest import require_chromium
 
 REPO = Path(__file__).resolve().parents[1]
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 CELLS = [
     f"import sys; sys.path.insert(0, {str(REPO)!r})",
@@ -43,18 +51,32 @@ def _free_port() -> int:
 
 @pytest.fixture
 def lab(tmp_path):
-    nbformat.write(new_notebook(cells=[new_code_cell(c) for c in CELLS],
-                                metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}),
-                   tmp_path / "explore.ipynb")
+    nbformat.write(
+        new_notebook(
+            cells=[new_code_cell(c) for c in CELLS], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+        ),
+        tmp_path / "explore.ipynb",
+    )
     settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     port, token = _free_port(), secrets.token_hex(16)
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--allow-root", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}"],
-        env=env, stdout=subprocess.DEVNULL, stderr=(tmp_path / "lab.log").open("w"),
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--allow-root",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={tmp_path}",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "lab.log").open("w"),
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 90

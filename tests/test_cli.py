@@ -20,8 +20,24 @@ def tiny_folder(tmp_path_factory):
 
 def test_audit_show_export(tiny_folder, tmp_path, capsys):
     db = tmp_path / "run.db"
-    rc = main(["audit", "--model", str(tiny_folder), "--task", "add-small", "--limit", "4",
-               "--probe", "sampling:k=2,t=1.0", "--probe", "routes:k=2", "--out", str(db), "--json"])
+    rc = main(
+        [
+            "audit",
+            "--model",
+            str(tiny_folder),
+            "--task",
+            "add-small",
+            "--limit",
+            "4",
+            "--probe",
+            "sampling:k=2,t=1.0",
+            "--probe",
+            "routes:k=2",
+            "--out",
+            str(db),
+            "--json",
+        ]
+    )
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["summary"][0]["probe"].startswith("sampling") and out["summary"][0]["questions"] == 4
@@ -48,8 +64,9 @@ def test_models_lists_known_models(capsys):
 
 
 def test_console_script_exit_code(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "rnr_lens", "audit", "--probe", "bogus:k=1", "--out", str(tmp_path / "r.db")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rnr_lens", "audit", "--probe", "bogus:k=1", "--out", str(tmp_path / "r.db")], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and proc.stderr.startswith("error: unknown probe 'bogus'")
 
 
@@ -58,8 +75,7 @@ def test_mine_names_the_planted_bottleneck(tiny_folder, tmp_path, capsys):
 
     db = tmp_path / "mine.db"
     build_planted(R.load_model(tiny_folder), db)
-    argv = ["mine", str(db), "--probe", "ablation", "--model", str(tiny_folder), "--strategy", "exhaustive",
-            "--break-bound", "1", "--json"]
+    argv = ["mine", str(db), "--probe", "ablation", "--model", str(tiny_folder), "--strategy", "exhaustive", "--break-bound", "1", "--json"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["bottleneck"]["layer"] == PLANTED.layer and out["bottleneck"]["repair_heldout"] == 1.0
@@ -89,12 +105,17 @@ def _crash_state(db, keep: dict[str, int]) -> None:
     conn.close()
 
 
-@pytest.mark.parametrize("keep", [{"sampling": 3}, {"sampling": 0, "routes": 0}, {"default": 0, "sampling": 0, "routes": 0}],
-                         ids=["mid-probe", "before-probes", "nothing-yet"])
+@pytest.mark.parametrize(
+    "keep",
+    [{"sampling": 3}, {"sampling": 0, "routes": 0}, {"default": 0, "sampling": 0, "routes": 0}],
+    ids=["mid-probe", "before-probes", "nothing-yet"],
+)
 def test_show_summarizes_unfinished_audits(tiny_folder, tmp_path, capsys, keep):
     """``show`` once crashed (cannot convert float NaN to integer) on any unfinished audit."""
     db = tmp_path / "run.db"
-    assert main(["audit", "--model", str(tiny_folder), "--limit", "4", "--probe", "sampling:k=2,t=1.0", "--probe", "routes:k=2", "--out", str(db)]) == 0
+    assert (
+        main(["audit", "--model", str(tiny_folder), "--limit", "4", "--probe", "sampling:k=2,t=1.0", "--probe", "routes:k=2", "--out", str(db)]) == 0
+    )
     capsys.readouterr()
     _crash_state(db, keep)
     assert main(["show", str(db)]) == 0
@@ -111,17 +132,55 @@ def test_show_summarizes_unfinished_audits(tiny_folder, tmp_path, capsys, keep):
         assert by_probe["sampling"]["reachable"]["value"] is None
     assert rec["config"]["assistant_prefix"] == "The answer is "
     # and the same store resumes to the finished audit
-    assert main(["audit", "--model", str(tiny_folder), "--limit", "4", "--probe", "sampling:k=2,t=1.0", "--probe", "routes:k=2",
-                 "--out", str(db), "--resume", "--json"]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                "--model",
+                str(tiny_folder),
+                "--limit",
+                "4",
+                "--probe",
+                "sampling:k=2,t=1.0",
+                "--probe",
+                "routes:k=2",
+                "--out",
+                str(db),
+                "--resume",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["status"] == "complete"
 
 
 @pytest.mark.slow
 def test_show_can_poll_a_store_while_an_audit_writes(tiny_folder, tmp_path, capsys):
     db = tmp_path / "run.db"
-    proc = subprocess.Popen([sys.executable, "-m", "rnr_lens", "audit", "--model", str(tiny_folder), "--limit", "12",
-                             "--probe", "sampling:k=4,t=1.0", "--probe", "routes:k=3", "--probe", "search:k=3", "--out", str(db), "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rnr_lens",
+            "audit",
+            "--model",
+            str(tiny_folder),
+            "--limit",
+            "12",
+            "--probe",
+            "sampling:k=4,t=1.0",
+            "--probe",
+            "routes:k=3",
+            "--probe",
+            "search:k=3",
+            "--out",
+            str(db),
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     seen = []
     while proc.poll() is None:
         if db.exists():
@@ -146,8 +205,15 @@ def test_two_resumes_at_once_equal_one_run(tiny_folder, tmp_path, capsys):
     assert main([*argv, "--out", str(clean)]) == 0 and main([*argv, "--out", str(shared)]) == 0
     capsys.readouterr()
     _crash_state(shared, {"default": 2, "sampling": 0, "routes": 0})
-    procs = [subprocess.Popen([sys.executable, "-m", "rnr_lens", *argv, "--out", str(shared), "--resume", "--json"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "rnr_lens", *argv, "--out", str(shared), "--resume", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     for proc in procs:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-2000:]
@@ -161,12 +227,35 @@ def test_audit_table_fits_100_columns_and_says_what_next(tiny_folder, tmp_path, 
     """The probe column once held the full search spec: a 180-column table."""
     monkeypatch.chdir(tmp_path)
     db = "run.db"
-    assert main(["audit", "--model", str(tiny_folder), "--limit", "3", "--probe", "sampling:k=2,t=0.7", "--probe", "routes:k=2",
-                 "--probe", "search:k=2", "--probe", "sampling:k=2,t=1.0", "--out", str(db)]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                "--model",
+                str(tiny_folder),
+                "--limit",
+                "3",
+                "--probe",
+                "sampling:k=2,t=0.7",
+                "--probe",
+                "routes:k=2",
+                "--probe",
+                "search:k=2",
+                "--probe",
+                "sampling:k=2,t=1.0",
+                "--out",
+                str(db),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
-    for label, spec in [("sampling-1", "sampling:k=2,t=0.7,top_p=1.0"), ("sampling-2", "sampling:k=2,t=1.0,top_p=1.0"),
-                        ("search", "search:k=2,reward=confidence,algo=mcts,c=1.0,length_penalty=0.1,epsilon=0.1,protect=1")]:
+    for label, spec in [
+        ("sampling-1", "sampling:k=2,t=0.7,top_p=1.0"),
+        ("sampling-2", "sampling:k=2,t=1.0,top_p=1.0"),
+        ("search", "search:k=2,reward=confidence,algo=mcts,c=1.0,length_penalty=0.1,epsilon=0.1,protect=1"),
+    ]:
         assert any(line.split() == [label, spec] for line in lines), f"{label} = {spec} listed under the table"
     assert f"rnr-lens show {db}" in out and f"rnr-lens mine {db}" in out and "notebooks/01_quickstart.ipynb" in out

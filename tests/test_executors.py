@@ -59,8 +59,25 @@ def test_ray_executor_survives_a_dying_worker(folder, single, tmp_path, monkeypa
 
         # the command line reaches the same executor (on the cluster already running)
         cli_db = tmp_path / "cli.db"
-        argv = ["audit", "--model", str(folder), "--task", "add-small", "--n", "12", "--seed", "5", "--executor", "ray",
-                "--shards", "2", "--out", str(cli_db), "--json", *[x for p in PROBES for x in ("--probe", p)]]
+        argv = [
+            "audit",
+            "--model",
+            str(folder),
+            "--task",
+            "add-small",
+            "--n",
+            "12",
+            "--seed",
+            "5",
+            "--executor",
+            "ray",
+            "--shards",
+            "2",
+            "--out",
+            str(cli_db),
+            "--json",
+            *[x for p in PROBES for x in ("--probe", p)],
+        ]
         assert main(argv) == 0
         assert_same_tries(AuditResult.load(RunStore(cli_db)).tries, single.tries)
 

@@ -26,9 +26,13 @@ def test_identity_route_matches_plain_hf_greedy_generation(model):
     ids = torch.tensor([model.encode(prompt)])
     with torch.no_grad():
         plain = model.bridge.original_model.generate(
-            ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False,
-            eos_token_id=sorted(model.eos_token_ids), pad_token_id=model.tokenizer.pad_token_id,
-        )[0, ids.shape[1]:].tolist()
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=12,
+            do_sample=False,
+            eos_token_id=sorted(model.eos_token_ids),
+            pad_token_id=model.tokenizer.pad_token_id,
+        )[0, ids.shape[1] :].tolist()
     plain = [t for t in plain if t not in model.eos_token_ids]
     ours = model.generate([prompt], route=R.Route.identity(model.n_layers), max_new_tokens=12)[0]
     assert ours.token_ids == plain[: len(ours.token_ids)]

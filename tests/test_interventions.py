@@ -15,9 +15,7 @@ def test_zeroed_mlp_matches_hand_written_hook(model):
     ids = _ids(model)
     layer = model.n_layers - 2
     with torch.no_grad():
-        reference = model.bridge.run_with_hooks(
-            ids, fwd_hooks=[(f"blocks.{layer}.hook_mlp_out", lambda x, hook: torch.zeros_like(x))]
-        )
+        reference = model.bridge.run_with_hooks(ids, fwd_hooks=[(f"blocks.{layer}.hook_mlp_out", lambda x, hook: torch.zeros_like(x))])
         with model.intervene(ablations=[R.Ablation(layer, "mlp", "zero")]):
             ours = model.bridge(ids)
         clean = model.bridge(ids)
@@ -28,9 +26,7 @@ def test_zeroed_mlp_matches_hand_written_hook(model):
 def test_zeroed_attention_matches_hand_written_hook(tiny):
     ids = _ids(tiny)
     with torch.no_grad():
-        reference = tiny.bridge.run_with_hooks(
-            ids, fwd_hooks=[("blocks.1.hook_attn_out", lambda x, hook: torch.zeros_like(x))]
-        )
+        reference = tiny.bridge.run_with_hooks(ids, fwd_hooks=[("blocks.1.hook_attn_out", lambda x, hook: torch.zeros_like(x))])
         with tiny.intervene(ablations=["attn1"]):
             ours = tiny.bridge(ids)
     assert torch.allclose(ours, reference, atol=1e-5)
@@ -46,9 +42,7 @@ def test_mean_ablation_uses_the_reference_mean(tiny):
             acts.append(cache["blocks.2.hook_mlp_out"][0])
         mean = torch.cat(acts).mean(0)
         ids = _ids(tiny)
-        expected = tiny.bridge.run_with_hooks(
-            ids, fwd_hooks=[("blocks.2.hook_mlp_out", lambda x, hook: mean.expand_as(x))]
-        )
+        expected = tiny.bridge.run_with_hooks(ids, fwd_hooks=[("blocks.2.hook_mlp_out", lambda x, hook: mean.expand_as(x))])
         with tiny.intervene(ablations=[R.Ablation(2, "mlp", "mean", reference=reference)]):
             ours = tiny.bridge(ids)
     assert point is not None
@@ -63,9 +57,7 @@ def test_resample_ablation_takes_the_donor_activation(tiny):
         donor_act = cache["blocks.1.hook_mlp_out"][0]
         seq = ids.shape[1]
         index = torch.arange(donor_act.shape[0] - seq, donor_act.shape[0]).clamp(min=0)
-        expected = tiny.bridge.run_with_hooks(
-            ids, fwd_hooks=[("blocks.1.hook_mlp_out", lambda x, hook: donor_act[index][None])]
-        )
+        expected = tiny.bridge.run_with_hooks(ids, fwd_hooks=[("blocks.1.hook_mlp_out", lambda x, hook: donor_act[index][None])])
         with tiny.intervene(ablations=[R.Ablation(1, "mlp", "resample", reference=(donor,))]):
             ours = tiny.bridge(ids)
     assert torch.allclose(ours, expected, atol=1e-5)

@@ -83,13 +83,9 @@ def test_user_hooks_compose_with_ablations(tiny):
     ids = _ids(tiny, prompts_for(tiny)[0])
     calls = []
     with torch.no_grad():
-        out = tiny.bridge.run_with_hooks(
-            ids, fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: calls.append(1))]
-        )
+        out = tiny.bridge.run_with_hooks(ids, fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: calls.append(1))])
         with tiny.intervene(ablations=["mlp2"]):
-            ablated = tiny.bridge.run_with_hooks(
-                ids, fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: calls.append(2))]
-            )
+            ablated = tiny.bridge.run_with_hooks(ids, fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: calls.append(2))])
     assert calls == [1, 2]
     assert not torch.allclose(out, ablated)
 
@@ -101,7 +97,9 @@ def test_fingerprint_is_stable_and_weight_sensitive():
 
 
 ABLATIONS = [
-    R.Ablation(1, "mlp"), R.Ablation(2, "attn"), R.Ablation(1, "block"),
+    R.Ablation(1, "mlp"),
+    R.Ablation(2, "attn"),
+    R.Ablation(1, "block"),
     R.Ablation(2, "mlp", "mean", reference=("What is 1 + 1?", "Tom has 3 apples.")),
     R.Ablation(1, "block", "mean", reference=("What is 1 + 1?",)),
     R.Ablation(3, "attn", "resample", reference=("Tom has 3 apples and buys 5 more.",)),

@@ -9,8 +9,12 @@ from nbclient import NotebookClient
 from tests.conftest import require_chromium
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
-SIZES = {"01_quickstart.ipynb": ("8", "4"), "02_bottleneck_mlp.ipynb": ("40", "8"), "03_routes_vs_search.ipynb": ("6", "3"),
-         "04_trained_pair.ipynb": ("8", "2")}
+SIZES = {
+    "01_quickstart.ipynb": ("8", "4"),
+    "02_bottleneck_mlp.ipynb": ("40", "8"),
+    "03_routes_vs_search.ipynb": ("6", "3"),
+    "04_trained_pair.ipynb": ("8", "2"),
+}
 
 
 def test_notebooks_are_stored_without_outputs():

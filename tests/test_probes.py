@@ -34,8 +34,13 @@ def test_parse_and_canonical_names():
     assert parse_probe("routes:k=4").k == 4
     assert parse_probe("search:k=3,reward=oracle,algo=greedy").reward == "oracle"
     assert parse_probe("ablation:component=attn,layers=1+2").layers == (1, 2)
-    for bad, msg in [("magic:k=1", "unknown probe"), ("sampling:q=1", "unknown or malformed"),
-                     ("sampling:k=x", "not a valid int"), ("sampling:k=0", "budget k must be"), ("search:reward=gold", "reward")]:
+    for bad, msg in [
+        ("magic:k=1", "unknown probe"),
+        ("sampling:q=1", "unknown or malformed"),
+        ("sampling:k=x", "not a valid int"),
+        ("sampling:k=0", "budget k must be"),
+        ("search:reward=gold", "reward"),
+    ]:
         with pytest.raises(RnrLensError, match=msg):
             parse_probe(bad)
 
@@ -134,7 +139,7 @@ def test_routes_from_the_search_move_set():
         edited.update(changed)
     assert set(edited) == set(range(1, 29))
     expected = 2000 * 2 / 28
-    assert all(abs(n - expected) < 5 * expected ** 0.5 for n in edited.values()), "edits uniform over unprotected blocks"
+    assert all(abs(n - expected) < 5 * expected**0.5 for n in edited.values()), "edits uniform over unprotected blocks"
     small = draw_edits(4, random.Random(0), 2)
     assert set(small.skipped) | set(small.repeated) == {1, 2}, "on 4 blocks, both unprotected blocks are edited"
     with pytest.raises(RnrLensError, match="edits=3 needs that many unprotected blocks"):
@@ -162,8 +167,9 @@ def test_sampling_seeds_differ_per_question_and_reproduce_alone(tiny, tmp_path):
     assert len(set(texts.values())) > 1, "repeated prompts draw different samples"
     config = result.config
     t = tries.iloc[5]
-    alone = tiny.generate([config.prompt(task.by_id(t.question_id))], n=1, temperature=1.5, seed=int(t.seed),
-                          max_new_tokens=config.max_new_tokens, stop=config.stop)[0]
+    alone = tiny.generate(
+        [config.prompt(task.by_id(t.question_id))], n=1, temperature=1.5, seed=int(t.seed), max_new_tokens=config.max_new_tokens, stop=config.stop
+    )[0]
     assert alone.text == t.text, "one sample reproduces alone from its stored seed"
     (row,) = result.summary_records()
     assert row["prompts"] == 1 and row["reachable"]["n"] == 1, "the interval resamples the one distinct prompt"

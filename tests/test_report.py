@@ -19,8 +19,15 @@ def grid_file(tmp_path_factory):
     R.tiny_model(n_layers=4, seed=0).save_pretrained(folder / "base")
     R.tiny_model(n_layers=4, seed=5).save_pretrained(folder / "tuned")
     (folder / "mine.jsonl").write_text("\n".join(json.dumps({"question": f"What is {i} + {i}?", "answer": 2 * i}) for i in range(6)) + "\n")
-    grid = {"models": ["base"], "tasks": ["add-small", "mine.jsonl"], "n": 5, "k": 3, "temperature": 1.0, "edits": 1,
-            "pairs": [{"base": "base", "trained": "tuned"}]}
+    grid = {
+        "models": ["base"],
+        "tasks": ["add-small", "mine.jsonl"],
+        "n": 5,
+        "k": 3,
+        "temperature": 1.0,
+        "edits": 1,
+        "pairs": [{"base": "base", "trained": "tuned"}],
+    }
     (folder / "grid.yaml").write_text(yaml.safe_dump(grid))
     return folder / "grid.yaml"
 
@@ -64,13 +71,16 @@ def test_report_answers_the_three_claims_and_resumes(grid_file, tmp_path, capsys
     assert again["routes_vs_search"] == claims["routes_vs_search"] and again["training"] == claims["training"]
 
 
-@pytest.mark.parametrize("content, message", [
-    ("models: []\ntasks: [add-small]\n", "at least one model and one task"),
-    ("models: [x]\ntasks: [add-small]\nk: 0\n", "grid field k must be a whole number"),
-    ("models: [x]\ntasks: [add-small]\nbudget: 8\n", "unknown grid field 'budget'"),
-    ("models: [x]\ntasks: [add-small]\npairs: [{base: x}]\n", "each grid pair needs exactly base: and trained:"),
-    ("[1, 2]\n", "must hold a mapping"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("models: []\ntasks: [add-small]\n", "at least one model and one task"),
+        ("models: [x]\ntasks: [add-small]\nk: 0\n", "grid field k must be a whole number"),
+        ("models: [x]\ntasks: [add-small]\nbudget: 8\n", "unknown grid field 'budget'"),
+        ("models: [x]\ntasks: [add-small]\npairs: [{base: x}]\n", "each grid pair needs exactly base: and trained:"),
+        ("[1, 2]\n", "must hold a mapping"),
+    ],
+)
 def test_bad_grids_are_one_line_errors(tmp_path, content, message, capsys):
     path = tmp_path / "grid.yaml"
     path.write_text(content)

@@ -8,8 +8,19 @@ from rnr_lens.store import RunStore
 
 
 def _record(aid="a1"):
-    return AuditRecord(id=aid, model="m", model_fingerprint="f", task="t", task_fingerprint="tf", answer_type="number",
-                       config_hash="c", config_json="{}", probes=("sampling:k=2",), seed=0, n_questions=2)
+    return AuditRecord(
+        id=aid,
+        model="m",
+        model_fingerprint="f",
+        task="t",
+        task_fingerprint="tf",
+        answer_type="number",
+        config_hash="c",
+        config_json="{}",
+        probes=("sampling:k=2",),
+        seed=0,
+        n_questions=2,
+    )
 
 
 def test_round_trip_and_primary_key(tmp_path):

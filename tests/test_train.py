@@ -112,11 +112,18 @@ def planted_task(model, config: T.TrainConfig = TRAIN, with_rollouts: bool = Fal
 
     random.Random(config.seed).shuffle(order)
     asked = [base[i] for i in order]
-    outs = generate(model, [CONFIG.prompt(q) for q in asked], temperature=config.temperature, n=config.group_size,
-                    seed=T._rollout_seed(config.seed, 0, 0), max_new_tokens=CONFIG.max_new_tokens, stop=CONFIG.stop)
+    outs = generate(
+        model,
+        [CONFIG.prompt(q) for q in asked],
+        temperature=config.temperature,
+        n=config.group_size,
+        seed=T._rollout_seed(config.seed, 0, 0),
+        max_new_tokens=CONFIG.max_new_tokens,
+        stop=CONFIG.stop,
+    )
     golds, rollouts = {}, []
     for i, q in enumerate(asked):
-        group = outs[i * config.group_size:(i + 1) * config.group_size]
+        group = outs[i * config.group_size : (i + 1) * config.group_size]
         answers = [CONFIG.extract(g.text) for g in group]
         gold = next((a for a in answers if a), None)
         assert gold is not None and answers.count(gold) < len(answers), "the tiny model gave no usable mixed group"
@@ -218,8 +225,26 @@ def test_resume_refuses_a_different_config(tmp_path):
 def test_cli_train_writes_a_loadable_checkpoint_and_a_reward_curve(tmp_path, capsys):
     model = R.tiny_model(n_layers=4, seed=0)
     model.save_pretrained(tmp_path / "tiny")
-    argv = ["train", "--model", str(tmp_path / "tiny"), "--task", "add-small", "--steps", "1", "--group-size", "2",
-            "--prompts-per-step", "2", "--minibatches", "1", "--layers", "3", "--out", str(tmp_path / "run"), "--json"]
+    argv = [
+        "train",
+        "--model",
+        str(tmp_path / "tiny"),
+        "--task",
+        "add-small",
+        "--steps",
+        "1",
+        "--group-size",
+        "2",
+        "--prompts-per-step",
+        "2",
+        "--minibatches",
+        "1",
+        "--layers",
+        "3",
+        "--out",
+        str(tmp_path / "run"),
+        "--json",
+    ]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["steps"] == 1 and out["task"] == "add-small-train"

@@ -119,8 +119,7 @@ def test_save_rejects_bad_paths(tmp_path):
 
 
 def test_reward_curve_shows_the_training_history():
-    history = [{"step": i + 1, "reward": -1 + 0.1 * i, "accuracy": 0.05 * i, "groups_kept": 8, "groups_sampled": 16 + 8 * (i % 2)}
-               for i in range(12)]
+    history = [{"step": i + 1, "reward": -1 + 0.1 * i, "accuracy": 0.05 * i, "groups_kept": 8, "groups_sampled": 16 + 8 * (i % 2)} for i in range(12)]
     fig = viz.reward_curve(history, window=4)
     smooth = [t for t in fig.data if t.name == "reward (4-step mean)"][0]
     assert list(smooth.y)[-1] == pytest.approx(sum(h["reward"] for h in history[-4:]) / 4)
@@ -159,8 +158,9 @@ def test_pdf_for_a_single_column_is_readable_in_print(sweep_and_result, tmp_path
         rendered = page.to_image(resolution=150)  # through PDFium, as a reader would see the page
         rendered.save(tmp_path / "bottleneck-page.png")
         rotated = [c for c in page.chars if not c["upright"]]
-        assert rotated and all(0 <= c["x0"] and c["x1"] <= page.width and 0 <= c["top"] and c["bottom"] <= page.height for c in rotated), \
+        assert rotated and all(0 <= c["x0"] and c["x1"] <= page.width and 0 <= c["top"] and c["bottom"] <= page.height for c in rotated), (
             "the y-axis titles are inside the page"
+        )
     assert (tmp_path / "bottleneck-page.png").stat().st_size > 5_000
     png = viz.save(viz.repair_break(sweep), tmp_path / "bottleneck.png", size="full")
     assert png.read_bytes()[:4] == b"\x89PNG"

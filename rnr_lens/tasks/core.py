@@ -83,8 +83,10 @@ class Task:
         distinct = len({q.prompt for q in self.questions})
         if distinct == len(self.questions):
             return None
-        return (f"task {self.name}: {len(self.questions)} questions hold {distinct} distinct prompts; samples are drawn per question, "
-                "and intervals resample distinct prompts (questions sharing a prompt are not independent)")
+        return (
+            f"task {self.name}: {len(self.questions)} questions hold {distinct} distinct prompts; samples are drawn per question, "
+            "and intervals resample distinct prompts (questions sharing a prompt are not independent)"
+        )
 
     def by_id(self, question_id: str) -> Question:
         for q in self.questions:
@@ -118,9 +120,7 @@ class Task:
         """The questions with the given ids, in the given order."""
         return self._derive([self.by_id(i) for i in ids], suffix)
 
-    def split(
-        self, seed: int = 0, fraction: float = 0.5, stratify: Callable[[Question], Any] | None = None
-    ) -> tuple[Task, Task]:
+    def split(self, seed: int = 0, fraction: float = 0.5, stratify: Callable[[Question], Any] | None = None) -> tuple[Task, Task]:
         """Two disjoint halves (seeded), stratified by ``stratify(question)`` when given
         (by default: by the gold answer for choice tasks)."""
         if not 0 < fraction < 1:

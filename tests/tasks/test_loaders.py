@@ -36,14 +36,18 @@ def test_generic_jsonl_with_field_mapping(tmp_path):
 
 def test_csv_with_field_mapping(tmp_path):
     f = tmp_path / "mine.csv"
-    f.write_text("text,gold\nWhat is 2 + 2?,4\nWhat is 3 + 3?,\"1,006\"\n")
+    f.write_text('text,gold\nWhat is 2 + 2?,4\nWhat is 3 + 3?,"1,006"\n')
     t = tasks.get(str(f), question="text", answer="gold")
     assert [q.answer for q in t] == ["4", "1,006"]
 
 
 def test_arc_style_multiple_choice(tmp_path):
     f = tmp_path / "arc.jsonl"
-    nested = {"id": "n1", "question": {"stem": "Which is a metal?", "choices": [{"label": "A", "text": "wood"}, {"label": "B", "text": "iron"}]}, "answerKey": "B"}
+    nested = {
+        "id": "n1",
+        "question": {"stem": "Which is a metal?", "choices": [{"label": "A", "text": "wood"}, {"label": "B", "text": "iron"}]},
+        "answerKey": "B",
+    }
     flat = {"id": "f1", "question": "Pick two.", "choices": {"text": ["1", "2", "3"], "label": ["1", "2", "3"]}, "answerKey": "2"}
     f.write_text(json.dumps(nested) + "\n" + json.dumps(flat) + "\n")
     t = tasks.get(str(f))
@@ -86,10 +90,14 @@ def test_missing_file_and_unknown_format(tmp_path):
 def test_gsm8k_format_file(tmp_path):
     f = tmp_path / "gsm8k_sample.jsonl"
     records = [
-        {"question": "Janet\u2019s ducks lay 16 eggs per day. She eats three. How many are left?",
-         "answer": "She has 16 - 3 = <<16-3=13>>13 eggs.\n#### 13"},
-        {"question": "A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total?",
-         "answer": "It takes 2/2=<<2/2=1>>1 bolt of white fiber\nSo the total is 2+1=<<2+1=3>>3 bolts\n#### 3"},
+        {
+            "question": "Janet\u2019s ducks lay 16 eggs per day. She eats three. How many are left?",
+            "answer": "She has 16 - 3 = <<16-3=13>>13 eggs.\n#### 13",
+        },
+        {
+            "question": "A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total?",
+            "answer": "It takes 2/2=<<2/2=1>>1 bolt of white fiber\nSo the total is 2+1=<<2+1=3>>3 bolts\n#### 3",
+        },
         {"question": "Josh makes a profit of how much?", "answer": "He made 1,000 - 300 = <<1000-300=700>>700\n#### 1,700"},
     ]
     f.write_text("\n".join(json.dumps(r) for r in records) + "\n")
@@ -105,10 +113,22 @@ def test_gsm8k_format_file(tmp_path):
 def test_svamp_format_file(tmp_path):
     f = tmp_path / "svamp_sample.json"
     records = [
-        {"ID": "chal-1", "Body": "Each pack of dvds costs 76 dollars. If there is a discount of 25 dollars on each pack",
-         "Question": "How much do you have to pay to buy each pack?", "Equation": "( 76.0 - 25.0 )", "Answer": 51.0, "Type": "Subtraction"},
-        {"ID": "chal-2", "Body": " Dan had $ 3 left with him after he bought a candy bar. If he had $ 4 at the start ",
-         "Question": "How much did the candy bar cost? ", "Equation": "( 4.0 - 3.0 )", "Answer": 1.0, "Type": "Subtraction"},
+        {
+            "ID": "chal-1",
+            "Body": "Each pack of dvds costs 76 dollars. If there is a discount of 25 dollars on each pack",
+            "Question": "How much do you have to pay to buy each pack?",
+            "Equation": "( 76.0 - 25.0 )",
+            "Answer": 51.0,
+            "Type": "Subtraction",
+        },
+        {
+            "ID": "chal-2",
+            "Body": " Dan had $ 3 left with him after he bought a candy bar. If he had $ 4 at the start ",
+            "Question": "How much did the candy bar cost? ",
+            "Equation": "( 4.0 - 3.0 )",
+            "Answer": 1.0,
+            "Type": "Subtraction",
+        },
     ]
     f.write_text(json.dumps(records, indent=4))
     assert tasks.guess_format(f) == "svamp"

@@ -1,0 +1,36 @@
+"""Lint, format and types: ruff and mypy, configured in pyproject.toml, report nothing.
+
+Part of the suite (so the README's test command and CI run it): a finding fails CI the same
+way a failing test does.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PATHS = ["rnr_lens", "tests", "benchmarks", "scripts"]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+def test_ruff_finds_nothing():
+    out = _run("ruff", "check", *PATHS)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_ruff_format_changes_nothing():
+    out = _run("ruff", "format", "--check", *PATHS)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.slow
+def test_mypy_finds_nothing():
+    out = _run("mypy")
+    assert out.returncode == 0, out.stdout + out.stderr
