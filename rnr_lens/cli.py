@@ -7,6 +7,7 @@ a table (or JSON with ``--json``). Bad input prints ``error: <one line>`` and ex
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -398,8 +399,8 @@ def cmd_mine(args: argparse.Namespace) -> int:
     sweep = mine(
         model,
         fs,
-        components=args.component or ["mlp"],
-        kinds=args.kind or ["zero"],
+        components=args.component or inspect.signature(mine).parameters["components"].default,
+        kinds=args.kind or inspect.signature(mine).parameters["kinds"].default,
         strategy=args.strategy,
         top_m=args.top_m,
         break_bound=args.break_bound,
@@ -619,6 +620,17 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # every default and choice comes from the library, so the CLI cannot drift from it
+    from rnr_lens.dapo import COMPONENTS as TRAIN_COMPONENTS
+    from rnr_lens.dapo import TrainConfig
+    from rnr_lens.executors import EXECUTORS
+    from rnr_lens.failures import KINDS as FAILURE_KINDS
+    from rnr_lens.interventions import COMPONENTS, KINDS
+    from rnr_lens.miner import STRATEGIES, mine
+    from rnr_lens.models import DEFAULT_MODEL
+
+    mining = {name: p.default for name, p in inspect.signature(mine).parameters.items()}
+    training = TrainConfig()
     parser = Parser(prog="rnr-lens", description="Realized versus reachable: audit a model question by question.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -626,7 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("audit", help="realized versus reachable, question by question")
-    p.add_argument("--model", default="smollm2-135m-instruct", help="known name, HF id, local folder or .gguf file")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="known name, HF id, local folder or .gguf file")
     _add_task_args(p)
     p.add_argument("--probe", action="append", default=[], help="e.g. sampling:k=8,t=0.7  routes:k=8  search:k=8  ablation:component=mlp")
     p.add_argument("--out", default="run.db", help="SQLite run store (created if missing)")
@@ -634,7 +646,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue an unfinished audit with the same settings")
     p.add_argument("--label", help="free-text label stored with the audit")
     p.add_argument("--shard", help="run only shard i/n of the questions (0-based, e.g. 0/4); merge the stores with rnr-lens merge")
-    p.add_argument("--executor", choices=["local", "ray"], help="run every shard: here one after another, or on Ray workers")
+    p.add_argument("--executor", choices=EXECUTORS, help="run every shard: here one after another, or on Ray workers")
     p.add_argument("--shards", type=positive_int, help="number of shards for --executor (default 1)")
     p.add_argument("--address", help="Ray cluster address (auto: the running cluster; default: start a local one)")
     p.add_argument("--num-cpus", type=positive_int, help="CPUs of a local Ray cluster (default: all)")
@@ -654,17 +666,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mine", help="sweep single-block ablations over a frozen failure set; name the bottleneck")
     p.add_argument("store")
     p.add_argument("--audit", help="audit id (may be left out when the store holds one)")
-    p.add_argument("--failure-set", default="reachable-not-realized", choices=["reachable-not-realized", "not-realized"])
+    p.add_argument("--failure-set", default=FAILURE_KINDS[0], choices=[k for k in FAILURE_KINDS if k != "ids"])
     p.add_argument("--probe", help="probe for reachable-not-realized (may be left out when the audit has one)")
     p.add_argument("--ids", help="explicit comma-separated question ids instead")
     p.add_argument("--name", default="main", help="name of the frozen failure set")
     p.add_argument("--seed", type=seed_int, default=0, help="seeds the discovery/held-out split")
     p.add_argument("--model", help="the audited model (default: the audit's model name)")
-    p.add_argument("--component", action="append", choices=["mlp", "attn", "block"])
-    p.add_argument("--kind", action="append", choices=["zero", "mean", "resample"])
-    p.add_argument("--strategy", default="screen+confirm", choices=["screen+confirm", "exhaustive"])
-    p.add_argument("--top-m", type=positive_int, default=3)
-    p.add_argument("--break-bound", type=float, default=0.2)
+    p.add_argument("--component", action="append", choices=COMPONENTS, help=f"default: {' '.join(mining['components'])}")
+    p.add_argument("--kind", action="append", choices=KINDS, help=f"default: {' '.join(mining['kinds'])}")
+    p.add_argument("--strategy", default=mining["strategy"], choices=STRATEGIES)
+    p.add_argument("--top-m", type=positive_int, default=mining["top_m"])
+    p.add_argument("--break-bound", type=float, default=mining["break_bound"])
     p.add_argument("--batch-size", type=positive_int)
     p.add_argument("--shard", help="generate only for shard i/n of the questions; merge the stores, then mine the merged one")
     _add_placement_args(p)
@@ -678,19 +690,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("train", help="RL fine-tune with verifiable rewards (DAPO) on a task's training split")
-    p.add_argument("--model", default="smollm2-135m-instruct", help="known name, HF id, local folder or .gguf file")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="known name, HF id, local folder or .gguf file")
     _add_task_args(p)
-    p.add_argument("--steps", type=positive_int, default=40, help="policy-update steps")
+    p.add_argument("--steps", type=positive_int, default=training.steps, help="policy-update steps")
     p.add_argument("--out", required=True, help="run folder: checkpoints (final/ loads with load_model), history.jsonl, reward_curve.html")
     p.add_argument("--layers", help="blocks to train, e.g. 20-29 (default: all)")
-    p.add_argument("--components", default="block", choices=["block", "mlp", "attn"], help="what to train inside those blocks")
-    p.add_argument("--group-size", type=positive_int, default=8, help="answers sampled per prompt")
-    p.add_argument("--prompts-per-step", type=positive_int, default=8, help="groups kept per step after dynamic sampling")
-    p.add_argument("--temperature", type=float, default=1.0, help="rollout temperature")
-    p.add_argument("--lr", type=float, default=1e-5)
-    p.add_argument("--minibatches", type=positive_int, default=2, help="policy updates per step")
-    p.add_argument("--save-every", type=positive_int, default=10, help="steps between resumable checkpoints")
-    p.add_argument("--seed", type=seed_int, default=0)
+    p.add_argument("--components", default=training.components, choices=TRAIN_COMPONENTS, help="what to train inside those blocks")
+    p.add_argument("--group-size", type=positive_int, default=training.group_size, help="answers sampled per prompt")
+    p.add_argument("--prompts-per-step", type=positive_int, default=training.prompts_per_step, help="groups kept per step after dynamic sampling")
+    p.add_argument("--temperature", type=float, default=training.temperature, help="rollout temperature")
+    p.add_argument("--lr", type=float, default=training.lr)
+    p.add_argument("--minibatches", type=positive_int, default=training.minibatches, help="policy updates per step")
+    p.add_argument("--save-every", type=positive_int, default=training.save_every, help="steps between resumable checkpoints")
+    p.add_argument("--seed", type=seed_int, default=training.seed)
     p.add_argument("--no-resume", action="store_true", help="refuse to continue a run already in --out")
     p.add_argument("--json", action="store_true")
 
@@ -706,7 +718,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("check-format", help="share of outputs from which an answer can be extracted")
-    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--model", default=DEFAULT_MODEL)
     _add_task_args(p)
     p.add_argument("--json", action="store_true")
     return parser

@@ -110,7 +110,7 @@ def overlong_penalty(length: int, max_new_tokens: int, buffer: int) -> float:
     return -1.0
 
 
-def group_advantages(rewards: Float[torch.Tensor, "groups G"]) -> Float[torch.Tensor, "groups G"]:
+def group_advantages(rewards: Float[torch.Tensor, "n_groups group_size"]) -> Float[torch.Tensor, "n_groups group_size"]:
     """``(r - mean) / (std + 1e-6)`` within each group (population std, as in GRPO/DAPO)."""
     mean = rewards.mean(-1, keepdim=True)
     std = rewards.std(-1, unbiased=False, keepdim=True)
@@ -118,10 +118,10 @@ def group_advantages(rewards: Float[torch.Tensor, "groups G"]) -> Float[torch.Te
 
 
 def clipped_token_loss(
-    logprobs: Float[torch.Tensor, "rows tokens"],
-    old_logprobs: Float[torch.Tensor, "rows tokens"],
-    advantages: Float[torch.Tensor, " rows"],
-    mask: Float[torch.Tensor, "rows tokens"],
+    logprobs: Float[torch.Tensor, "batch cont"],
+    old_logprobs: Float[torch.Tensor, "batch cont"],
+    advantages: Float[torch.Tensor, " batch"],
+    mask: Float[torch.Tensor, "batch cont"],
     clip_low: float,
     clip_high: float,
 ) -> tuple[torch.Tensor, dict[str, float]]:
