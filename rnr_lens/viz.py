@@ -644,12 +644,12 @@ def _kaleido_server() -> None:
 
 def _pdf_metadata(path: str, title: str) -> None:
     """Replace kaleido's PDF metadata (title "Kaleido-fier") with the figure's own."""
+    from importlib.metadata import version
+
     from pypdf import PdfReader, PdfWriter
 
-    from rnr_lens import __version__
-
     writer = PdfWriter(clone_from=PdfReader(path))
-    writer.add_metadata({"/Title": title, "/Creator": f"rnr_lens {__version__} (plotly, kaleido)", "/Producer": "rnr_lens"})
+    writer.add_metadata({"/Title": title, "/Creator": f"rnr_lens {version('rnr-lens')} (plotly, kaleido)", "/Producer": "rnr_lens"})
     with open(path, "wb") as f:
         writer.write(f)
 

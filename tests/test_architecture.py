@@ -1,0 +1,79 @@
+"""The package's shape: one-way imports, layer by layer, and the README's picture of it.
+
+Guards against an import cycle or an upward import creeping back (a store module importing
+shards that import the store, generation importing the model that imports generation) and
+against the README's layer picture drifting from the code. Every import counts: module level,
+inside functions and under ``TYPE_CHECKING``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Bottom to top. A module imports only modules of its own layer or below, and never in a cycle.
+LAYERS: list[tuple[str, list[str]]] = [
+    ("values", ["errors", "records", "display", "stats", "routes", "prompts", "answers", "shards", "dapo"]),
+    ("model", ["adapters", "engine", "interventions", "generation", "lens", "models"]),
+    ("questions", ["tasks", "deploy"]),
+    ("store", ["store"]),
+    ("measurement", ["selectors", "probes", "audit", "attribution", "checkpoints", "train"]),
+    ("analysis", ["compare", "failures", "executors", "miner"]),
+    ("people", ["viz", "report", "widgets", "cli"]),
+]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the rnr_lens modules it imports (``tasks/`` counts as one module)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "rnr_lens").rglob("*.py")):
+        rel = path.relative_to(ROOT / "rnr_lens")
+        name = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        if name in ("__init__", "__main__"):
+            continue
+        deps = graph.setdefault(name, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "rnr_lens":
+                parts = node.module.split(".")
+                deps.update([parts[1]] if len(parts) > 1 else [a.name for a in node.names])
+            elif isinstance(node, ast.Import):
+                deps.update(a.name.split(".")[1] for a in node.names if a.name.startswith("rnr_lens."))
+    return {m: {d for d in deps if d != m} for m, deps in graph.items()}
+
+
+def test_every_module_has_a_layer():
+    placed = [m for _, modules in LAYERS for m in modules]
+    assert sorted(placed) == sorted(import_graph()), "add the new module to LAYERS (and the README picture)"
+
+
+def test_imports_point_down_and_never_cycle():
+    layer = {m: i for i, (_, modules) in enumerate(LAYERS) for m in modules}
+    graph = import_graph()
+    upward = [f"{m} -> {d}" for m, deps in graph.items() for d in deps if d in layer and layer[d] > layer[m]]
+    assert not upward, f"imports that point up a layer: {upward}"
+    seen: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(m: str, path: tuple[str, ...]) -> None:
+        if seen.get(m) == 1:
+            raise AssertionError(f"import cycle: {' -> '.join(path + (m,))}")
+        if seen.get(m) == 2:
+            return
+        seen[m] = 1
+        for d in sorted(graph.get(m, ())):
+            visit(d, path + (m,))
+        seen[m] = 2
+
+    for m in graph:
+        visit(m, ())
+
+
+def test_the_readme_picture_matches_the_layers():
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- layers -->\n```\n(.*?)```", text, re.S)
+    assert block, "README.md needs the layer picture between <!-- layers --> and a fenced block"
+    drawn = [line.split(":", 1) for line in block.group(1).strip().splitlines()]
+    got = [(name.strip(), [m.strip().removesuffix(".py").rstrip("/") for m in mods.split()]) for name, mods in drawn]
+    assert got == list(reversed(LAYERS))
