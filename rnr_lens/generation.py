@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import torch
 from jaxtyping import Float, Int
@@ -188,11 +188,13 @@ def generate(
                 eos=set() if ignore_eos else model.eos_token_ids,
             )
             for k, (pi, si) in enumerate((pi, si) for pi in prompt_ids for si in samples):
-                text, ids, lps, ents, reason = outs[k]
+                out = outs[k]
                 sample_seed = None if greedy or bases is None else bases[pi] + si
                 copies = range(n) if greedy else [si]
                 for sj in copies:
-                    results[pi * n + sj] = Generation(text, list(ids), list(lps), reason, pi, sj, sample_seed, list(ents))
+                    results[pi * n + sj] = Generation(
+                        out.text, list(out.token_ids), list(out.logprobs), out.finish_reason, pi, sj, sample_seed, list(out.entropies)
+                    )
     return [r for r in results if r is not None]
 
 
@@ -211,6 +213,16 @@ def _plan_batches(order: list[int], n_samples: int, size: int) -> list[tuple[lis
     return plans
 
 
+class _Decoded(NamedTuple):
+    """One decoded row of a batch, before it becomes a :class:`Generation`."""
+
+    text: str
+    token_ids: list[int]
+    logprobs: list[float]
+    entropies: list[float]
+    finish_reason: str
+
+
 def _generate_batch(
     model: LensModel,
     prompt_ids: list[list[int]],
@@ -223,7 +235,7 @@ def _generate_batch(
     max_new_tokens: int,
     stop: list[str],
     eos: set[int],
-) -> list[tuple[str, list[int], list[float], list[float], str]]:
+) -> list[_Decoded]:
     """Decode ``len(samples)`` samples for each prompt; rows are prompt-major; sample ``j`` of
     prompt ``i`` draws from a generator seeded ``seeds[i] + j``."""
     tok = model.tokenizer
@@ -285,7 +297,7 @@ def _generate_batch(
         if reasons[row] == "stop":
             cut = min((text.find(s) for s in stop if s in text), default=-1)
             text = text[:cut] if cut >= 0 else text
-        results.append((text, out_ids[row], out_lps[row], out_ents[row], reasons[row]))
+        results.append(_Decoded(text, out_ids[row], out_lps[row], out_ents[row], reasons[row]))
     return results
 
 
