@@ -104,13 +104,6 @@ def block_parameters(bridge: Any, layers: Sequence[int], component: str | None =
     return {name: p for name, p in named.items() if name.startswith(prefixes)}
 
 
-def _hf_named(items: Any) -> dict[str, torch.Tensor]:
-    out: dict[str, torch.Tensor] = {}
-    for key, tensor in items:
-        out.setdefault(key.replace("._original_component", ""), tensor)
-    return out
-
-
 def build_twin(bridge: Any) -> nn.Module:
     """A plain HF model of the wrapped model's class that shares its parameter and buffer
     tensors (no copy): the same weights without the bridge's wrappers and hook points.
@@ -124,8 +117,8 @@ def build_twin(bridge: Any) -> nn.Module:
     config._attn_implementation = "eager"
     with torch.device("meta"):
         twin = type(model)(config)
-    params = _hf_named(model.named_parameters(remove_duplicate=False))
-    buffers = _hf_named(model.named_buffers(remove_duplicate=False))
+    params = _hf_names_only(model.named_parameters(remove_duplicate=False), {n for n, _ in twin.named_parameters(remove_duplicate=False)})
+    buffers = _hf_names_only(model.named_buffers(remove_duplicate=False), {n for n, _ in twin.named_buffers(remove_duplicate=False)})
     for name, _ in list(twin.named_parameters(remove_duplicate=False)):
         owner, _, leaf = name.rpartition(".")
         setattr(twin.get_submodule(owner), leaf, params[name])

@@ -117,6 +117,7 @@ class Engine:
         self._twin: nn.Module | None = None
         self._twin_error: str | None = None
         self._disabled: str | None = None
+        self._parameters = list(bridge.original_model.parameters())  # before any route edits the layer list
         # decoder layer lists in block order, per graph, while a route replaces the live ones
         self._canonical: dict[Graph, nn.ModuleList] = {}
 
@@ -263,4 +264,9 @@ class Engine:
 
     def all_parameters(self) -> list[nn.Parameter]:
         """Every parameter once (the twin shares the bridge's tensors)."""
-        return list(self.bridge.original_model.parameters())
+        return list(self._parameters)
+
+    def weights_version(self) -> tuple[int, ...]:
+        """Changes whenever a weight is updated in place (an optimizer step, a checkpoint load):
+        the tensors' version counters. Microseconds, so it can key per-checkpoint caches."""
+        return tuple(p._version for p in self._parameters)

@@ -58,7 +58,7 @@ class LensModel:
         self.engine = Engine(bridge)
         """Which graph runs and where interventions attach (:class:`rnr_lens.engine.Engine`)."""
         self._route: Route | None = None
-        self._reference_cache: dict[tuple[str, str, str], list[torch.Tensor]] = {}
+        self._reference_cache: dict[tuple[str, str, tuple[int, ...]], list[torch.Tensor]] = {}
         self._fingerprint: tuple[tuple, str] | None = None  # (weight versions, hash) of the last fingerprint
 
     # -- basic facts --------------------------------------------------------------------
@@ -248,23 +248,18 @@ class LensModel:
             ...     out = model.generate(["What is 2+3?"], max_new_tokens=8)
         """
         route = as_route(route, self.n_layers)
-        previous_route = self._route
-        handles: list[torch.utils.hooks.RemovableHandle] = []
-        with contextlib.ExitStack() as stack:
-            try:
-                # Ablations first: mean/resample statistics are taken before the route applies.
-                for ablation in parse_ablations(list(ablations)):
-                    ablation.check(self.n_layers)
-                    patch = ablation.patch(ablation.replacement(self.reference_activations))
-                    handles.extend(self.engine.patch(ablation.layer, ablation.component, patch))
-                if route is not None:
-                    stack.enter_context(self.engine.routed(route.layers))
-                    self._route = route
-                yield self
-            finally:
-                for handle in reversed(handles):
-                    handle.remove()
-                self._route = previous_route
+        with contextlib.ExitStack() as undo:  # unwinds in reverse, also on an exception
+            undo.callback(setattr, self, "_route", self._route)
+            # Ablations first: mean/resample statistics are taken before the route applies.
+            for ablation in parse_ablations(list(ablations)):
+                ablation.check(self.n_layers)
+                patch = ablation.patch(ablation.replacement(self.reference_activations))
+                for handle in self.engine.patch(ablation.layer, ablation.component, patch):
+                    undo.callback(handle.remove)
+            if route is not None:
+                undo.enter_context(self.engine.routed(route.layers))
+                self._route = route
+            yield self
 
     def replacement(self, ablation: Ablation) -> Callable[[torch.Tensor], torch.Tensor]:
         """What ``ablation`` writes in place of its component's output on this model."""
@@ -273,7 +268,7 @@ class LensModel:
     def reference_activations(self, name: str, prompts: Sequence[str]) -> list[Float[torch.Tensor, "pos d_model"]]:
         """Activations at hook ``name`` for each reference prompt (raw text), on the clean
         model; cached per prompt set and checkpoint (a weight update invalidates them)."""
-        key = (name, hashlib.sha256("\x00".join(prompts).encode()).hexdigest(), self.fingerprint())
+        key = (name, hashlib.sha256("\x00".join(prompts).encode()).hexdigest(), self.engine.weights_version())
         if key in self._reference_cache:
             return self._reference_cache[key]
         acts: list[torch.Tensor] = []

@@ -174,7 +174,7 @@ def train(
     order = list(range(len(task)))
     random.Random(config.seed).shuffle(order)
 
-    all_params = [p for p in model.engine.all_parameters()]
+    all_params = model.engine.all_parameters()
     saved_flags = [p.requires_grad for p in all_params]
     for p in all_params:
         p.requires_grad_(False)

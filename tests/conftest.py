@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import rnr_lens as R
+from rnr_lens.records import AuditRecord
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
@@ -65,3 +66,11 @@ def prompts_for(model: R.LensModel) -> list:
     """A few prompts of different lengths, chat-rendered where the model has a template."""
     texts = ["What is 3 + 4?", "Tom has 3 apples and buys 5 more. How many apples does he have now?", "What is 12 - 5?"]
     return [R.ChatPrompt(t, assistant_prefix="The answer is ") for t in texts]
+
+
+def stored_record(aid: str, probes: tuple[str, ...], n_questions: int, config_json: str = "{}") -> AuditRecord:
+    """An audit record for tests that write a run store by hand (no model behind it)."""
+    return AuditRecord(
+        id=aid, model="m", model_fingerprint="f", task="t", task_fingerprint="tf", answer_type="number",
+        config_hash="c", config_json=config_json, probes=probes, seed=0, n_questions=n_questions,
+    )  # fmt: skip

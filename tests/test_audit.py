@@ -158,24 +158,13 @@ def test_format_misses_are_counted_in_the_summary(tiny):
 def test_chance_level_exposes_a_constant_guesser(tmp_path):
     """A route that answered "12" to 22 of 50 questions made random routes look four times better
     than sampling: any-try-correct rewards constant guessing unless shown beside chance."""
-    from rnr_lens.records import AuditRecord, Try
+    from rnr_lens.records import Try
     from rnr_lens.store import RunStore
+    from tests.conftest import stored_record
 
     golds = ["12"] * 5 + ["3", "4", "5", "6", "7"]
     store = RunStore(tmp_path / "run.db")
-    record = AuditRecord(
-        id="guess",
-        model="m",
-        model_fingerprint="f",
-        task="t",
-        task_fingerprint="tf",
-        answer_type="number",
-        config_hash="c",
-        config_json=R.DeploymentConfig().to_json(),
-        probes=("routes:k=2",),
-        seed=0,
-        n_questions=10,
-    )
+    record = stored_record("guess", ("routes:k=2",), 10, config_json=R.DeploymentConfig().to_json())
     store.create_audit(record, [(i, f"q{i}", f"What is {i}?", g) for i, g in enumerate(golds)])
     store.add_tries("guess", [Try(f"q{i}", "default", 0, "0", "0", False, 1) for i in range(10)])
     store.add_tries("guess", [Try(f"q{i}", "routes:k=2", j, "12", "12", g == "12", 1, route="4:0-3") for i, g in enumerate(golds) for j in range(2)])

@@ -145,3 +145,16 @@ def test_a_user_hook_sends_generation_through_the_bridge(tiny):
         point.fwd_hooks.remove(handle)
     assert len(seen) >= 2 and seen[1] == 1, "prefill, then one position per cached decoding step"
     assert tiny.engine.path().graph == "twin" and tiny.engine.module() is tiny.engine.twin
+
+
+def test_reference_activations_follow_in_place_weight_updates():
+    """Guards the mean/resample reference cache: training updates weights in place, and a
+    cached reference of the old weights would silently ablate with stale statistics."""
+    model = R.tiny_model(seed=0)
+    name, prompts = "blocks.1.hook_mlp_out", ("What is 1 + 1?",)
+    before = model.reference_activations(name, prompts)[0]
+    assert model.reference_activations(name, prompts)[0] is before, "cached while weights stay"
+    with torch.no_grad():
+        for p in model.engine.all_parameters():
+            p.mul_(1.5)
+    assert not torch.allclose(model.reference_activations(name, prompts)[0], before)

@@ -3,24 +3,13 @@ import sqlite3
 import pytest
 
 from rnr_lens import RnrLensError
-from rnr_lens.records import AuditRecord, Try
+from rnr_lens.records import Try
 from rnr_lens.store import RunStore
+from tests.conftest import stored_record
 
 
 def _record(aid="a1"):
-    return AuditRecord(
-        id=aid,
-        model="m",
-        model_fingerprint="f",
-        task="t",
-        task_fingerprint="tf",
-        answer_type="number",
-        config_hash="c",
-        config_json="{}",
-        probes=("sampling:k=2",),
-        seed=0,
-        n_questions=2,
-    )
+    return stored_record(aid, ("sampling:k=2",), 2)
 
 
 def test_round_trip_and_primary_key(tmp_path):
