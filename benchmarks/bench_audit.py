@@ -29,7 +29,7 @@ import rnr_lens as R
 from rnr_lens import tasks
 from rnr_lens.audit import audit
 from rnr_lens.deploy import DeploymentConfig
-from rnr_lens.models import ensure_cached
+from rnr_lens.model_cache import ensure_cached
 
 MEMORY_SCRIPT = """
 import resource, sys, tempfile, os

@@ -35,7 +35,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import rnr_lens as R
-from rnr_lens.models import ensure_cached
+from rnr_lens.model_cache import ensure_cached
 
 # Llama-architecture shapes of public models at these sizes (Qwen2.5-0.5B/1.5B-like widths).
 RANDOM_LLAMAS = {
@@ -95,7 +95,7 @@ def load_pair(name: str, device: torch.device, dtype: torch.dtype) -> tuple[R.Le
         return model, reference, load_s
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from rnr_lens.models import _wrap
+    from rnr_lens.models import wrap_bridge
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_cached("smollm2-135m-instruct"))
     config = LlamaConfig(vocab_size=151936, max_position_embeddings=4096, tie_word_embeddings=True, **RANDOM_LLAMAS[name])
@@ -106,7 +106,7 @@ def load_pair(name: str, device: torch.device, dtype: torch.dtype) -> tuple[R.Le
             return LlamaForCausalLM(config).to(dtype).eval()
 
     hf = build()
-    model = R.LensModel(_wrap(hf, tokenizer, name), name=name, tokenizer=tokenizer)
+    model = R.LensModel(wrap_bridge(hf, tokenizer, name), name=name, tokenizer=tokenizer)
     load_s = time.perf_counter() - start
     return model, build(), load_s
 

@@ -16,18 +16,21 @@ from rnr_lens.executors import run_audit
 from rnr_lens.generation import ContinuationScore, Generation
 from rnr_lens.interventions import Ablation
 from rnr_lens.lens import LensModel
-from rnr_lens.miner import SweepResult, mine
-from rnr_lens.models import DEFAULT_MODEL, KNOWN_MODELS, list_models, load_model, tiny_model
+from rnr_lens.miner import Bottleneck, SweepResult, mine
+from rnr_lens.model_cache import DEFAULT_MODEL, KNOWN_MODELS, list_models
+from rnr_lens.models import load_model
 from rnr_lens.probes import AblationProbe, Probe, RandomRoutes, RouteSearch, Sampling, parse_probe
 from rnr_lens.prompts import ChatPrompt
 from rnr_lens.report import Grid, Report, report
 from rnr_lens.routes import Route
+from rnr_lens.tiny import tiny_model
 from rnr_lens.train import TrainConfig, TrainResult, train
 
 __all__ = [
     "Ablation",
     "AblationProbe",
     "AuditResult",
+    "Bottleneck",
     "Comparison",
     "compare",
     "ChatPrompt",

@@ -54,7 +54,7 @@ def _fmt(value: object) -> str:
 
 @command("models")
 def cmd_models(args: argparse.Namespace) -> int:
-    from rnr_lens.models import list_models
+    from rnr_lens.model_cache import list_models
 
     rows = list_models()
     if args.json:
@@ -419,11 +419,8 @@ def cmd_mine(args: argparse.Namespace) -> int:
     if b is None:
         print(f"no bottleneck: no candidate repairs a failure with break rate <= {args.break_bound}")
     else:
-        broke = f"{b['break']:.2f}" if b["break"] is not None else "unmeasured (no realized question to break)"
-        print(
-            f"bottleneck: {b['component']}{b['layer']}:{b['kind']}  repair discovery {b['repair_discovery']:.2f}, "
-            f"held-out {b['repair_heldout']:.2f}, break {broke}"
-        )
+        broke = f"{b.break_rate:.2f}" if b.break_rate is not None else "unmeasured (no realized question to break)"
+        print(f"bottleneck: {b.ablation}  repair discovery {b.repair_discovery:.2f}, held-out {b.repair_heldout:.2f}, break {broke}")
     return 0
 
 
@@ -627,7 +624,7 @@ def build_parser() -> argparse.ArgumentParser:
     from rnr_lens.failures import KINDS as FAILURE_KINDS
     from rnr_lens.interventions import COMPONENTS, KINDS
     from rnr_lens.miner import STRATEGIES, mine
-    from rnr_lens.models import DEFAULT_MODEL
+    from rnr_lens.model_cache import DEFAULT_MODEL
 
     mining = {name: p.default for name, p in inspect.signature(mine).parameters.items()}
     training = TrainConfig()

@@ -16,6 +16,7 @@ from typing import Any
 from rnr_lens.audit import AuditResult
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
+from rnr_lens.records import Outcome
 from rnr_lens.store import RunStore
 from rnr_lens.tasks.core import Question, Task
 
@@ -35,8 +36,8 @@ class FailureSet:
     """Realized questions for the break rate; None when the audit realized none (the break
     rate is then unmeasured, and said so, rather than the sweep refused)."""
     config: DeploymentConfig
-    before: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
-    """The audit's default (realized) outputs per question: text, answer, correct."""
+    before: dict[str, Outcome] = field(default_factory=dict, compare=False)
+    """The audit's default (realized) answer to every question."""
 
     @property
     def failures(self) -> Task:
@@ -152,8 +153,5 @@ def _build(result: AuditResult, name: str, body: dict[str, Any]) -> FailureSet:
         _questions(result, body["heldout"], kind, f"{name}:heldout"),
         _questions(result, body["control"], kind, f"{name}:control") if body["control"] else None,
         result.config,
-        {
-            r.question_id: {"question_id": r.question_id, "text": r.default_text, "answer": r.default_extracted, "correct": bool(r.realized)}
-            for r in result.questions.itertuples()
-        },
+        {r.question_id: Outcome(r.question_id, r.default_text, r.default_extracted, bool(r.realized)) for r in result.questions.itertuples()},
     )

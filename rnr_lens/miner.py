@@ -39,6 +39,7 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.failures import FailureSet
 from rnr_lens.interventions import COMPONENTS, KINDS, Ablation
 from rnr_lens.lens import LensModel
+from rnr_lens.records import Outcome
 from rnr_lens.routes import Route
 from rnr_lens.shards import Shard
 from rnr_lens.stats import wilson
@@ -48,15 +49,49 @@ from rnr_lens.tasks.core import Question
 STRATEGIES = ("screen+confirm", "exhaustive")
 
 
-class Bottleneck(dict):
-    """The chosen block: a dict (``layer``, ``component``, ``kind``, ``repair_discovery``,
-    ``repair_heldout``, ``repair``, ``break``) that prints its rates to three digits."""
+@dataclass(frozen=True)
+class Bottleneck:
+    """The chosen block and its rates; prints them to three digits.
+
+    Attributes:
+        layer, component, kind: The ablation (``mlp``, ``zero`` for the paper's silencing).
+        repair_discovery: Repair rate on the discovery half (where it was chosen).
+        repair_heldout: Repair rate on the held-out half (its confirmation).
+        repair: Repair rate on the whole failure set.
+        break_rate: Break rate on the control set, or None when unmeasured (no control set).
+    """
+
+    layer: int
+    component: str
+    kind: str
+    repair_discovery: float
+    repair_heldout: float
+    repair: float
+    break_rate: float | None
+
+    @property
+    def ablation(self) -> str:
+        """The ablation's string form, e.g. ``mlp4:zero``."""
+        return f"{self.component}{self.layer}:{self.kind}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, with the table's column names (``break`` for the break rate)."""
+        return {
+            "layer": self.layer,
+            "component": self.component,
+            "kind": self.kind,
+            "repair_discovery": self.repair_discovery,
+            "repair_heldout": self.repair_heldout,
+            "repair": self.repair,
+            "break": self.break_rate,
+        }
 
     def __repr__(self) -> str:
         rates = ", ".join(
-            f"{k} {self[k]:.3f}" if self.get(k) is not None else f"{k} unmeasured" for k in ("repair_discovery", "repair_heldout", "break")
+            f"{name} {value:.3f}" if value is not None else f"{name} unmeasured"
+            for name, value in (("repair_discovery", self.repair_discovery), ("repair_heldout", self.repair_heldout), ("break", self.break_rate))
         )
-        return f"Bottleneck({self['component']}{self['layer']}:{self['kind']}; {rates})"
+        return f"Bottleneck({self.ablation}; {rates})"
 
     def _repr_html_(self) -> str:
         return f"<code>{html.escape(repr(self))}</code>"
@@ -78,7 +113,7 @@ class SweepResult:
 
     table: pd.DataFrame
     details: pd.DataFrame
-    bottleneck: dict[str, Any] | None
+    bottleneck: Bottleneck | None
     agreement: dict[str, Any] = field(default_factory=dict)
     strategy: str = "screen+confirm"
     failure_set: str = ""
@@ -114,7 +149,7 @@ class SweepResult:
         return {
             "strategy": self.strategy,
             "failure_set": self.failure_set,
-            "bottleneck": self.bottleneck,
+            "bottleneck": self.bottleneck.to_dict() if self.bottleneck else None,
             "agreement": self.agreement,
             "layers": table.to_dict("records"),
             "changes": self.changes(),
@@ -175,7 +210,7 @@ def screen_logprob(model: LensModel, questions: Sequence[Question], failure_set:
 
 def _evaluate(
     model: LensModel, failure_set: FailureSet, ablation: Ablation | None, batch_size: int | None, shard: Shard | None = None
-) -> list[dict[str, Any]]:
+) -> list[Outcome]:
     """Greedy default-deployment answers on every failure and control question (of ``shard``)."""
     config = failure_set.config
     questions = [(g, q) for g, task in failure_set.groups for q in task if shard is None or shard.contains(q.id)]
@@ -191,7 +226,7 @@ def _evaluate(
     rows = []
     for (group, q), gen in zip(questions, gens):
         extracted, correct = config.grade(gen.text, q, failure_set.discovery.answer_type)
-        rows.append({"question_id": q.id, "set": group, "text": gen.text, "answer": extracted, "correct": correct})
+        rows.append(Outcome(q.id, gen.text, extracted, correct, group))
     return rows
 
 
@@ -232,7 +267,7 @@ def mine(
 
     Example:
         >>> sweep = mine(model, failure_set, strategy="screen+confirm")  # doctest: +SKIP
-        >>> sweep.bottleneck["layer"]  # doctest: +SKIP
+        >>> sweep.bottleneck.layer  # doctest: +SKIP
     """
     if strategy not in STRATEGIES:
         raise RnrLensError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
@@ -276,18 +311,20 @@ def mine(
 
     part = Shard.parse(shard) if shard is not None else None
 
-    def evaluated(ablation: Ablation | None) -> list[dict[str, Any]]:
+    def evaluated(ablation: Ablation | None) -> list[Outcome]:
         key = f"{prefix}/{ablation or 'clean'}" + (f"/shard {part}" if part else "")
-        cached = store.get_artifact(failure_set.audit_id, "sweep_eval", key) if store is not None else None
-        if cached is None and part is None and store is not None:
-            cached = _from_shards(store, failure_set, key)
-        if cached is None:
-            cached = _evaluate(model, failure_set, ablation, batch_size, part)
+        stored = store.get_artifact(failure_set.audit_id, "sweep_eval", key) if store is not None else None
+        if stored is None and part is None and store is not None:
+            stored = _from_shards(store, failure_set, key)
+        if stored is not None:
+            outcomes = [Outcome.from_dict(r) for r in stored]
+        else:
+            outcomes = _evaluate(model, failure_set, ablation, batch_size, part)
             if store is not None:
-                store.put_artifact(failure_set.audit_id, "sweep_eval", key, cached, overwrite=True)
+                store.put_artifact(failure_set.audit_id, "sweep_eval", key, [o.to_dict() for o in outcomes], overwrite=True)
         if bar is not None:
             bar.update(1)
-        return cached
+        return outcomes
 
     try:
         # the audit's own default outputs are the "before" answers (same model, config, greedy)
@@ -297,7 +334,7 @@ def mine(
             if bar is not None:
                 bar.update(1)
         else:
-            before = {r["question_id"]: r for r in evaluated(None)}
+            before = {o.question_id: o for o in evaluated(None)}
         results = {str(a): evaluated(a) for a in chosen}
     finally:
         if bar is not None:
@@ -317,22 +354,22 @@ def mine(
             after = results[str(a)]
             stats = _rates(after, before)
             row.update(stats)
-            for r in after:
-                b = before[r["question_id"]]
+            for o in after:
+                b = before[o.question_id]
                 details.append(
                     {
                         "layer": a.layer,
                         "component": a.component,
                         "kind": a.kind,
-                        "question_id": r["question_id"],
-                        "prompt": prompts.get(r["question_id"], ""),
-                        "set": r["set"],
-                        "before_text": b["text"],
-                        "before_answer": b["answer"],
-                        "before_correct": b["correct"],
-                        "after_text": r["text"],
-                        "after_answer": r["answer"],
-                        "after_correct": r["correct"],
+                        "question_id": o.question_id,
+                        "prompt": prompts.get(o.question_id, ""),
+                        "set": o.set,
+                        "before_text": b.text,
+                        "before_answer": b.answer,
+                        "before_correct": b.correct,
+                        "after_text": o.text,
+                        "after_answer": o.answer,
+                        "after_correct": o.correct,
                     }
                 )
         rows.append(row)
@@ -346,7 +383,7 @@ def mine(
                 "spearman": float(sub[col].rank().corr(sub["repair_discovery"].rank()))
                 if sub[col].nunique() > 1 and sub["repair_discovery"].nunique() > 1
                 else None,
-                "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck["layer"], bottleneck["component"], bottleneck["kind"])),
+                "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck.layer, bottleneck.component, bottleneck.kind)),
             }
     return SweepResult(table, pd.DataFrame(details), bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds})
 
@@ -367,27 +404,34 @@ def _from_shards(store: RunStore, failure_set: FailureSet, key: str) -> list[dic
     return None
 
 
-def _rates(after: list[dict[str, Any]], before: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _rates(after: list[Outcome], before: dict[str, Outcome]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    failures = [r for r in after if r["set"] != "control"]
-    control = [r for r in after if r["set"] == "control"]
+    failures = [o for o in after if o.set != "control"]
+    control = [o for o in after if o.set == "control"]
+
+    def repaired(o: Outcome) -> bool:
+        return o.correct and not before[o.question_id].correct
+
+    def broken(o: Outcome) -> bool:
+        return before[o.question_id].correct and not o.correct
+
     for name, rows in (
         ("repair", failures),
-        ("repair_discovery", [r for r in failures if r["set"] == "discovery"]),
-        ("repair_heldout", [r for r in failures if r["set"] == "heldout"]),
+        ("repair_discovery", [o for o in failures if o.set == "discovery"]),
+        ("repair_heldout", [o for o in failures if o.set == "heldout"]),
     ):
-        est = wilson(sum(r["correct"] and not before[r["question_id"]]["correct"] for r in rows), len(rows))
+        est = wilson(sum(map(repaired, rows)), len(rows))
         out[name], out[f"{name}_low"], out[f"{name}_high"] = est.value, est.low, est.high
-    est = wilson(sum(before[r["question_id"]]["correct"] and not r["correct"] for r in control), len(control))
+    est = wilson(sum(map(broken, control)), len(control))
     out["break"], out["break_low"], out["break_high"] = est.value, est.low, est.high
-    out["n_repaired"] = sum(r["correct"] and not before[r["question_id"]]["correct"] for r in failures)
+    out["n_repaired"] = sum(map(repaired, failures))
     out["n_failures"] = len(failures)
-    out["n_broken"] = sum(before[r["question_id"]]["correct"] and not r["correct"] for r in control)
+    out["n_broken"] = sum(map(broken, control))
     out["n_control"] = len(control)
     return out
 
 
-def _bottleneck(table: pd.DataFrame, bound: float) -> dict[str, Any] | None:
+def _bottleneck(table: pd.DataFrame, bound: float) -> Bottleneck | None:
     if "repair_discovery" not in table:
         return None
     ok = table.dropna(subset=["repair_discovery"])
@@ -397,15 +441,13 @@ def _bottleneck(table: pd.DataFrame, bound: float) -> dict[str, Any] | None:
         return None
     best = ok.sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True], na_position="last").iloc[0]
     return Bottleneck(
-        {
-            "layer": int(best.layer),
-            "component": best.component,
-            "kind": best.kind,
-            "repair_discovery": float(best.repair_discovery),
-            "repair_heldout": float(best.repair_heldout),
-            "repair": float(best.repair),
-            "break": None if pd.isna(best["break"]) else float(best["break"]),
-        }
+        layer=int(best.layer),
+        component=str(best.component),
+        kind=str(best.kind),
+        repair_discovery=float(best.repair_discovery),
+        repair_heldout=float(best.repair_heldout),
+        repair=float(best.repair),
+        break_rate=None if pd.isna(best["break"]) else float(best["break"]),
     )
 
 

@@ -2,7 +2,8 @@
 
 A :class:`Try` is one model evaluation of one question under one probe; an
 :class:`AuditRecord` identifies one audit (model and task fingerprints, deployment config,
-probes, seed). Both are plain values with no behaviour beyond conversion, so probes, selectors
+probes, seed); an :class:`Outcome` is one question's greedy answer with or without an
+ablation (what the miner compares before and after). All are plain values with no behaviour beyond conversion, so probes, selectors
 and the store can all use them without importing each other. The question table's per-probe
 column names are built here too (:func:`reachable_column`, :func:`first_hit_column`).
 """
@@ -89,6 +90,28 @@ class AuditRecord:
         if "probes_json" in data:
             data["probes"] = json.loads(data.pop("probes_json"))
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One question's greedy default-deployment answer, with or without an ablation.
+
+    ``set`` says which part of a failure set the question belongs to (``discovery``,
+    ``heldout`` or ``control``); it is empty for the audit's own default answers.
+    """
+
+    question_id: str
+    text: str
+    answer: str | None
+    correct: bool
+    set: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Outcome:
+        return cls(str(data["question_id"]), data["text"], data["answer"], bool(data["correct"]), data.get("set", ""))
 
 
 def reachable_column(probe: str) -> str:

@@ -169,12 +169,10 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
                 row=bottom,
                 col=1,
             )
-        if b and b["component"] == comp and b["kind"] == kind:
+        if b and b.component == comp and b.kind == kind:
             for row in (top, bottom):
-                fig.add_vrect(
-                    x0=b["layer"] - 0.5, x1=b["layer"] + 0.5, fillcolor=OKABE_ITO[6], opacity=0.35, line_width=0, layer="below", row=row, col=1
-                )
-            fig.add_annotation(x=b["layer"], y=1.19, text=f"bottleneck: block {b['layer']}", showarrow=False, yanchor="top", row=bottom, col=1)
+                fig.add_vrect(x0=b.layer - 0.5, x1=b.layer + 0.5, fillcolor=OKABE_ITO[6], opacity=0.35, line_width=0, layer="below", row=row, col=1)
+            fig.add_annotation(x=b.layer, y=1.19, text=f"bottleneck: block {b.layer}", showarrow=False, yanchor="top", row=bottom, col=1)
         fig.update_yaxes(title_text="Δ log p", row=top, col=1)
         fig.update_yaxes(range=[0, 1.2], title_text="rate", row=bottom, col=1)
         fig.update_xaxes(**_layer_ticks(n_layers), row=top, col=1)

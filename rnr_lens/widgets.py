@@ -112,7 +112,7 @@ def layer_explorer(sweep: SweepResult, component: str = "mlp", kind: str = "zero
     layers = sorted(int(x) for x in sweep.table[(sweep.table.component == component) & (sweep.table.kind == kind)].layer.unique())
     if not layers:
         raise RnrLensError(f"the sweep has no {component} ({kind}) blocks to explore")
-    start = sweep.bottleneck["layer"] if sweep.bottleneck and sweep.bottleneck["layer"] in layers else layers[0]
+    start = sweep.bottleneck.layer if sweep.bottleneck and sweep.bottleneck.layer in layers else layers[0]
     slider = W.SelectionSlider(options=layers, value=start, description="block", continuous_update=False)
     figure = go.FigureWidget(viz.repair_break(sweep))
     info = W.HTML(layer_summary_html(sweep, start, component, kind))

@@ -30,6 +30,13 @@ def smol() -> R.LensModel:
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty model cache of this test's own ($RNR_LENS_CACHE)."""
+    monkeypatch.setenv("RNR_LENS_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The real benchmark files in ``../shared/data``: CI has them (a missing copy fails

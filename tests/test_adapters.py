@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import rnr_lens as R
-from rnr_lens.models import tiny_tokenizer
+from rnr_lens.tiny import tiny_tokenizer
 
 D, HEADS, LAYERS = 64, 4, 4
 

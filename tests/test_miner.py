@@ -84,10 +84,10 @@ def test_miner_finds_the_planted_bottleneck(tiny, planted, strategy):
     fs = failures.freeze(result, store, probe="ablation")
     sweep = mine(tiny, fs, strategy=strategy, top_m=2, break_bound=1.0, store=store, progress=False)
     assert sweep.bottleneck is not None
-    assert (sweep.bottleneck["layer"], sweep.bottleneck["component"]) == (PLANTED.layer, "mlp")
+    assert (sweep.bottleneck.layer, sweep.bottleneck.component) == (PLANTED.layer, "mlp")
     row = sweep.table.set_index("layer").loc[PLANTED.layer]
     assert row["repair_discovery"] == 1.0 and row["repair"] == 1.0
-    assert sweep.bottleneck["repair_heldout"] == 1.0
+    assert sweep.bottleneck.repair_heldout == 1.0
     evaluated = sweep.table.dropna(subset=["repair"])
     assert len(evaluated) == (tiny.n_layers if strategy == "exhaustive" else 2)
     repaired = sweep.details[(sweep.details.layer == PLANTED.layer) & (sweep.details.set != "control")]
@@ -163,7 +163,7 @@ def test_a_failure_set_without_realized_questions_reports_break_unmeasured(tiny,
     assert fs.control is None and "break rates are unmeasured" in fs.describe()
     sweep = mine(tiny, fs, strategy="exhaustive", progress=False)
     assert sweep.table["break"].isna().all() and (sweep.table["n_control"] == 0).all()
-    assert sweep.bottleneck["layer"] == PLANTED.layer and sweep.bottleneck["break"] is None
+    assert sweep.bottleneck.layer == PLANTED.layer and sweep.bottleneck.break_rate is None
     assert "break unmeasured" in repr(sweep.bottleneck)
     assert sweep.to_json()["bottleneck"]["break"] is None
 

@@ -1,0 +1,86 @@
+"""Tiny random models of the real architecture code, for fast tests and examples.
+
+``tiny_model()`` is a randomly initialised Llama (the same Hugging Face class SmolLM2 uses,
+wrapped by the same code as every loaded model) with an in-memory byte-level BPE tokenizer and
+a ChatML template: no download, a few milliseconds per forward. Its weights are drawn with a
+large scale so that next-token distributions are peaked and greedy decoding is stable under
+float reordering, which the engine's equivalence tests rely on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rnr_lens.lens import LensModel
+from rnr_lens.models import wrap_bridge
+
+# ---------------------------------------------------------------------------------------------
+# Tiny random models for fast tests
+# ---------------------------------------------------------------------------------------------
+
+_TINY_CORPUS = [
+    "What is 3 + 4? The answer is 7.",
+    "What is 12 - 5? The answer is 7.",
+    "Tom has 3 apples and buys 5 more. How many apples does he have now? The answer is 8.",
+    "The quick brown fox jumps over the lazy dog.",
+    "0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 + - * / = ? . ,",
+]
+_TINY_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def tiny_tokenizer() -> Any:
+    """A small byte-level BPE tokenizer with a ChatML template, built in memory (no download)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    # Printable ASCII only (byte-level symbols: Ġ is the space, Ċ the newline), so whatever a
+    # random model generates decodes to valid text.
+    alphabet = [chr(b) for b in range(33, 127)] + ["\u0120", "\u010a"]
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials, initial_alphabet=alphabet, show_progress=False)
+    tok.train_from_iterator(_TINY_CORPUS * 4, trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token="<|im_start|>")
+    fast.chat_template = _TINY_CHAT_TEMPLATE
+    return fast
+
+
+def tiny_model(n_layers: int = 4, *, d_model: int = 64, seed: int = 0, name: str = "tiny-llama") -> LensModel:
+    """A randomly initialised Llama of the real architecture code, for fast unit tests.
+
+    Weights are drawn with a larger scale than training would use so that next-token
+    distributions are peaked: greedy decoding is then stable under float reordering, which
+    the engine's equivalence tests rely on.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = tiny_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=d_model,
+        intermediate_size=2 * d_model,
+        num_hidden_layers=n_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        initializer_range=0.3,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        architectures=["LlamaForCausalLM"],
+    )
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        model = LlamaForCausalLM(config).eval()
+    finally:
+        torch.random.set_rng_state(generator_state)
+    return LensModel(wrap_bridge(model, tokenizer, name), name=name, tokenizer=tokenizer)
