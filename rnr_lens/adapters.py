@@ -183,16 +183,74 @@ class RouteCache(DynamicCache):
         """Reset the slot counter (called before every forward that uses this cache)."""
         self._calls = 0
 
+    def next_slot(self) -> int:
+        slot = self._calls % self.n_slots
+        self._calls += 1
+        return slot
+
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any, **kwargs: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        slot = self._calls % self.n_slots
-        self._calls += 1
-        return super().update(key_states, value_states, slot, *args, **kwargs)
+        return super().update(key_states, value_states, self.next_slot(), *args, **kwargs)
 
     def select_rows(self, rows: torch.Tensor) -> None:
         """Keep only the given batch rows (used to drop finished sequences)."""
         self.batch_select_indices(rows)
+
+
+class RowRouteCache(RouteCache):
+    """The KV cache of a batch whose rows follow different routes: one slot per tick of
+    :func:`rnr_lens.routes.schedule`, holding the keys and values of that tick's rows only.
+
+    ``rows[slot]`` lists the batch rows a slot holds, in the batch's current numbering: it is
+    renumbered when finished rows are dropped (:meth:`select_rows`) and when rows are copied
+    for several samples (:meth:`batch_repeat_interleave`). The engine sets :attr:`slot` before
+    each tick's block runs. A slot whose rows have all finished is empty; lengths and mask
+    sizes are then read from a live slot of the same attention kind (all rows grow together).
+    """
+
+    def __init__(self, rows: Sequence[Sequence[int]], n_rows: int, config: Any | None = None) -> None:
+        super().__init__(len(rows), config=config)
+        self.rows = [torch.tensor(list(r), dtype=torch.long) for r in rows]
+        self.n_rows = n_rows
+        self.slot = 0
+
+    def next_slot(self) -> int:
+        return self.slot
+
+    def select_rows(self, rows: torch.Tensor) -> None:
+        renumber = torch.full((self.n_rows,), -1, dtype=torch.long)
+        renumber[rows.cpu()] = torch.arange(len(rows))
+        for slot, held in enumerate(self.rows):
+            mapped = renumber[held]
+            local = (mapped >= 0).nonzero()[:, 0]
+            layer: Any = self.layers[slot] if slot < len(self.layers) else None
+            if layer is not None and layer.is_initialized:
+                on_device = local.to(layer.keys.device)
+                layer.keys, layer.values = layer.keys[on_device], layer.values[on_device]
+            self.rows[slot] = mapped[local]
+        self.n_rows = len(rows)
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        super().batch_repeat_interleave(repeats)
+        self.rows = [(held[:, None] * repeats + torch.arange(repeats)).flatten() for held in self.rows]
+        self.n_rows *= repeats
+
+    def _live(self, layer_idx: int) -> int:
+        if layer_idx >= len(self.rows) or len(self.rows[layer_idx]) or layer_idx >= len(self.layers):
+            return layer_idx
+        layers: list[Any] = list(self.layers)  # HF's cache layers (attention kinds)
+        sliding = layers[layer_idx].is_sliding
+        for slot, held in enumerate(self.rows):
+            if len(held) and slot < len(layers) and layers[slot].is_sliding == sliding:
+                return slot
+        return layer_idx
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return super().get_seq_length(self._live(layer_idx))
+
+    def get_mask_sizes(self, query_length: int, layer_idx: int) -> tuple[int, int]:
+        return super().get_mask_sizes(query_length, self._live(layer_idx))
 
 
 @functools.cache

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,6 +31,7 @@ from torch.utils.hooks import RemovableHandle
 
 from rnr_lens import adapters
 from rnr_lens.errors import RnrLensError
+from rnr_lens.routes import schedule
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +104,57 @@ def _block_patch(replace: Replace) -> tuple[Callable[[Tensor], None], Callable[[
     return entry, exit_
 
 
+@dataclass
+class _RowRouting:
+    """Per-row routes in force: each tick's rows, and the cache of the batch being decoded."""
+
+    rows: tuple[tuple[int, ...], ...]
+    n_rows: int
+    cache: adapters.RowRouteCache | None = None
+
+
+def _rows_of(value: Any, rows: Tensor, n_rows: int) -> Any:
+    """``value`` restricted to batch rows ``rows``: tensors of two or more dimensions whose
+    first is the batch (hidden states, masks, positions, rotary tables), also inside tuples;
+    anything else (the cache, flags, 1-D cache positions) as it is."""
+    if isinstance(value, Tensor) and value.dim() >= 2 and value.shape[0] == n_rows:
+        return value.index_select(0, rows.to(value.device))
+    if isinstance(value, tuple):
+        return tuple(_rows_of(v, rows, n_rows) for v in value)
+    return value
+
+
+class _Tick(nn.Module):
+    """One tick of :meth:`Engine.routed_rows`: ``block`` on the rows that visit it next; the
+    other rows pass through unchanged."""
+
+    def __init__(self, block: nn.Module, slot: int, state: _RowRouting) -> None:
+        super().__init__()
+        self.block = block
+        self.slot = slot
+        self.state = state
+
+    def forward(self, hidden_states: Tensor, *args: Any, **kwargs: Any) -> Any:
+        n_rows = hidden_states.shape[0]
+        if self.state.cache is not None:
+            self.state.cache.slot = self.slot
+            rows = self.state.cache.rows[self.slot]
+        else:  # a forward without a cache (teacher forcing): the batch is the routes' rows
+            rows = torch.tensor(self.state.rows[self.slot], dtype=torch.long)
+        if len(rows) == n_rows:
+            return self.block(hidden_states, *args, **kwargs)
+        if len(rows) == 0:
+            return hidden_states
+        out = self.block(
+            _rows_of(hidden_states, rows, n_rows),
+            *(_rows_of(a, rows, n_rows) for a in args),
+            **{k: _rows_of(v, rows, n_rows) for k, v in kwargs.items()},
+        )
+        first = out[0] if isinstance(out, tuple) else out
+        merged = hidden_states.index_copy(0, rows.to(hidden_states.device), first)
+        return (merged, *out[1:]) if isinstance(out, tuple) else merged
+
+
 class Engine:
     """Owns the twin and the route state of one bridge; see the module docstring.
 
@@ -120,6 +172,7 @@ class Engine:
         self._parameters = list(bridge.original_model.parameters())  # before any route edits the layer list
         # decoder layer lists in block order, per graph, while a route replaces the live ones
         self._canonical: dict[Graph, nn.ModuleList] = {}
+        self._rows: _RowRouting | None = None  # per-row routes in force (routed_rows)
 
     # -- which graph runs ---------------------------------------------------------------------
     @property
@@ -232,34 +285,70 @@ class Engine:
     @contextlib.contextmanager
     def routed(self, layers: tuple[int, ...]) -> Iterator[None]:
         """Run the blocks ``layers`` in that order (in every graph) inside the block."""
-        saved_lists: list[tuple[nn.Module, str, Any]] = []
-        saved_config: list[tuple[Any, str, Any]] = []
-        added: list[Graph] = []
-        try:
+        with contextlib.ExitStack() as undo:
             for graph in self.graphs():
                 canonical = self.blocks(graph)
-                parent, attr = self._live_layers(graph)
-                saved_lists.append((parent, attr, getattr(parent, attr)))
-                if graph not in self._canonical:
-                    self._canonical[graph] = nn.ModuleList(canonical)
-                    added.append(graph)
-                setattr(parent, attr, nn.ModuleList([canonical[i] for i in layers]))
-                root = None if graph == "bridge" else self._root(graph)
-                config = adapters.text_config(self.bridge, root)
-                for key, value in adapters.route_config_values(config, layers).items():
-                    saved_config.append((config, key, getattr(config, key, None)))
-                    setattr(config, key, value)
+                undo.enter_context(self._layer_list(graph, [canonical[i] for i in layers], layers))
+            yield
+
+    def can_route_rows(self) -> bool:
+        """Whether rows of one batch can follow different routes (:meth:`routed_rows`): on the
+        twin, yes; on the bridge, whose hook points users read whole batches from, no (callers
+        then run one forward per distinct route)."""
+        return self.path().graph == "twin"
+
+    @contextlib.contextmanager
+    def routed_rows(self, routes: Sequence[tuple[int, ...]]) -> Iterator[None]:
+        """Inside the block, row ``b`` of every forward runs the blocks ``routes[b]`` in that
+        order, all rows in one batched forward; :meth:`new_cache` gives the matching KV cache.
+
+        The twin's layer list becomes the ticks of :func:`rnr_lens.routes.schedule`: each runs
+        one block on the rows that visit it next (all of them, mostly), so a row computes
+        exactly what it computes alone under its route. Twin only (:meth:`can_route_rows`).
+        """
+        if not self.can_route_rows():
+            raise RnrLensError(f"rows of one batch can follow different routes only on the twin graph, and this forward runs on {self.path()}")
+        ticks = schedule(routes)
+        state = _RowRouting(tuple(t.rows for t in ticks), len(routes))
+        canonical = self.blocks("twin")
+        ticked = [_Tick(canonical[t.block], slot, state) for slot, t in enumerate(ticks)]
+        self._rows = state
+        try:
+            with self._layer_list("twin", ticked, tuple(t.block for t in ticks)):
+                yield
+        finally:
+            self._rows = None
+
+    @contextlib.contextmanager
+    def _layer_list(self, graph: Graph, modules: Sequence[nn.Module], blocks: tuple[int, ...]) -> Iterator[None]:
+        """Make ``graph`` run ``modules`` as its decoder layers, with each position's per-layer
+        config (attention kind, window) taken from block ``blocks[position]``."""
+        parent, attr = self._live_layers(graph)
+        saved_list = getattr(parent, attr)
+        saved_config: list[tuple[Any, str, Any]] = []
+        added = graph not in self._canonical
+        if added:
+            self._canonical[graph] = nn.ModuleList(self.blocks(graph))
+        try:
+            setattr(parent, attr, nn.ModuleList(modules))
+            config = adapters.text_config(self.bridge, None if graph == "bridge" else self._root(graph))
+            for key, value in adapters.route_config_values(config, blocks).items():
+                saved_config.append((config, key, getattr(config, key, None)))
+                setattr(config, key, value)
             yield
         finally:
-            for parent, attr, saved in reversed(saved_lists):
-                setattr(parent, attr, saved)
+            setattr(parent, attr, saved_list)
             for config, key, value in reversed(saved_config):
                 setattr(config, key, value)
-            for graph in added:
+            if added:
                 del self._canonical[graph]
 
     def new_cache(self, n_slots: int) -> adapters.RouteCache:
-        """An empty KV cache with ``n_slots`` slots (one per route position)."""
+        """An empty KV cache with ``n_slots`` slots (one per route position), or, inside
+        :meth:`routed_rows`, one slot per tick holding only that tick's rows."""
+        if self._rows is not None:
+            self._rows.cache = adapters.RowRouteCache(self._rows.rows, self._rows.n_rows, config=self._root("twin").config)
+            return self._rows.cache
         return adapters.RouteCache(n_slots, config=adapters.hf_config(self.bridge))
 
     def all_parameters(self) -> list[nn.Parameter]:

@@ -13,7 +13,7 @@ Log-probabilities are those of the model's untempered distribution.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
@@ -22,10 +22,13 @@ import torch
 from jaxtyping import Float, Int
 
 from rnr_lens.adapters import RouteCache
+from rnr_lens.engine import Engine
 from rnr_lens.errors import RnrLensError
 from rnr_lens.interventions import Ablation
 from rnr_lens.prompts import PromptLike
-from rnr_lens.routes import Route
+from rnr_lens.routes import Route, as_route
+
+RouteLike = Route | str | Sequence[int]
 
 
 class LensModel(Protocol):
@@ -34,6 +37,10 @@ class LensModel(Protocol):
 
     name: str
     tokenizer: Any
+    engine: Engine
+
+    @property
+    def n_layers(self) -> int: ...
 
     @property
     def eos_token_ids(self) -> set[int]: ...
@@ -106,7 +113,7 @@ def generate(
     model: LensModel,
     prompts: Sequence[PromptLike],
     *,
-    route: Route | str | Sequence[int] | None = None,
+    route: RouteLike | Sequence[RouteLike] | None = None,
     ablations: Sequence[Ablation | str] = (),
     max_new_tokens: int = 32,
     temperature: float = 0.0,
@@ -123,7 +130,10 @@ def generate(
     Args:
         model: The model.
         prompts: Raw strings or :class:`~rnr_lens.prompts.ChatPrompt` s.
-        route: Route to run under (default: the current one).
+        route: Route to run under (default: the current one), or one route per prompt: rows
+            with different routes then share each batched forward (on the twin graph; on the
+            bridge, one forward per distinct route), and each row gets exactly the tokens it
+            gets alone under its route.
         ablations: Ablations to apply.
         max_new_tokens: Most tokens to generate per sample.
         temperature: 0 for greedy decoding, otherwise the sampling temperature.
@@ -162,10 +172,13 @@ def generate(
         bases = [int(seed)] * len(prompts) if isinstance(seed, int) else [int(x) for x in seed]
         if len(bases) != len(prompts):
             raise RnrLensError(f"give one seed, or one per prompt: {len(bases)} seeds for {len(prompts)} prompts")
+    per_row = _per_prompt_routes(route, len(prompts), model.n_layers)
+    if per_row is not None and len(set(per_row)) == 1:
+        route, per_row = per_row[0], None
     encoded = [model.encode(p) for p in prompts]
     n_distinct = 1 if greedy else n
     results: list[Generation | None] = [None] * (len(prompts) * n)
-    with model.intervene(route=route, ablations=ablations), torch.no_grad():
+    with model.intervene(route=None if per_row is not None else route, ablations=ablations), torch.no_grad():  # type: ignore[arg-type]
         longest = max(len(e) for e in encoded) + max_new_tokens
         size = batch_size or model.auto_batch_size(longest)
         batches = _plan_batches(sorted(range(len(prompts)), key=lambda i: -len(encoded[i])), n_distinct, size)
@@ -175,18 +188,25 @@ def generate(
 
             iterator = tqdm(batches, desc=f"generate ({model.name})", unit="batch")
         for prompt_ids, samples in iterator:
-            outs = _generate_batch(
-                model,
-                [encoded[i] for i in prompt_ids],
-                samples,
-                greedy=greedy,
-                temperature=temperature,
-                top_p=top_p,
-                seeds=None if bases is None else [bases[i] for i in prompt_ids],
-                max_new_tokens=max_new_tokens,
-                stop=list(stop or []),
-                eos=set() if ignore_eos else model.eos_token_ids,
-            )
+
+            def decode(ids: list[int], samples: list[int] = samples) -> list[_Decoded]:
+                return _generate_batch(
+                    model,
+                    [encoded[i] for i in ids],
+                    samples,
+                    greedy=greedy,
+                    temperature=temperature,
+                    top_p=top_p,
+                    seeds=None if bases is None else [bases[i] for i in ids],
+                    max_new_tokens=max_new_tokens,
+                    stop=list(stop or []),
+                    eos=set() if ignore_eos else model.eos_token_ids,
+                )
+
+            if per_row is None:
+                outs = decode(prompt_ids)
+            else:
+                outs = _decode_routed(model, decode, prompt_ids, [per_row[i] for i in prompt_ids], len(samples))
             for k, (pi, si) in enumerate((pi, si) for pi in prompt_ids for si in samples):
                 out = outs[k]
                 sample_seed = None if greedy or bases is None else bases[pi] + si
@@ -196,6 +216,40 @@ def generate(
                         out.text, list(out.token_ids), list(out.logprobs), out.finish_reason, pi, sj, sample_seed, list(out.entropies)
                     )
     return [r for r in results if r is not None]
+
+
+def _per_prompt_routes(route: RouteLike | Sequence[RouteLike] | None, n_prompts: int, n_layers: int) -> list[Route] | None:
+    """The routes of a list with one route per prompt; None when ``route`` is one route."""
+    if not isinstance(route, (list, tuple)) or not route or isinstance(route[0], int):
+        return None
+    if len(route) != n_prompts:
+        raise RnrLensError(f"give one route, or one per prompt: {len(route)} routes for {n_prompts} prompts")
+    out = []
+    for r in route:
+        parsed = as_route(r, n_layers)
+        if parsed is None:
+            raise RnrLensError("a per-prompt route list cannot hold None; give the identity route for the default order")
+        out.append(parsed)
+    return out
+
+
+def _decode_routed(
+    model: LensModel, decode: Callable[[list[int]], list[_Decoded]], prompt_ids: list[int], routes: list[Route], reps: int
+) -> list[_Decoded]:
+    """Decode a batch whose prompts follow their own routes: in one batched forward where the
+    engine can (:meth:`~rnr_lens.engine.Engine.routed_rows`), else one batch per distinct
+    route; rows come back prompt-major either way."""
+    if model.engine.can_route_rows():
+        with model.engine.routed_rows([r.layers for r in routes]):
+            return decode(prompt_ids)
+    outs: list[_Decoded | None] = [None] * (len(prompt_ids) * reps)
+    for route in dict.fromkeys(routes):
+        positions = [p for p, r in enumerate(routes) if r == route]
+        with model.intervene(route=route):
+            part = decode([prompt_ids[p] for p in positions])
+        for j, p in enumerate(positions):
+            outs[p * reps : (p + 1) * reps] = part[j * reps : (j + 1) * reps]
+    return [o for o in outs if o is not None]
 
 
 def _plan_batches(order: list[int], n_samples: int, size: int) -> list[tuple[list[int], list[int]]]:

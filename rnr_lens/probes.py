@@ -27,7 +27,7 @@ import hashlib
 import math
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -35,7 +35,7 @@ from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.generation import Generation
 from rnr_lens.interventions import COMPONENTS, KINDS, Ablation
-from rnr_lens.lens import LensModel
+from rnr_lens.lens import MAX_AUTO_BATCH, LensModel
 from rnr_lens.records import DEFAULT_PROBE, Try
 from rnr_lens.routes import Route
 from rnr_lens.tasks.core import Question
@@ -61,6 +61,12 @@ class ProbeContext:
             batch_size=self.batch_size,
             **kwargs,
         )
+
+    @property
+    def rows_per_call(self) -> int:
+        """Rows a probe may put into one generate call: the batch size, or the automatic
+        batch's ceiling."""
+        return self.batch_size or MAX_AUTO_BATCH
 
     def make_try(self, question: Question, probe: str, index: int, gen: Generation, **extra: Any) -> Try:
         extracted, correct = self.config.grade(gen.text, question, self.answer_type)
@@ -289,13 +295,18 @@ class RandomRoutes(Probe):
         return draw_route(n_layers, rng, edit_rate=self.edit_rate, max_segment=self.max_segment, protect=self.protect)
 
     def run(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
-        for i in range(self.k):
-            pending = [q for q in questions if (q.id, i) not in done]
-            if not pending:
-                continue
-            route = self.route(ctx.model.n_layers, ctx.seed, i)
-            gens = ctx.generate(pending, route=route)
-            yield [ctx.make_try(q, self.name, i, g, route=str(route)) for q, g in zip(pending, gens)]
+        """Generate route ``i`` for every question, several route indices per batched call
+        (one route per row) while they fit in one batch."""
+        todo = [(i, [q for q in questions if (q.id, i) not in done]) for i in range(self.k)]
+        todo = [(i, pending) for i, pending in todo if pending]
+        while todo:
+            group = [todo.pop(0)]
+            while todo and sum(len(p) for _, p in group) + len(todo[0][1]) <= ctx.rows_per_call:
+                group.append(todo.pop(0))
+            routes = {i: self.route(ctx.model.n_layers, ctx.seed, i) for i, _ in group}
+            rows = [(q, i) for i, pending in group for q in pending]
+            gens = ctx.generate([q for q, _ in rows], route=[routes[i] for _, i in rows])
+            yield [ctx.make_try(q, self.name, i, g, route=str(routes[i])) for (q, i), g in zip(rows, gens)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,34 +394,45 @@ class RouteSearch(Probe):
         return [(layer, e) for layer in range(self.protect, n - self.protect) if edits[layer] == KEEP for e in (SKIP, REPEAT)]
 
     def run(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
+        """Search every question's routes in lockstep: each question's own tree (seeded by the
+        audit's seed and its id) picks its next candidate, and all picks are generated in one
+        batched call with one route per row. The trees make the same decisions as when
+        searched one question at a time, so the stored tries are the same; tries already in
+        ``done`` (a resumed run) are read back instead of generated."""
         n = ctx.model.n_layers
+        searches: dict[str, tuple[Question, Generator[tuple[int, tuple[int, ...]], float, None]]] = {}
         for q in questions:
             if all((q.id, i) in done for i in range(self.k)):
                 continue
             rng = random.Random(f"search:{ctx.seed}:{q.id}")
-            new: list[Try] = []
-
-            def evaluate(index: int, edits: tuple[int, ...], q: Question = q, new: list[Try] = new) -> float:
-                route = edits_to_route(edits)
-                cached = done.get((q.id, index))
-                if cached is not None and cached.route == str(route):
-                    return cached.reward if cached.reward is not None else self.score(cached)
-                gen = ctx.generate([q], route=route)[0]
+            default = ctx.defaults.get(q.id)
+            base = self.score(default) if default is not None else 0.0
+            searches[q.id] = (q, self._greedy(n, rng, base) if self.algo == "greedy" else self._mcts(n, rng, base))
+        requests = {qid: _advance(search, None) for qid, (_, search) in searches.items()}
+        while True:
+            wanted: list[tuple[Question, int, Route]] = []
+            for qid, (q, search) in searches.items():
+                while requests[qid] is not None:  # answer picks a resumed run already stored
+                    index, edits = requests[qid]  # type: ignore[misc]
+                    route = edits_to_route(edits)
+                    cached = done.get((qid, index))
+                    if cached is None or cached.route != str(route):
+                        wanted.append((q, index, route))
+                        break
+                    requests[qid] = _advance(search, cached.reward if cached.reward is not None else self.score(cached))
+            if not wanted:
+                return
+            gens = ctx.generate([q for q, _, _ in wanted], route=[route for _, _, route in wanted])
+            new = []
+            for (q, index, route), gen in zip(wanted, gens):
                 t = ctx.make_try(q, self.name, index, gen, route=str(route))
                 t.reward = self.score(t)
                 new.append(t)
-                return t.reward
+                requests[q.id] = _advance(searches[q.id][1], t.reward)
+            yield new
 
-            default = ctx.defaults.get(q.id)
-            base = self.score(default) if default is not None else 0.0
-            if self.algo == "greedy":
-                self._greedy(n, rng, evaluate, base)
-            else:
-                self._mcts(n, rng, evaluate, base)
-            if new:
-                yield new
-
-    def _greedy(self, n: int, rng: random.Random, evaluate: Any, base: float) -> None:
+    def _greedy(self, n: int, rng: random.Random, base: float) -> Generator[tuple[int, tuple[int, ...]], float, None]:
+        """Hill-climbing over single edits: yields ``(try index, edits)``, is sent the reward."""
         current, value = tuple([KEEP] * n), base
         tried: set[tuple[int, ...]] = set()
         for i in range(self.k):
@@ -419,11 +441,12 @@ class RouteSearch(Probe):
                 break
             candidate = _apply(current, rng.choice(options))
             tried.add(candidate)
-            score = evaluate(i, candidate)
+            score = yield i, candidate
             if score > value:
                 current, value = candidate, score
 
-    def _mcts(self, n: int, rng: random.Random, evaluate: Any, base: float) -> None:
+    def _mcts(self, n: int, rng: random.Random, base: float) -> Generator[tuple[int, tuple[int, ...]], float, None]:
+        """Monte Carlo tree search over edits: yields ``(try index, edits)``, is sent the reward."""
         root = _Node(tuple([KEEP] * n), visits=1, total=base)
         for i in range(self.k):
             node = root
@@ -440,7 +463,7 @@ class RouteSearch(Probe):
                 node = max(node.children.values(), key=lambda ch: self._ucb(ch, node.visits, n))
             if node is root:
                 break
-            value = evaluate(i, node.edits)
+            value = yield i, node.edits
             back: _Node | None = node
             while back is not None:
                 back.visits += 1
@@ -452,6 +475,14 @@ class RouteSearch(Probe):
             return float("inf")
         length = len(edits_to_route(child.edits)) / n
         return child.total / child.visits + self.c * math.sqrt(math.log(parent_visits + 1) / child.visits) - self.length_penalty * length
+
+
+def _advance(search: Generator[tuple[int, tuple[int, ...]], float, None], reward: float | None) -> tuple[int, tuple[int, ...]] | None:
+    """Send a search its last reward (None to start it); its next pick, or None when done."""
+    try:
+        return next(search) if reward is None else search.send(reward)
+    except StopIteration:
+        return None
 
 
 def _apply(edits: tuple[int, ...], action: tuple[int, int]) -> tuple[int, ...]:

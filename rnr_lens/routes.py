@@ -202,3 +202,39 @@ def as_route(route: Route | str | Sequence[int] | None, n_layers: int) -> Route 
     if isinstance(route, str):
         return Route.parse(route, n_layers)
     return Route(route, n_layers)
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One step of a batch in which rows follow different routes: block ``block`` runs on the
+    batch rows ``rows`` (ascending), each of which visits that block next on its own route."""
+
+    block: int
+    rows: tuple[int, ...]
+
+
+def schedule(routes: Sequence[Sequence[int]]) -> list[Tick]:
+    """Interleave per-row routes into ticks, so that rows which visit the same block next share
+    one forward of it.
+
+    At each tick the lowest block index that some row visits next runs, on every row that
+    visits it next. Each row therefore meets exactly its own route's blocks, in its order (the
+    invariant a batched forward needs), and routes that are the identity up to a few skips and
+    repeats share almost every tick: a skipped block simply leaves the row out of a tick, a
+    repeated one adds one tick.
+
+    Example:
+        >>> [(t.block, t.rows) for t in schedule([[0, 1, 2], [0, 2], [0, 1, 1, 2]])]
+        [(0, (0, 1, 2)), (1, (0, 2)), (1, (2,)), (2, (0, 1, 2))]
+    """
+    position = [0] * len(routes)
+    ticks: list[Tick] = []
+    while True:
+        nexts = {row: route[position[row]] for row, route in enumerate(routes) if position[row] < len(route)}
+        if not nexts:
+            return ticks
+        block = min(nexts.values())
+        rows = tuple(row for row, b in nexts.items() if b == block)
+        for row in rows:
+            position[row] += 1
+        ticks.append(Tick(block, rows))

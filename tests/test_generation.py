@@ -69,6 +69,54 @@ def test_routed_batch_matches_routed_single(tiny):
         assert batch[i].token_ids == tiny.generate([prompt], route=route, max_new_tokens=8)[0].token_ids
 
 
+def _row_routes(n: int) -> list[R.Route]:
+    return [R.Route.skip(n, 1), R.Route.identity(n), R.Route.repeat(n, n - 2), R.Route(list(range(n // 2)) + list(range(n // 4, n)), n_layers=n)]
+
+
+def test_rows_with_their_own_routes_match_each_row_alone(model):
+    """Guards the route search's batching: rows with different routes share each forward, and
+    rows that stop early (a stop string) leave the others' tokens unchanged."""
+    routes = _row_routes(model.n_layers)
+    prompts = (prompts_for(model) * 2)[: len(routes)]
+    alone = [model.generate([p], route=r, max_new_tokens=10)[0] for p, r in zip(prompts, routes)]
+    stop = alone[0].text[1:3]  # the first row stops after a token or two; the others run on
+    alone = [model.generate([p], route=r, max_new_tokens=10, stop=[stop])[0] for p, r in zip(prompts, routes)]
+    together = model.generate(prompts, route=routes, max_new_tokens=10, stop=[stop])
+    assert alone[0].finish_reason == "stop" and any(a.finish_reason != "stop" for a in alone)
+    for a, b in zip(alone, together):
+        assert (b.token_ids, b.text, b.finish_reason) == (a.token_ids, a.text, a.finish_reason)
+
+
+def test_sampled_rows_with_their_own_routes_reproduce_alone(tiny):
+    routes = _row_routes(tiny.n_layers)[:3]
+    prompts = prompts_for(tiny)
+    together = tiny.generate(prompts, route=routes, n=3, temperature=1.0, seed=[5, 6, 7], max_new_tokens=6)
+    for g in together:
+        alone = tiny.generate([prompts[g.prompt_index]], route=routes[g.prompt_index], n=1, temperature=1.0, seed=g.seed, max_new_tokens=6)[0]
+        assert g.token_ids == alone.token_ids
+
+
+def test_rows_with_their_own_routes_on_the_bridge_run_route_by_route(tiny):
+    """With a user's hook attached the bridge runs, whose hooks see whole batches: one batch
+    per distinct route, the same tokens."""
+    routes = _row_routes(tiny.n_layers)[:3]
+    prompts = prompts_for(tiny)
+    on_twin = tiny.generate(prompts, route=routes, max_new_tokens=8)
+    seen = []
+    with tiny.bridge.hooks(fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: seen.append(x.shape[0]))]):
+        assert not tiny.engine.can_route_rows()
+        on_bridge = tiny.generate(prompts, route=routes, max_new_tokens=8)
+    assert [g.token_ids for g in on_bridge] == [g.token_ids for g in on_twin]
+    assert max(seen) == 1, "each distinct route (one prompt each here) runs as its own batch"
+
+
+def test_one_route_per_prompt_is_checked(tiny):
+    with pytest.raises(R.RnrLensError, match="one per prompt: 2 routes for 3 prompts"):
+        tiny.generate(prompts_for(tiny), route=["4:0-3", "4:0,2-3"], max_new_tokens=2)
+    with pytest.raises(R.RnrLensError, match="out of range"):
+        tiny.generate(prompts_for(tiny)[:2], route=["4:0-3", [0, 9]], max_new_tokens=2)
+
+
 def test_greedy_logprobs_match_teacher_forced_scores(tiny):
     prompt = prompts_for(tiny)[0]
     gen = tiny.generate([prompt], max_new_tokens=6)[0]

@@ -101,6 +101,52 @@ def test_route_search_spends_its_budget_on_distinct_routes(tiny, algo):
     assert _run(probe, ctx, [q], done) == []
 
 
+def _same_tries(a, b):
+    """Equal tries: the same routes, texts and answers, and rewards equal to float precision (a
+    row's log-probabilities in a batch differ from its own in the last bits, since batched
+    matrix products sum in another order; no token changed here)."""
+    key = lambda t: (t.question_id, t.try_index)  # noqa: E731
+    a, b = sorted(a, key=key), sorted(b, key=key)
+    assert [(t.question_id, t.try_index, t.route, t.text, t.correct) for t in a] == [
+        (t.question_id, t.try_index, t.route, t.text, t.correct) for t in b
+    ]
+    assert [t.reward for t in a] == pytest.approx([t.reward for t in b], rel=1e-4)
+
+
+@pytest.mark.parametrize("algo", ["mcts", "greedy"])
+def test_lockstep_search_stores_the_tries_of_a_per_question_search(model, algo):
+    """Guards the batched route search: all questions searched in lockstep (one batched call
+    per step, one route per row) must store the tries of searching one question at a time
+    (same routes, texts and answers), and a run resumed from part of them must finish with
+    the rest."""
+    qs = list(tasks.get("add-small", n=6))
+    ctx = _ctx(model)
+    ctx.defaults = {t.question_id: t for t in _run(Default(), ctx, qs)}
+    probe = RouteSearch(k=5, algo=algo, reward="confidence")
+    one_by_one = [t for q in qs for t in _run(probe, ctx, [q])]
+    calls = []
+    real = ctx.generate
+    ctx.generate = lambda questions, **kw: calls.append(len(questions)) or real(questions, **kw)
+    _same_tries(_run(probe, ctx, qs), one_by_one)
+    assert len(calls) <= probe.k and max(calls) == len(qs), "one batched call per search step"
+    # resume: the first half of each question's tries are stored; the rest come out the same
+    done = {(t.question_id, t.try_index): t for t in one_by_one if t.try_index < 2}
+    _same_tries(_run(probe, ctx, qs, done), [t for t in one_by_one if t.try_index >= 2])
+
+
+def test_random_routes_batch_route_indices_with_the_tokens_of_each_row_alone(tiny):
+    qs = list(tasks.get("add-small", n=3))
+    probe = RandomRoutes(k=4, edit_rate=0.5)
+    batched, calls = _ctx(tiny), []
+    real = batched.generate
+    batched.generate = lambda questions, **kw: calls.append(len(questions)) or real(questions, **kw)
+    together = _run(probe, batched, qs)
+    alone = _ctx(tiny)
+    alone.batch_size = 1  # one row per forward
+    assert calls == [len(qs) * probe.k], "all route indices fit in one call"
+    _same_tries(together, _run(probe, alone, qs))
+
+
 def test_oracle_reward_is_correctness(tiny):
     q = tasks.get("add-small", n=1)[0]
     tries = _run(RouteSearch(k=2, reward="oracle", protect=0), _ctx(tiny), [q])
