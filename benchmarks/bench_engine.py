@@ -44,7 +44,7 @@ RANDOM_LLAMAS = {
 }
 
 
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -60,10 +60,10 @@ def timed_rounds(cases: dict, repeats: int, device: torch.device = CPU) -> dict[
     times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(repeats):
         for name, fn in cases.items():
-            _sync(device)
+            sync(device)
             start = time.perf_counter()
             fn()
-            _sync(device)
+            sync(device)
             times[name].append(time.perf_counter() - start)
     return times
 
@@ -73,14 +73,14 @@ def matmul_flops(seconds: float = 2.0, size: int = 1024, device: torch.device = 
         size = 8192
     a, b = torch.randn(size, size, device=device, dtype=dtype), torch.randn(size, size, device=device, dtype=dtype)
     a @ b
-    _sync(device)
+    sync(device)
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         a @ b
         count += 1
         if count % 16 == 0:
-            _sync(device)
-    _sync(device)
+            sync(device)
+    sync(device)
     return 2 * size**3 * count / (time.perf_counter() - start)
 
 
