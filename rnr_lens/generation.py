@@ -173,12 +173,15 @@ def generate(
         if len(bases) != len(prompts):
             raise RnrLensError(f"give one seed, or one per prompt: {len(bases)} seeds for {len(prompts)} prompts")
     per_row = _per_prompt_routes(route, len(prompts), model.n_layers)
+    single: Route | None = None
     if per_row is not None and len(set(per_row)) == 1:
-        route, per_row = per_row[0], None
+        single, per_row = per_row[0], None
+    elif per_row is None:
+        single = as_route(route, model.n_layers)  # type: ignore[arg-type]  # one route: not a per-prompt list (checked above)
     encoded = [model.encode(p) for p in prompts]
     n_distinct = 1 if greedy else n
     results: list[Generation | None] = [None] * (len(prompts) * n)
-    with model.intervene(route=None if per_row is not None else route, ablations=ablations), torch.no_grad():  # type: ignore[arg-type]
+    with model.intervene(route=single, ablations=ablations), torch.no_grad():
         longest = max(len(e) for e in encoded) + max_new_tokens
         size = batch_size or model.auto_batch_size(longest)
         batches = _plan_batches(sorted(range(len(prompts)), key=lambda i: -len(encoded[i])), n_distinct, size)
@@ -302,9 +305,10 @@ def _generate_batch(
         logits = logits.repeat_interleave(reps, 0)
         mask = mask.repeat_interleave(reps, 0)
     n_rows = len(prompt_ids) * reps
-    generators = None
+    generators: list[torch.Generator] = []
     if not greedy:
-        generators = [torch.Generator().manual_seed(seeds[r // reps] + samples[r % reps]) for r in range(n_rows)]  # type: ignore[index]
+        assert seeds is not None, "sampling needs seeds (generate checks this)"
+        generators = [torch.Generator().manual_seed(seeds[r // reps] + samples[r % reps]) for r in range(n_rows)]
     out_ids: list[list[int]] = [[] for _ in range(n_rows)]
     out_lps: list[list[float]] = [[] for _ in range(n_rows)]
     out_ents: list[list[float]] = [[] for _ in range(n_rows)]
@@ -319,7 +323,7 @@ def _generate_batch(
         else:
             # sampled on the CPU with per-sample CPU generators: the same draws on any device
             probs = _top_p_filter(torch.softmax(logits.float() / temperature, dim=-1), top_p).cpu()
-            chosen = torch.stack([torch.multinomial(probs[b], 1, generator=generators[row])[0] for b, row in enumerate(active)]).to(logits.device)  # type: ignore[index]
+            chosen = torch.stack([torch.multinomial(probs[b], 1, generator=generators[row])[0] for b, row in enumerate(active)]).to(logits.device)
         picked_lp = logprobs.gather(-1, chosen[:, None])[:, 0]
         entropy = -(logprobs.exp() * logprobs).sum(-1)
         keep: list[int] = []

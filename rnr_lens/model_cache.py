@@ -284,7 +284,7 @@ def _convert_gguf(gguf_path: Path, dest: Path) -> None:
         ) from exc
     # A GGUF-loaded model remembers its quantizer and refuses save_pretrained until it forgets it.
     model.hf_quantizer = None  # type: ignore[assignment]  # transformers types these as modules
-    model.is_quantized = False  # type: ignore[assignment]
+    model.is_quantized = False  # type: ignore[assignment]  # as above
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(dest, safe_serialization=True)

@@ -163,7 +163,7 @@ class Sampling(Probe):
         return self.k
 
     @property
-    def rows_per_question(self) -> int:  # type: ignore[override]
+    def rows_per_question(self) -> int:  # type: ignore[override]  # a property where the base has a class attribute
         return self.k
 
     def params(self) -> dict[str, Any]:
@@ -412,8 +412,8 @@ class RouteSearch(Probe):
         while True:
             wanted: list[tuple[Question, int, Route]] = []
             for qid, (q, search) in searches.items():
-                while requests[qid] is not None:  # answer picks a resumed run already stored
-                    index, edits = requests[qid]  # type: ignore[misc]
+                while (request := requests[qid]) is not None:  # answer picks a resumed run already stored
+                    index, edits = request
                     route = edits_to_route(edits)
                     cached = done.get((qid, index))
                     if cached is None or cached.route != str(route):
@@ -548,10 +548,11 @@ def _check_k(probe: Probe) -> None:
 def _check_range(probe: Probe, key: str, value: object, low: float | None, high: float | None, *, low_open: bool = False, hint: str = "") -> None:
     """Refuse a setting that is not a finite number within ``[low, high]`` (``(low, high]``)."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    number = float(value) if ok else 0.0  # type: ignore[arg-type]  # an int or float here (checked on the line above)
     if ok and low is not None:
-        ok = value > low if low_open else value >= low  # type: ignore[operator]
+        ok = number > low if low_open else number >= low
     if ok and high is not None:
-        ok = value <= high  # type: ignore[operator]
+        ok = number <= high
     if not ok:
         lo = "-inf" if low is None else f"{low}"
         span = f"{'(' if low_open else '['}{lo}, {'inf' if high is None else high}]"
@@ -574,7 +575,7 @@ def parse_probe(text: str) -> Probe:
     if kind not in PROBES:
         raise RnrLensError(f"unknown probe {kind!r} in {text!r}; choose one of {', '.join(PROBES)}")
     cls = PROBES[kind]
-    fields_ = {f.name: f for f in cls.__dataclass_fields__.values()}  # type: ignore[attr-defined]
+    fields_ = {f.name: f for f in cls.__dataclass_fields__.values()}  # type: ignore[attr-defined]  # every probe class is a dataclass
     renames = {"kind": "ablation"} if cls is AblationProbe else {}
     kwargs: dict[str, Any] = {}
     for part in filter(None, rest.split(",")):

@@ -125,8 +125,8 @@ def layer_explorer(sweep: SweepResult, component: str = "mlp", kind: str = "zero
     slider.observe(show, names="value")
 
     def clicked(trace: object, points: object, state: object) -> None:
-        if points.xs and int(points.xs[0]) in layers:  # type: ignore[attr-defined]
-            slider.value = int(points.xs[0])  # type: ignore[attr-defined]
+        if points.xs and int(points.xs[0]) in layers:  # type: ignore[attr-defined]  # plotly's Points has xs at runtime, not in its stubs
+            slider.value = int(points.xs[0])  # type: ignore[attr-defined]  # as above
 
     for trace in figure.data:
         trace.on_click(clicked)

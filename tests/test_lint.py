@@ -6,6 +6,7 @@ way a failing test does.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +35,14 @@ def test_ruff_format_changes_nothing():
 def test_mypy_finds_nothing():
     out = _run("mypy")
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_type_ignore_says_why():
+    """A silenced type error names its code and gives its reason in a comment after it."""
+    bare = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "rnr_lens").rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "type: ignore" in line and not re.search(r"type: ignore\[[\w-]+(, [\w-]+)*\]\s+#\s*\S", line)
+    ]
+    assert not bare, "add the error code and a reason: " + ", ".join(bare)
