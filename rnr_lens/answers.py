@@ -12,7 +12,7 @@ name                   what it returns
 ``answer-is``          the number after "answer is"/"answer:" (None if absent)
 ``first-number``       the first number
 ``last-number``        the last number (= ``gsm8k-flexible``)
-``gsm8k-strict``       the number after ``#### ``
+``gsm8k-strict``       the number after ``####``
 ``gsm8k-flexible``     the last number
 ``boxed``              the content of the last ``\\boxed{...}`` (a number if it is one)
 ``choice-letter``      a choice letter A-J: after "answer is", "(B)", "B)", "B." or alone

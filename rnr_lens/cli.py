@@ -709,7 +709,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("report", help="the three claims over a grid of models and tasks: claims.json and report.html")
-    p.add_argument("grid", help="grid file (YAML): models, tasks, n, k, pairs; see examples/grid.yaml")
+    p.add_argument("grid", help="grid file (YAML): models, tasks, n, k, pairs; see assets/grid.yaml")
     p.add_argument("--out", required=True, help="folder for runs.db, claims.json and report.html (rerun to resume)")
     p.add_argument("--batch-size", type=positive_int)
     p.add_argument("--json", action="store_true")

@@ -78,8 +78,8 @@ def run_audit(
     """Audit ``model`` on ``task`` in ``shards`` shards on ``executor``.
 
     Args:
-        model: What :func:`rnr_lens.load_model` takes (every worker loads its own copy).
-        task, probes, config, seed, batch_size: As for :func:`rnr_lens.audit`.
+        model: What :func:`rnr_lens.models.load_model` takes (every worker loads its own copy).
+        task, probes, config, seed, batch_size: As for :func:`rnr_lens.audit.audit`.
         store: The driver's run store; finished shards are written to it as they arrive.
         shards: How many shards to cut the questions into (more shards than workers keeps
             every worker busy and makes resuming finer-grained).

@@ -33,6 +33,7 @@ import torch
 
 from rnr_lens.errors import RnrLensError
 
+#: The model every command uses when none is named: SmolLM2-135M-Instruct, served offline from PyPI.
 DEFAULT_MODEL = "smollm2-135m-instruct"
 COMPLETE_MARKER = "RNR_LENS_COMPLETE"
 
@@ -54,6 +55,7 @@ class OfflineModel:
     sha256: str | None = None
 
 
+#: The offline registry: name -> :class:`OfflineModel` (the wheels that carry its GGUF, and its hash).
 KNOWN_MODELS: dict[str, OfflineModel] = {
     m.name: m
     for m in (

@@ -22,7 +22,7 @@ Only the blocks named by ``layers`` (and, within them, ``components``) are train
 rest are frozen, which also stops backpropagation below the lowest trained block.
 
 A run folder holds one resumable checkpoint (``step-NNNNNN/``, replaced as training goes) and,
-when done, ``final/``; both are safetensors model folders that :func:`rnr_lens.load_model`
+when done, ``final/``; both are safetensors model folders that :func:`rnr_lens.models.load_model`
 reloads. ``history.jsonl`` holds one line per step (the reward curve).
 
 Example:

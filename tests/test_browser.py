@@ -5,34 +5,14 @@ figure rendered, moves the layer slider with the keyboard and checks that the sh
 numbers change; saves a screenshot.
 """
 
-import json
-import os
-import secrets
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
-from urllib.request import urlopen
 
-import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
 
 from tests.conftest import require_chromium
+from tests.jupyterlab import CHROMIUM_ARGS, jupyterlab, run_all
 
 REPO = Path(__file__).resolve().parents[1]
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
 CELLS = [
     f"import sys; sys.path.insert(0, {str(REPO)!r})",
     "import rnr_lens as R\nfrom rnr_lens import failures, widgets\nfrom rnr_lens.miner import mine\nfrom tests.test_miner import build_planted\n"
@@ -43,55 +23,10 @@ CELLS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def lab(tmp_path):
-    nbformat.write(
-        new_notebook(
-            cells=[new_code_cell(c) for c in CELLS], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
-        ),
-        tmp_path / "explore.ipynb",
-    )
-    settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-    port, token = _free_port(), secrets.token_hex(16)
-    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyterlab",
-            "--allow-root",
-            "--no-browser",
-            "--ip=127.0.0.1",
-            f"--port={port}",
-            f"--IdentityProvider.token={token}",
-            f"--ServerApp.root_dir={tmp_path}",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "lab.log").open("w"),
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            urlopen(f"{base}/api/status?token={token}", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("JupyterLab did not start: " + (tmp_path / "lab.log").read_text()[-2000:])
-    yield f"{base}/lab/tree/explore.ipynb?token={token}&reset", tmp_path
-    proc.terminate()
-    proc.wait(timeout=30)
+    with jupyterlab(tmp_path, CELLS) as url:
+        yield url, tmp_path
 
 
 @pytest.mark.slow
@@ -100,13 +35,10 @@ def test_layer_explorer_in_jupyterlab(lab):
 
     url, folder = lab
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=require_chromium(), args=ARGS)  # a fresh temporary profile
+        browser = p.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)  # a fresh temporary profile
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(url)
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
-        page.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=120_000)  # the kernel is connected
-        page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-        page.click(".lm-Menu-item[data-command='runmenu:run-all']")
+        run_all(page)
         page.wait_for_selector(".widget-slider", timeout=300_000)
         page.wait_for_selector(".js-plotly-plot", timeout=120_000)
         layer = page.locator(".rnr-layer")

@@ -20,6 +20,6 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_setup_scripts_are_executable_bash():
-    for name in ("dev-setup", "fresh-clone-check"):
+    for name in ("dev-setup", "fresh-clone-check", "build-docs"):
         script = REPO / "scripts" / name
         assert script.read_text().startswith("#!/usr/bin/env bash\n") and script.stat().st_mode & 0o111

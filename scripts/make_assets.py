@@ -1,0 +1,78 @@
+"""Make the figures in assets/ from a real run (the README and the docs show them).
+
+On SmolLM2-135M-Instruct (offline) and the built-in ``add-small`` task (40 questions): an
+audit with sampling, random routes and route search at k=8, its realized-against-reachable
+figure; the bottleneck sweep of its reachable-not-realized questions under sampling and the
+repair/break figure; and a screenshot of the layer explorer in JupyterLab (headless Chromium).
+Everything is seeded, so a rerun draws the same figures. About five minutes on two cores.
+
+    python scripts/make_assets.py [--out assets] [--store runs/assets.db]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import rnr_lens as R  # noqa: E402
+from rnr_lens import failures, viz  # noqa: E402
+from rnr_lens.store import RunStore  # noqa: E402
+
+PROBES = ["sampling:k=8,t=0.7", "routes:k=8", "search:k=8"]
+FAILURE_PROBE = "sampling:k=8,t=0.7"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / "assets")
+    parser.add_argument("--store", type=Path, help="run store to write (and resume); default: a temporary one")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        store_path = args.store or Path(scratch) / "assets.db"
+        model = R.load_model()
+        result = R.audit(model, R.tasks.get("add-small"), PROBES, store=store_path, resume=True)
+        viz.save(viz.realized_vs_reachable(result), args.out / "realized_vs_reachable.svg", size="column")
+        store = RunStore(store_path)
+        sweep = R.mine(model, failures.freeze(result, store, probe=FAILURE_PROBE, name="assets"), store=store)
+        viz.save(viz.repair_break(sweep), args.out / "repair_break.svg", size="full")
+        print(result.summary()[["probe", "realized", "reachable", "chance"]].to_string(index=False))
+        print(sweep.bottleneck)
+        layer_explorer_screenshot(store_path, Path(scratch), args.out / "layer_explorer.png")
+    for name in ("realized_vs_reachable.svg", "repair_break.svg", "layer_explorer.png"):
+        print(f"{args.out / name}: {(args.out / name).stat().st_size / 1024:.0f} KiB")
+
+
+def layer_explorer_screenshot(store_path: Path, folder: Path, out: Path) -> None:
+    """The layer explorer over the sweep just stored, in JupyterLab, as a PNG."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.conftest import require_chromium
+    from tests.jupyterlab import CHROMIUM_ARGS, jupyterlab, run_all
+
+    cells = [
+        f"import sys; sys.path.insert(0, {str(ROOT)!r})",
+        "import rnr_lens as R\nfrom rnr_lens import failures, widgets\nfrom rnr_lens.store import RunStore\n"
+        f"store = RunStore({str(store_path)!r})\nresult = R.AuditResult.load(store)\nmodel = R.load_model()\n"
+        f"sweep = R.mine(model, failures.freeze(result, store, probe={FAILURE_PROBE!r}, name='assets'), store=store, progress=False)",
+        "widgets.layer_explorer(sweep)",
+    ]
+    lab = folder / "lab"
+    lab.mkdir()
+    with jupyterlab(lab, cells) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1100, "height": 900}, device_scale_factor=1)
+        page.goto(url)
+        run_all(page)
+        page.wait_for_selector(".js-plotly-plot", timeout=600_000)
+        page.wait_for_selector(".rnr-layer", timeout=120_000)
+        page.locator(".jp-OutputArea-output").filter(has=page.locator(".rnr-layer")).screenshot(path=str(out))
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()
