@@ -5,7 +5,6 @@ The built site stays in docs/_build/html (CI keeps it as an artifact folder).
 """
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
