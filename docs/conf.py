@@ -8,9 +8,12 @@ page, or a notebook cell that raises fails the build.
 from __future__ import annotations
 
 import inspect
+import json
 import os
-import shutil
+import tempfile
 from pathlib import Path
+
+import nbformat
 
 import rnr_lens
 
@@ -45,20 +48,25 @@ nitpick_ignore_regex = [(r"py:.*", r"(?!rnr_lens\b).*")]
 # structural type generation asks of a model (LensModel is documented)
 nitpick_ignore = [("py:class", "rnr_lens.adapters.RouteCache"), ("py:class", "rnr_lens.generation.LensModel")]
 
-# Notebooks are executed at small sizes during the build (the sizes tests/test_notebooks.py
-# uses); a cell that raises fails the build. RNR_DOCS_EXECUTE=off skips them while writing.
+# Notebooks are executed at small sizes during the build (those of notebooks/small_sizes.json,
+# which tests/test_notebooks.py uses too); a cell that raises fails the build.
+# RNR_DOCS_EXECUTE=off skips executing them while writing.
 nb_execution_mode = os.environ.get("RNR_DOCS_EXECUTE", "force")
 nb_execution_raise_on_error = True
 nb_execution_timeout = 1800
-for key, value in {"RNR_NB_QUESTIONS": "8", "RNR_NB_K": "2", "RNR_NB_STEPS": "2"}.items():
-    os.environ.setdefault(key, value)
-os.environ.setdefault("RNR_NB_OUT", str(ROOT / "docs" / "_build" / "notebook-figures"))
 
-# The notebooks live in notebooks/ (where users open them); the build renders copies.
+# The notebooks live in notebooks/ (where users open them); the build renders copies, each
+# opened by a hidden cell that sets its small sizes (and writes its files to a scratch folder).
 TUTORIALS = ROOT / "docs" / "tutorials"
 TUTORIALS.mkdir(exist_ok=True)
+SIZES = json.loads((ROOT / "notebooks" / "small_sizes.json").read_text())
+SCRATCH = tempfile.mkdtemp(prefix="rnr-docs-")
 for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
-    shutil.copyfile(notebook, TUTORIALS / notebook.name)
+    nb = nbformat.read(notebook, as_version=4)
+    env = {**SIZES[notebook.name], "RNR_NB_OUT": str(Path(SCRATCH) / notebook.stem)}
+    setup_cell = nbformat.v4.new_code_cell(f"import os\nos.environ.update({env!r})", metadata={"tags": ["remove-cell"]})
+    nb.cells.insert(0, setup_cell)
+    nbformat.write(nb, TUTORIALS / notebook.name)
 
 
 def _check_public_api(app, config) -> None:  # noqa: ANN001

@@ -65,7 +65,7 @@ def layer_explorer_screenshot(store_path: Path, folder: Path, out: Path) -> None
     lab.mkdir()
     with jupyterlab(lab, cells) as url, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1100, "height": 900}, device_scale_factor=1)
+        page = browser.new_page(viewport={"width": 1500, "height": 1700}, device_scale_factor=1)
         page.goto(url)
         run_all(page)
         page.wait_for_selector(".js-plotly-plot", timeout=600_000)

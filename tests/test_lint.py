@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PATHS = ["rnr_lens", "tests", "benchmarks", "scripts"]
+PATHS = ["rnr_lens", "tests", "benchmarks", "scripts", "docs"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

@@ -1,5 +1,6 @@
 """The notebooks run top to bottom (small sizes) on the real SmolLM2."""
 
+import json
 from pathlib import Path
 
 import nbformat
@@ -9,12 +10,7 @@ from nbclient import NotebookClient
 from tests.conftest import require_chromium
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
-SIZES = {
-    "01_quickstart.ipynb": ("8", "4"),
-    "02_bottleneck_mlp.ipynb": ("40", "8"),
-    "03_routes_vs_search.ipynb": ("6", "3"),
-    "04_trained_pair.ipynb": ("8", "2"),
-}
+SIZES = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "small_sizes.json").read_text())
 
 
 def test_notebooks_are_stored_without_outputs():
@@ -29,11 +25,9 @@ def test_notebooks_are_stored_without_outputs():
 def test_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch):
     if path.name.startswith("02"):
         require_chromium()  # it exports a PDF figure
-    questions, k = SIZES[path.name]
-    monkeypatch.setenv("RNR_NB_QUESTIONS", questions)
-    monkeypatch.setenv("RNR_NB_K", k)
+    for key, value in SIZES[path.name].items():
+        monkeypatch.setenv(key, value)
     monkeypatch.setenv("RNR_NB_OUT", str(tmp_path / "figures"))
-    monkeypatch.setenv("RNR_NB_STEPS", "2")
     nb = nbformat.read(path, as_version=4)
     NotebookClient(nb, timeout=1200, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
