@@ -119,10 +119,10 @@ def test_lockstep_search_stores_the_tries_of_a_per_question_search(model, algo):
     per step, one route per row) must store the tries of searching one question at a time
     (same routes, texts and answers), and a run resumed from part of them must finish with
     the rest."""
-    qs = list(tasks.get("add-small", n=6))
+    qs = list(tasks.get("add-small", n=5))
     ctx = _ctx(model)
     ctx.defaults = {t.question_id: t for t in _run(Default(), ctx, qs)}
-    probe = RouteSearch(k=5, algo=algo, reward="confidence")
+    probe = RouteSearch(k=4, algo=algo, reward="confidence")
     one_by_one = [t for q in qs for t in _run(probe, ctx, [q])]
     calls = []
     real = ctx.generate

@@ -93,6 +93,6 @@ def test_bad_grids_are_one_line_errors(tmp_path, content, message, capsys):
 def test_the_example_grid_is_valid():
     from pathlib import Path
 
-    grid = Grid.load(Path(__file__).resolve().parents[1] / "examples" / "grid.yaml")
+    grid = Grid.load(Path(__file__).resolve().parents[1] / "assets" / "grid.yaml")
     assert grid.k == 8 and "smollm2-135m-instruct" in grid.models and grid.probes[1] == "routes:k=8,edits=2"
     assert np.all([p["trained"].endswith("runs/dapo/final") for p in grid.pairs])
