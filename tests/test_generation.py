@@ -87,6 +87,21 @@ def test_rows_with_their_own_routes_match_each_row_alone(model):
         assert (b.token_ids, b.text, b.finish_reason) == (a.token_ids, a.text, a.finish_reason)
 
 
+def test_a_row_that_outlives_the_first_tick_still_reads_the_right_cache_length(tiny):
+    """Guards RowRouteCache's emptied slots: when every row of the first tick (block 0) has
+    finished, the cache's length and mask sizes must come from a slot that still holds rows."""
+    n = tiny.n_layers
+    routes = [R.Route.identity(n), R.Route(range(1, n), n_layers=n)]  # the second row never runs block 0
+    prompts = [prompts_for(tiny)[1], prompts_for(tiny)[0]]  # the surviving row is the shorter: left padding must stay masked
+    free = [tiny.generate([p], route=r, max_new_tokens=10)[0].text for p, r in zip(prompts, routes)]
+    # a stop string early in the identity row's text that the other row never writes
+    stop = [next(free[0][i : i + 2] for i in range(1, len(free[0]) - 1) if free[0][i : i + 2] not in free[1])]
+    alone = [tiny.generate([p], route=r, max_new_tokens=10, stop=stop)[0] for p, r in zip(prompts, routes)]
+    assert alone[0].finish_reason == "stop" and len(alone[1].token_ids) > len(alone[0].token_ids) + 1
+    together = tiny.generate(prompts, route=routes, max_new_tokens=10, stop=stop)
+    assert [g.token_ids for g in together] == [g.token_ids for g in alone]
+
+
 def test_sampled_rows_with_their_own_routes_reproduce_alone(tiny):
     routes = _row_routes(tiny.n_layers)[:3]
     prompts = prompts_for(tiny)
