@@ -207,7 +207,8 @@ def search(args: argparse.Namespace) -> None:
         generate_s = time.perf_counter() - start
     # prefix reuse would skip the prompt's blocks before a route's first edit (paying one
     # identity prefill per question instead, which the default probe already runs)
-    shared = [_identity_prefix(R.Route.parse(t.route)) / len(R.Route.parse(t.route)) for t in lockstep]
+    searched = [R.Route.parse(t.route) for t in lockstep]
+    shared = [_identity_prefix(route) / len(route) for route in searched]
     prefill_share = prefill_s / generate_s
     saving = prefill_share * (sum(shared) / len(shared))
 

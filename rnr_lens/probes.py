@@ -301,8 +301,10 @@ class RandomRoutes(Probe):
         todo = [(i, pending) for i, pending in todo if pending]
         while todo:
             group = [todo.pop(0)]
-            while todo and sum(len(p) for _, p in group) + len(todo[0][1]) <= ctx.rows_per_call:
+            n_rows = len(group[0][1])
+            while todo and n_rows + len(todo[0][1]) <= ctx.rows_per_call:
                 group.append(todo.pop(0))
+                n_rows += len(group[-1][1])
             routes = {i: self.route(ctx.model.n_layers, ctx.seed, i) for i, _ in group}
             rows = [(q, i) for i, pending in group for q in pending]
             gens = ctx.generate([q for q, _ in rows], route=[routes[i] for _, i in rows])
