@@ -553,7 +553,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise RnrLensError(f"--out {out} is a file; the report writes a folder (runs.db, claims.json, report.html)")
-    result = report(grid, out, progress=not args.json, batch_size=args.batch_size)
+    if args.shards is not None and not args.executor:
+        raise RnrLensError("--shards needs --executor local or --executor ray")
+    result = report(
+        grid,
+        out,
+        progress=not args.json,
+        batch_size=args.batch_size,
+        executor=args.executor or "local",
+        shards=args.shards or 1,
+        address=args.address,
+        num_cpus=args.num_cpus,
+    )
     if args.json:
         print(json.dumps(result.claims, indent=2, default=str))
         return 0
@@ -616,11 +627,19 @@ class Parser(argparse.ArgumentParser):
         raise _UsageError(f"{self.prog}: {message}; see '{self.prog} --help'")
 
 
+def _add_executor_args(p: argparse.ArgumentParser, audits: str = "every shard") -> None:
+    from rnr_lens.executors import EXECUTORS
+
+    p.add_argument("--executor", choices=EXECUTORS, help=f"run {audits}: here one after another, or on Ray workers")
+    p.add_argument("--shards", type=positive_int, help="number of shards for --executor (default 1)")
+    p.add_argument("--address", help="Ray cluster address (auto: the running cluster; default: start a local one)")
+    p.add_argument("--num-cpus", type=positive_int, help="CPUs of a local Ray cluster (default: all)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     # every default and choice comes from the library, so the CLI cannot drift from it
     from rnr_lens.dapo import COMPONENTS as TRAIN_COMPONENTS
     from rnr_lens.dapo import TrainConfig
-    from rnr_lens.executors import EXECUTORS
     from rnr_lens.failures import KINDS as FAILURE_KINDS
     from rnr_lens.interventions import COMPONENTS, KINDS
     from rnr_lens.miner import STRATEGIES, mine
@@ -643,10 +662,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue an unfinished audit with the same settings")
     p.add_argument("--label", help="free-text label stored with the audit")
     p.add_argument("--shard", help="run only shard i/n of the questions (0-based, e.g. 0/4); merge the stores with rnr-lens merge")
-    p.add_argument("--executor", choices=EXECUTORS, help="run every shard: here one after another, or on Ray workers")
-    p.add_argument("--shards", type=positive_int, help="number of shards for --executor (default 1)")
-    p.add_argument("--address", help="Ray cluster address (auto: the running cluster; default: start a local one)")
-    p.add_argument("--num-cpus", type=positive_int, help="CPUs of a local Ray cluster (default: all)")
+    _add_executor_args(p)
     _add_placement_args(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -712,6 +728,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("grid", help="grid file (YAML): models, tasks, n, k, pairs; see assets/grid.yaml")
     p.add_argument("--out", required=True, help="folder for runs.db, claims.json and report.html (rerun to resume)")
     p.add_argument("--batch-size", type=positive_int)
+    _add_executor_args(p, audits="every audit's shards")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("check-format", help="share of outputs from which an answer can be extracted")

@@ -21,6 +21,7 @@ from typing import Any
 from rnr_lens.audit import AuditResult, audit, audit_id
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
+from rnr_lens.lens import LensModel
 from rnr_lens.probes import Probe, parse_probe
 from rnr_lens.shards import Shard
 from rnr_lens.store import RunStore
@@ -59,7 +60,7 @@ class ShardWorker:
 
 
 def run_audit(
-    model: str | Path,
+    model: str | Path | LensModel,
     task: Task,
     probes: Sequence[Probe | str] = (),
     config: DeploymentConfig | None = None,
@@ -78,7 +79,8 @@ def run_audit(
     """Audit ``model`` on ``task`` in ``shards`` shards on ``executor``.
 
     Args:
-        model: What :func:`rnr_lens.models.load_model` takes (every worker loads its own copy).
+        model: What :func:`rnr_lens.models.load_model` takes (every worker loads its own copy);
+            under ``executor="local"`` also a loaded model, which is then used as it is.
         task, probes, config, seed, batch_size: As for :func:`rnr_lens.audit.audit`.
         store: The driver's run store; finished shards are written to it as they arrive.
         shards: How many shards to cut the questions into (more shards than workers keeps
@@ -98,26 +100,29 @@ def run_audit(
         raise RnrLensError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
     if shards < 1:
         raise RnrLensError(f"shards must be at least 1, got {shards}")
-    if not isinstance(model, (str, os.PathLike)):
-        raise RnrLensError("run_audit needs the model as a name or path (each worker loads its own copy), not a loaded model")
+    if not isinstance(model, (str, os.PathLike)) and not (isinstance(model, LensModel) and executor == "local"):
+        raise RnrLensError("run_audit on Ray needs the model as a name or path (each worker loads its own copy), not a loaded model")
     config = config or DeploymentConfig.default_for(task.answer_type)
     probe_objs = [p if isinstance(p, Probe) else parse_probe(p) for p in probes]
     rs = store if isinstance(store, RunStore) else RunStore(store)
     parts = [str(Shard(i, shards)) for i in range(shards)]
     if executor == "local":
-        worker = ShardWorker(os.fspath(model), dict(load or {}))
-        aid = audit_id(worker.fingerprint(), task, config, probe_objs, seed)
+        lens = model if isinstance(model, LensModel) else ShardWorker(os.fspath(model), dict(load or {})).model
+        aid = audit_id(lens.fingerprint(), task, config, probe_objs, seed)
         pending = _pending(rs, aid, parts)
-        bar = _bar(len(pending), progress, f"audit {Path(os.fspath(model)).name} on {task.name} ({shards} shards)")
+        # one shard: the audit's own bars (per probe) say more than a bar over one shard
+        bar = _bar(len(pending), progress and shards > 1, f"audit {lens.name} on {task.name} ({shards} shards)")
         try:
             for part in pending:
-                audit(worker.model, task, probe_objs, config, store=rs, seed=seed, shard=part, batch_size=batch_size, progress=False)
+                audit(lens, task, probe_objs, config, store=rs, seed=seed, shard=part, batch_size=batch_size, progress=progress and shards == 1)
                 if bar is not None:
                     bar.update(1)
         finally:
             if bar is not None:
                 bar.close()
         return AuditResult.load(rs, aid)
+    if isinstance(model, LensModel):  # refused above; this narrows the type
+        raise RnrLensError("run_audit on Ray needs the model as a name or path")
     return _run_on_ray(
         os.fspath(model), task, probe_objs, config, rs, seed, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries
     )

@@ -11,14 +11,17 @@ setting into one run store and answers, per setting, with intervals:
    realized)``.
 2. **One MLP block.** Per model and task, the failure set (reachable-not-realized under
    sampling), its bottleneck MLP chosen on the discovery half, the held-out repair rate and the
-   control break rate (Wilson intervals) beside the second-best block.
+   control break rate (Wilson intervals) beside the second-best block; with ``exhaustive:
+   true``, also whether the screen's pick agrees with an exhaustive sweep of every block.
 3. **Training.** Per trained pair (base, trained), delta realized and delta reachable per
    probe with paired intervals, and the per-question transitions.
 
 Every verdict is computed from the intervals, never tuned toward the paper's answers: where a
 claim does not hold on a model, the report says so. ``claims.json`` holds every number;
 ``report.html`` renders them (self-contained, readable offline). Rerunning resumes: audits and
-sweep evaluations already in the store are reused.
+sweep evaluations already in the store are reused. The audits run through
+:func:`rnr_lens.executors.run_audit`: in shards here, or on Ray workers (``executor="ray"``),
+while the driver keeps the store and mines the failure sets.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from rnr_lens.audit import AuditResult, audit
+from rnr_lens.audit import AuditResult
 from rnr_lens.compare import compare
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.display import estimate_text, html_table
@@ -56,6 +59,9 @@ class Grid:
         seed: The audits' seed.
         pairs: Trained pairs for claim 3, each ``{"base": spec, "trained": spec}``.
         mine: Run claim 2 (a sweep per model and task).
+        exhaustive: Also sweep every block with full generation (blocks x questions greedy
+            generations per setting) and report whether the screen's pick agrees.
+        config: A deployment config file for every setting (default: each task's default).
     """
 
     models: tuple[str, ...]
@@ -68,6 +74,7 @@ class Grid:
     task_seed: int = 0
     pairs: tuple[dict[str, str], ...] = ()
     mine: bool = True
+    exhaustive: bool = False
     config: str | None = None
 
     def __post_init__(self) -> None:
@@ -77,6 +84,9 @@ class Grid:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise RnrLensError(f"grid field {key} must be a whole number of at least 1, got {value!r}")
+        for key in ("mine", "exhaustive"):
+            if not isinstance(getattr(self, key), bool):
+                raise RnrLensError(f"grid field {key} must be true or false, got {getattr(self, key)!r}")
         for pair in self.pairs:
             if not isinstance(pair, dict) or set(pair) != {"base", "trained"}:
                 raise RnrLensError(f"each grid pair needs exactly base: and trained:, got {pair!r}")
@@ -187,7 +197,7 @@ def claim_bottleneck(
     fs = failures.freeze(result, store, probe=probe, name="report")
     sweep = mine(model, fs, strategy="screen+confirm", top_m=3, break_bound=1.0, store=store, progress=progress)
     figures.append((f"{result.info.model} / {result.info.task}", viz.repair_break(sweep)))
-    done = sweep.table.dropna(subset=["repair_discovery"]).sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True])
+    done = _ranked(sweep.table)
 
     def rate(r: dict[str, Any], key: str) -> dict[str, Any] | None:
         if r.get(key) is None or r[key] != r[key]:
@@ -201,6 +211,10 @@ def claim_bottleneck(
     if not blocks or blocks[0]["repair_discovery"] <= 0:
         return {"failures": n_fail, "verdict": "no block's silencing repairs a discovery failure"}
     best = blocks[0]
+    agreement = None
+    if grid.exhaustive:  # reuses the confirmed evaluations from the store; generates the rest
+        full = mine(model, fs, strategy="exhaustive", break_bound=1.0, store=store, progress=progress)
+        agreement = screen_agreement(_ranked(full.table), best["block"], full.agreement)
     held = best["repair_heldout"]
     if held is None:
         verdict = "no held-out failures to confirm on"
@@ -217,7 +231,32 @@ def claim_bottleneck(
         "control": len(fs.control) if fs.control is not None else 0,
         "bottleneck": best,
         "second": blocks[1] if len(blocks) > 1 else None,
+        "screen_vs_exhaustive": agreement,
         "verdict": verdict,
+    }
+
+
+def _ranked(table: Any) -> Any:
+    """A sweep's generated rows, best first: discovery repair, then lower break, then layer."""
+    return table.dropna(subset=["repair_discovery"]).sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True])
+
+
+def screen_agreement(exhaustive: Any, picked: int, screens: dict[str, Any]) -> dict[str, Any]:
+    """Does the screen's pick (``picked``, confirmed among its top candidates) agree with the
+    best block of an exhaustive sweep (``exhaustive``, ranked by :func:`_ranked`)?
+
+    ``regret`` is the discovery repair the screen's pick gives up against the exhaustive best
+    (0: it found a best block, possibly a tied one); ``spearman`` is the rank correlation of the
+    log-prob screen with the generated repair rates over every block."""
+    top = exhaustive.iloc[0]
+    mine_row = exhaustive[exhaustive["layer"] == picked].iloc[0]
+    regret = float(top["repair_discovery"] - mine_row["repair_discovery"])
+    return {
+        "exhaustive_block": int(top["layer"]),
+        "exhaustive_repair_discovery": float(top["repair_discovery"]),
+        "same_block": int(top["layer"]) == picked,
+        "regret": regret,
+        "spearman": (screens.get("screen_logprob") or {}).get("spearman"),
     }
 
 
@@ -247,21 +286,45 @@ def claim_training(a: AuditResult, b: AuditResult) -> dict[str, Any]:
     return {"base": a.info.model, "trained": b.info.model, "probes": out}
 
 
-def report(grid: Grid, out: str | Path, *, progress: bool = True, batch_size: int | None = None) -> Report:
+def report(
+    grid: Grid,
+    out: str | Path,
+    *,
+    progress: bool = True,
+    batch_size: int | None = None,
+    executor: str = "local",
+    shards: int = 1,
+    address: str | None = None,
+    num_cpus: int | None = None,
+) -> Report:
     """Run (or resume) every setting of ``grid`` into ``out/runs.db`` and write
     ``out/claims.json`` and ``out/report.html``.
+
+    Args:
+        grid: The settings.
+        out: The report folder (rerun with the same folder to resume).
+        progress: Show tqdm bars.
+        batch_size: Rows per forward (default: from free memory).
+        executor, shards, address, num_cpus: Where each audit's shards run, as for
+            :func:`rnr_lens.executors.run_audit`. With ``"ray"`` the workers load the models;
+            this process loads a model only to mine its failure sets (claim 2).
 
     Example:
         >>> r = report(Grid(models=("smollm2-135m-instruct",), tasks=("add-small",)), "report")  # doctest: +SKIP
         >>> r.claims["routes_vs_search"][0]["verdict"]  # doctest: +SKIP
     """
+    from rnr_lens.executors import EXECUTORS, run_audit
     from rnr_lens.models import load_model
 
+    if executor not in EXECUTORS:
+        raise RnrLensError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    if shards < 1:
+        raise RnrLensError(f"shards must be at least 1, got {shards}")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    store = RunStore(out / "runs.db")
     config = DeploymentConfig.load(grid.config) if grid.config else None
     tasks_ = {spec: _load_task(spec, grid) for spec in grid.tasks}
+    out.mkdir(parents=True, exist_ok=True)
+    store = RunStore(out / "runs.db")
     claims: dict[str, Any] = {
         "grid": {k: getattr(grid, k) for k in Grid.__dataclass_fields__},
         "probes": grid.probes,
@@ -274,10 +337,24 @@ def report(grid: Grid, out: str | Path, *, progress: bool = True, batch_size: in
     figures: dict[str, list[tuple[str, Any]]] = {"routes": [], "bottleneck": []}
     model_specs = list(dict.fromkeys(list(grid.models) + [s for p in grid.pairs for s in (p["base"], p["trained"])]))
     for spec in model_specs:
-        model = load_model(spec)
+        # the driver needs the weights to audit here, or to mine; Ray workers load their own
+        model = load_model(spec) if executor == "local" or (grid.mine and spec in grid.models) else None
         for task_spec, task in tasks_.items():
             cfg = config or DeploymentConfig.default_for(task.answer_type)
-            result = audit(model, task, grid.probes, cfg, store=store, seed=grid.seed, progress=progress, batch_size=batch_size)
+            result = run_audit(
+                model if executor == "local" and model is not None else spec,
+                task,
+                grid.probes,
+                cfg,
+                store=store,
+                seed=grid.seed,
+                shards=shards,
+                executor=executor,
+                address=address,
+                num_cpus=num_cpus,
+                batch_size=batch_size,
+                progress=progress,
+            )
             audits[(spec, task_spec)] = result
             claims["configs"][cfg.hash()] = cfg.to_dict()
             if spec not in grid.models:
@@ -308,11 +385,17 @@ def _summary(claims: dict[str, Any]) -> dict[str, str]:
     random_ge = sum(1 for c in routes if c["random_not_below_search"])
     mines = [c for c in claims["bottleneck"] if "bottleneck" in c]
     most = sum(1 for c in mines if c["bottleneck"]["repair_heldout"] and c["bottleneck"]["repair_heldout"]["low"] > 0.5)
+    both = [c["screen_vs_exhaustive"] for c in mines if c.get("screen_vs_exhaustive")]
+    agree = (
+        f"; the screen's pick repaired as much as the exhaustive sweep's best in {sum(a['regret'] <= 0 for a in both)} of {len(both)} settings where both ran"
+        if both
+        else ""
+    )
     trained = [p for c in claims["training"] for p in c["probes"]]
     flat = sum(1 for p in trained if p["delta_realized"]["low"] > 0 and p["delta_reachable"]["low"] <= 0)
     return {
         "routes_vs_search": f"random routes not below the search (interval of random - search reaches zero or above) in {random_ge} of {len(routes)} settings",
-        "bottleneck": f"one MLP repairs most held-out failures (lower bound above one half) in {most} of {len(mines)} settings with a failure set",
+        "bottleneck": f"one MLP repairs most held-out failures (lower bound above one half) in {most} of {len(mines)} settings with a failure set{agree}",
         "training": f"realized rose while the ceiling did not rise in {flat} of {len(trained)} matched comparisons",
     }
 
@@ -340,6 +423,17 @@ def _figures_html(figures: list[tuple[str, Any]], first: list[bool]) -> str:
         out.append(f"<h3>{html.escape(title)}</h3>" + fig.to_html(full_html=False, include_plotlyjs="inline" if first[0] else False))
         first[0] = False
     return "".join(out)
+
+
+def _agreement_text(a: dict[str, Any] | None) -> str:
+    if not a:
+        return "not run"
+    rho = "" if a["spearman"] is None else f"; screen rank correlation {a['spearman']:.2f}"
+    if a["same_block"]:
+        return f"same block{rho}"
+    if a["regret"] <= 0:
+        return f"tied with MLP {a['exhaustive_block']}{rho}"
+    return f"exhaustive best MLP {a['exhaustive_block']} repairs {a['regret']:.2f} more of the discovery half{rho}"
 
 
 def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]] | None = None) -> str:
@@ -395,13 +489,16 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
                 e(b["repair_heldout"]) if b else "-",
                 e(b["break"]) if b and b["break"] else "unmeasured" if b else "-",
                 f"{s['block']}: {e(s['repair_heldout'])}" if s else "-",
+                _agreement_text(c.get("screen_vs_exhaustive")),
                 c["verdict"],
             ]
         )
     parts.append(
         "<h2>2. One MLP block and the failure set</h2>"
         + html_table(
-            rows, ["model", "task", "failures", "bottleneck", "held-out repair", "control break", "second best", "verdict"], wrap=("verdict",)
+            rows,
+            ["model", "task", "failures", "bottleneck", "held-out repair", "control break", "second best", "screen vs exhaustive", "verdict"],
+            wrap=("verdict", "screen vs exhaustive"),
         )
         + _figures_html(figures.get("bottleneck", []), first)
     )

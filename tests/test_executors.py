@@ -33,13 +33,20 @@ def test_local_executor_equals_single_process_and_resumes(folder, single, tmp_pa
     assert len(again.tries) == len(single.tries)
 
 
+def test_local_executor_takes_a_loaded_model(folder, single, tmp_path):
+    """The report hands its loaded model to the local executor rather than loading it twice."""
+    result = run_audit(R.load_model(folder), tasks.get("add-small", n=12), PROBES, store=tmp_path / "l.db", seed=5, shards=2, progress=False)
+    assert result.id == single.id
+    assert_same_tries(result.tries, single.tries)
+
+
 def test_executor_rejects_bad_input(folder, tmp_path):
     with pytest.raises(R.RnrLensError, match="unknown executor"):
         run_audit(folder, tasks.get("add-small", n=2), store=tmp_path / "x.db", executor="dask")
     with pytest.raises(R.RnrLensError, match="shards must be at least 1"):
         run_audit(folder, tasks.get("add-small", n=2), store=tmp_path / "x.db", shards=0)
-    with pytest.raises(R.RnrLensError, match="name or path"):
-        run_audit(R.tiny_model(), tasks.get("add-small", n=2), store=tmp_path / "x.db")
+    with pytest.raises(R.RnrLensError, match="on Ray needs the model as a name or path"):
+        run_audit(R.tiny_model(), tasks.get("add-small", n=2), store=tmp_path / "x.db", executor="ray")
 
 
 @pytest.mark.slow

@@ -32,12 +32,22 @@ def grid_file(tmp_path_factory):
     return folder / "grid.yaml"
 
 
+@pytest.fixture(scope="module")
+def first_report(grid_file, tmp_path_factory):
+    """The grid reported once, unsharded: ``(folder, printed lines, claims)``."""
+    import contextlib
+    import io
+
+    out = tmp_path_factory.mktemp("first") / "report"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["report", str(grid_file), "--out", str(out)]) == 0
+    return out, printed.getvalue(), json.loads((out / "claims.json").read_text())
+
+
 @pytest.mark.slow
-def test_report_answers_the_three_claims_and_resumes(grid_file, tmp_path, capsys):
-    out = tmp_path / "report"
-    assert main(["report", str(grid_file), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    claims = json.loads((out / "claims.json").read_text())
+def test_report_answers_the_three_claims_and_resumes(first_report, grid_file, capsys):
+    out, printed, claims = first_report
     assert "settings" in printed and str(out / "report.html") in printed
     routes = claims["routes_vs_search"]
     assert [(c["task"], c["model"]) for c in routes] == [("add-small", "base"), ("mine[:5]", "base")]
@@ -69,6 +79,68 @@ def test_report_answers_the_three_claims_and_resumes(grid_file, tmp_path, capsys
         assert conn.execute("SELECT count(*) FROM tries").fetchone()[0] == before
     conn.close()
     assert again["routes_vs_search"] == claims["routes_vs_search"] and again["training"] == claims["training"]
+    assert all(c.get("screen_vs_exhaustive") is None for c in claims["bottleneck"]), "exhaustive is off by default"
+    assert "not run" in html
+
+
+def _with(grid_file, tmp_path, **changes):
+    """A copy of the test grid with ``changes`` (its model folders and task file beside it)."""
+    grid = yaml.safe_load(grid_file.read_text())
+    grid.update(changes)
+    path = grid_file.parent / f"grid-{tmp_path.name}.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    return path
+
+
+@pytest.mark.slow
+def test_sharded_report_equals_the_unsharded_one_and_checks_the_screen(first_report, grid_file, tmp_path):
+    """Guards the executor seam: shards run here give the same audits and the same claims, and
+    ``exhaustive: true`` adds the screen-vs-exhaustive agreement without changing the pick."""
+    _, _, claims = first_report
+    out = tmp_path / "sharded"
+    assert main(["report", str(_with(grid_file, tmp_path, exhaustive=True)), "--out", str(out), "--executor", "local", "--shards", "2"]) == 0
+    sharded = json.loads((out / "claims.json").read_text())
+    assert sharded["routes_vs_search"] == claims["routes_vs_search"] and sharded["training"] == claims["training"]
+    for plain, full in zip(claims["bottleneck"], sharded["bottleneck"], strict=True):
+        agreement = full.pop("screen_vs_exhaustive", None)
+        plain.pop("screen_vs_exhaustive", None)
+        assert full == plain, "the exhaustive sweep does not change the screen's pick or its rates"
+        if "bottleneck" not in full:
+            assert agreement is None
+            continue
+        # recompute the agreement from the exhaustive sweep itself
+        from rnr_lens import failures
+        from rnr_lens.miner import mine
+
+        result = R.AuditResult.load(out / "runs.db", full["audit"])
+        fs = failures.freeze(result, R.RunStore(out / "runs.db"), probe=result.probe_name(claims["probes"][0]), name="report")
+        sweep = mine(
+            R.load_model(grid_file.parent / "base"), fs, strategy="exhaustive", break_bound=1.0, store=R.RunStore(out / "runs.db"), progress=False
+        )
+        table = sweep.table.sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True])
+        best = table.iloc[0]
+        picked = table[table["layer"] == full["bottleneck"]["block"]].iloc[0]
+        assert agreement["exhaustive_block"] == best["layer"] and agreement["same_block"] == (best["layer"] == picked["layer"])
+        assert agreement["regret"] == pytest.approx(best["repair_discovery"] - picked["repair_discovery"]) and agreement["regret"] >= 0
+    html = (out / "report.html").read_text()
+    assert "screen vs exhaustive" in html
+
+
+@pytest.mark.slow
+def test_report_on_ray_equals_the_local_report(first_report, grid_file, tmp_path):
+    """Every audit of a grid on a local two-CPU Ray cluster, the mining here: same claims."""
+    pytest.importorskip("ray")
+    _, _, claims = first_report
+    out = tmp_path / "ray"
+    assert main(["report", str(grid_file), "--out", str(out), "--executor", "ray", "--shards", "2", "--num-cpus", "2"]) == 0
+    on_ray = json.loads((out / "claims.json").read_text())
+    for key in ("routes_vs_search", "bottleneck", "training"):
+        assert on_ray[key] == claims[key], key
+
+
+def test_report_refuses_shards_without_an_executor(grid_file, tmp_path, capsys):
+    assert main(["report", str(grid_file), "--out", str(tmp_path / "out"), "--shards", "2"]) == 2
+    assert "--shards needs --executor" in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(
@@ -78,6 +150,7 @@ def test_report_answers_the_three_claims_and_resumes(grid_file, tmp_path, capsys
         ("models: [x]\ntasks: [add-small]\nk: 0\n", "grid field k must be a whole number"),
         ("models: [x]\ntasks: [add-small]\nbudget: 8\n", "unknown grid field 'budget'"),
         ("models: [x]\ntasks: [add-small]\npairs: [{base: x}]\n", "each grid pair needs exactly base: and trained:"),
+        ("models: [x]\ntasks: [add-small]\nexhaustive: 'yes'\n", "grid field exhaustive must be true or false"),
         ("[1, 2]\n", "must hold a mapping"),
     ],
 )
