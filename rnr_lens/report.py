@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from rnr_lens.audit import AuditResult
@@ -41,6 +42,7 @@ from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.display import estimate_text, html_table
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import reachable_column
+from rnr_lens.routes import Route
 from rnr_lens.stats import Estimate, bootstrap
 from rnr_lens.store import RunStore
 
@@ -160,6 +162,8 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
             for s in r
             if s.startswith("select:") and s != "select:oracle"
         }
+    routes = result.tries.loc[result.tries["probe"] == search_probe, "route"].dropna()
+    depth = [Route.parse(str(r)).n_edits for r in routes]
     if diff.low > 0:
         verdict = "random routes reach more than the search"
     elif diff.high < 0:
@@ -175,6 +179,8 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
         "chance_random": rows[random_probe]["chance"],
         "chance_search": rows[search_probe]["chance"],
         "random_minus_search": Estimate.as_dict(diff),
+        "edits_random": grid.edits,
+        "edits_search": {"mean": float(np.mean(depth)) if depth else None, "max": max(depth, default=None)},
         "random_not_below_search": bool(diff.high >= 0),
         "retention": retention,
         "verdict": verdict,
@@ -208,13 +214,17 @@ def claim_bottleneck(
         {"block": int(r["layer"]), "repair_discovery": r["repair_discovery"], "repair_heldout": rate(r, "repair_heldout"), "break": rate(r, "break")}
         for r in done.head(2).to_dict("records")
     ]
-    if not blocks or blocks[0]["repair_discovery"] <= 0:
-        return {"failures": n_fail, "verdict": "no block's silencing repairs a discovery failure"}
-    best = blocks[0]
     agreement = None
-    if grid.exhaustive:  # reuses the confirmed evaluations from the store; generates the rest
+    if grid.exhaustive and blocks:  # reuses the confirmed evaluations from the store; generates the rest
         full = mine(model, fs, strategy="exhaustive", break_bound=1.0, store=store, progress=progress)
-        agreement = screen_agreement(_ranked(full.table), best["block"], full.agreement)
+        agreement = screen_agreement(_ranked(full.table), blocks[0]["block"], full.agreement)
+    if not blocks or blocks[0]["repair_discovery"] <= 0:
+        return {
+            "failures": n_fail,
+            "screen_vs_exhaustive": agreement,
+            "verdict": f"no block's silencing repairs a discovery failure (of the screen's top {len(done)} generated)",
+        }
+    best = blocks[0]
     held = best["repair_heldout"]
     if held is None:
         verdict = "no held-out failures to confirm on"
@@ -252,6 +262,7 @@ def screen_agreement(exhaustive: Any, picked: int, screens: dict[str, Any]) -> d
     mine_row = exhaustive[exhaustive["layer"] == picked].iloc[0]
     regret = float(top["repair_discovery"] - mine_row["repair_discovery"])
     return {
+        "screen_block": picked,
         "exhaustive_block": int(top["layer"]),
         "exhaustive_repair_discovery": float(top["repair_discovery"]),
         "same_block": int(top["layer"]) == picked,
@@ -385,7 +396,7 @@ def _summary(claims: dict[str, Any]) -> dict[str, str]:
     random_ge = sum(1 for c in routes if c["random_not_below_search"])
     mines = [c for c in claims["bottleneck"] if "bottleneck" in c]
     most = sum(1 for c in mines if c["bottleneck"]["repair_heldout"] and c["bottleneck"]["repair_heldout"]["low"] > 0.5)
-    both = [c["screen_vs_exhaustive"] for c in mines if c.get("screen_vs_exhaustive")]
+    both = [c["screen_vs_exhaustive"] for c in claims["bottleneck"] if c.get("screen_vs_exhaustive")]
     agree = (
         f"; the screen's pick repaired as much as the exhaustive sweep's best in {sum(a['regret'] <= 0 for a in both)} of {len(both)} settings where both ran"
         if both
@@ -425,6 +436,12 @@ def _figures_html(figures: list[tuple[str, Any]], first: list[bool]) -> str:
     return "".join(out)
 
 
+def _edits_text(c: dict[str, Any]) -> str:
+    """The random routes' fixed depth beside the depth the search's tried routes reached."""
+    d = c.get("edits_search") or {}
+    return f"{c['edits_random']} / " + ("-" if d.get("mean") is None else f"{d['mean']:.1f} (max {d['max']})")
+
+
 def _agreement_text(a: dict[str, Any] | None) -> str:
     if not a:
         return "not run"
@@ -455,16 +472,37 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
             e(c["chance_random"]),
             e(c["reachable_search"]),
             e(c["chance_search"]),
+            _edits_text(c),
             e(c["random_minus_search"]),
             c["verdict"],
         ]
         for c in claims["routes_vs_search"]
     ]
+    probes = claims.get("probes", [])
     parts.append(
         "<h2>1. Random routes against structured search at a matched budget</h2>"
+        + "<p>"
+        + html.escape(
+            f"Probes compared (same k, same single-block skip/repeat move set): {' vs '.join(probes[1:])}; "
+            "the default (identity) route's answer counts toward neither probe's reachability. The random routes make "
+            "exactly the grid's number of edits; the search's tree goes as deep as its budget takes it (the edits "
+            "column gives the mean and largest depth of the routes it tried)."
+        )
+        + "</p>"
         + html_table(
             rows,
-            ["model", "task", "realized", "random", "chance (random)", "search", "chance (search)", "random - search", "verdict"],
+            [
+                "model",
+                "task",
+                "realized",
+                "random",
+                "chance (random)",
+                "search",
+                "chance (search)",
+                "edits: random / search",
+                "random - search",
+                "verdict",
+            ],
             wrap=("verdict",),
         )
         + _figures_html(figures.get("routes", []), first)

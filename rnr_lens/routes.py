@@ -155,6 +155,12 @@ class Route:
         """Blocks visited more than once, with their visit counts."""
         return {i: c for i, c in sorted(Counter(self.layers).items()) if c > 1}
 
+    @property
+    def n_edits(self) -> int:
+        """Single-block edits away from the identity: one per skipped block and one per extra
+        visit (``Route.parse("6:0,1,2,2,4,5").n_edits == 2``: skip 3, repeat 2)."""
+        return len(self.skipped) + sum(c - 1 for c in self.repeated.values())
+
     def describe(self) -> str:
         """A short human description: ``'identity'`` or ``'skip 3,4; repeat 10x2'``."""
         if self.is_identity:

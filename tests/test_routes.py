@@ -59,6 +59,15 @@ def test_bad_routes_give_one_line_errors(make, message):
     assert "\n" not in str(info.value)
 
 
+def test_n_edits_counts_single_block_skips_and_extra_visits():
+    """The report sets the random routes' depth beside the search's by this count."""
+    assert Route.identity(6).n_edits == 0
+    assert Route.skip(6, 2, 3).n_edits == 2
+    assert Route.repeat(6, 4, times=3).n_edits == 2
+    assert Route.skip(6, 1).then_repeat(4).n_edits == 2
+    assert Route.parse("6:0,1,2,2,4,5").n_edits == 2
+
+
 def test_max_length_is_configurable():
     assert len(Route([0] * 9, n_layers=4, max_length=9)) == 9
 
