@@ -173,6 +173,25 @@ def _checkpoint_name(folder: Path) -> str | None:
         return None
 
 
+def _is_hub_id(text: str) -> bool:
+    return text.count("/") == 1 and not text.startswith((".", "/", "~")) and not text.endswith(".gguf")
+
+
+def check_spec(spec: str | os.PathLike[str]) -> None:
+    """Refuse a model spec that names nothing :func:`load_model` could load, without loading
+    anything: a known name, an existing folder or ``.gguf`` file, or a hub id ``org/name``
+    pass (a hub id is only looked up when loaded)."""
+    text = os.fspath(spec)
+    path = Path(text).expanduser()
+    if text in KNOWN_MODELS or path.exists() or _is_hub_id(text):
+        return
+    if path.suffix == ".gguf":
+        raise RnrLensError(f"GGUF file {path} does not exist; check the path")
+    raise RnrLensError(
+        f"unknown model {text!r}: not a known name ({', '.join(KNOWN_MODELS)}), an existing folder or .gguf file, or a hub id like 'org/name'"
+    )
+
+
 def load_model(
     spec: str | os.PathLike[str] | Any = DEFAULT_MODEL,
     *,
@@ -244,13 +263,12 @@ def load_model(
             raise RnrLensError(f"{path} is neither a Hugging Face model folder nor a .gguf file")
         model, tok = _load_hf(path, dtype=dtype, device=device, trust_remote_code=trust_remote_code, local=True, placement=placement)
         name = _checkpoint_name(path) or path.name
-    elif text.count("/") == 1 and not text.startswith((".", "/", "~")):
+    elif _is_hub_id(text):
         model, tok = _load_hf(text, dtype=dtype, device=device, trust_remote_code=trust_remote_code, local=False, placement=placement)
         name = text
     else:
-        raise RnrLensError(
-            f"unknown model {text!r}: not a known name ({', '.join(KNOWN_MODELS)}), an existing folder or .gguf file, or a hub id like 'org/name'"
-        )
+        check_spec(text)
+        raise AssertionError(f"check_spec accepted {text!r}, which load_model cannot load")  # pragma: no cover
     lens = LensModel(wrap_bridge(model, tok, name), name=name, tokenizer=tok)
     if len({str(d) for d in (getattr(model, "hf_device_map", None) or {}).values()}) > 1:
         # the weight-sharing twin has no accelerate hooks to move activations between devices

@@ -325,7 +325,7 @@ def report(
         >>> r.claims["routes_vs_search"][0]["verdict"]  # doctest: +SKIP
     """
     from rnr_lens.executors import EXECUTORS, run_audit
-    from rnr_lens.models import load_model
+    from rnr_lens.models import check_spec, load_model
 
     if executor not in EXECUTORS:
         raise RnrLensError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
@@ -334,6 +334,12 @@ def report(
     out = Path(out)
     config = DeploymentConfig.load(grid.config) if grid.config else None
     tasks_ = {spec: _load_task(spec, grid) for spec in grid.tasks}
+    model_specs = list(dict.fromkeys(list(grid.models) + [s for p in grid.pairs for s in (p["base"], p["trained"])]))
+    for spec in model_specs:  # before hours of work: a missing checkpoint fails now
+        try:
+            check_spec(spec)
+        except RnrLensError as exc:
+            raise RnrLensError(f"grid model {spec!r}: {exc} (a trained pair's checkpoint must exist before the report runs)") from None
     out.mkdir(parents=True, exist_ok=True)
     store = RunStore(out / "runs.db")
     claims: dict[str, Any] = {
@@ -346,7 +352,20 @@ def report(
     }
     audits: dict[tuple[str, str], AuditResult] = {}
     figures: dict[str, list[tuple[str, Any]]] = {"routes": [], "bottleneck": []}
-    model_specs = list(dict.fromkeys(list(grid.models) + [s for p in grid.pairs for s in (p["base"], p["trained"])]))
+    files = {"claims": out / "claims.json", "html": out / "report.html"}
+    total = len(model_specs) * len(tasks_)
+
+    def write() -> None:
+        """Write what is answered so far; a report in progress says it is partial."""
+        claims["progress"] = {
+            "audits_done": len(audits),
+            "audits_total": total,
+            "complete": len(audits) == total and len(claims["training"]) == len(grid.pairs) * len(tasks_),
+        }
+        claims["summary"] = _summary(claims)
+        _write_atomic(files["claims"], json.dumps(claims, indent=2, default=str))
+        _write_atomic(files["html"], render_html(claims, figures))
+
     for spec in model_specs:
         # the driver needs the weights to audit here, or to mine; Ray workers load their own
         model = load_model(spec) if executor == "local" or (grid.mine and spec in grid.models) else None
@@ -369,11 +388,13 @@ def report(
             audits[(spec, task_spec)] = result
             claims["configs"][cfg.hash()] = cfg.to_dict()
             if spec not in grid.models:
+                write()
                 continue
             setting = {"model": result.info.model, "task": task.name, "audit": result.id, "config_hash": cfg.hash()}
             claims["routes_vs_search"].append({**setting, **claim_routes(result, grid)})
             if grid.mine:
                 claims["bottleneck"].append({**setting, **claim_bottleneck(model, result, store, grid, progress, figures["bottleneck"])})
+            write()
         del model
         if spec in grid.models:
             from rnr_lens import viz
@@ -384,10 +405,7 @@ def report(
         for task_spec, task in tasks_.items():
             a, b = audits[(pair["base"], task_spec)], audits[(pair["trained"], task_spec)]
             claims["training"].append({"task": task.name, "audits": [a.id, b.id], **claim_training(a, b)})
-    claims["summary"] = _summary(claims)
-    files = {"claims": out / "claims.json", "html": out / "report.html"}
-    _write_atomic(files["claims"], json.dumps(claims, indent=2, default=str))
-    _write_atomic(files["html"], render_html(claims, figures))
+    write()
     return Report(claims, out / "runs.db", files)
 
 
@@ -459,8 +477,15 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
     e = estimate_text
     figures = figures or {}
     first = [True]
+    done = claims.get("progress", {})
+    partial = (
+        f"<p><b>Partial report: {done['audits_done']} of {done['audits_total']} audits done. Rerun the same command to resume; "
+        "every count below covers only the settings done so far.</b></p>"
+        if done and not done["complete"]
+        else ""
+    )
     parts = [
-        f"<h1>rnr_lens claims report</h1><p>{html.escape(HOW_TO_READ)}</p>",
+        f"<h1>rnr_lens claims report</h1>{partial}<p>{html.escape(HOW_TO_READ)}</p>",
         "<h2>Summary</h2><ul>" + "".join(f"<li>{html.escape(v)}</li>" for v in claims["summary"].values()) + "</ul>",
     ]
     rows = [

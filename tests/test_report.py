@@ -84,6 +84,7 @@ def test_report_answers_the_three_claims_and_resumes(first_report, grid_file, ca
         assert conn.execute("SELECT count(*) FROM tries").fetchone()[0] == before
     conn.close()
     assert again["routes_vs_search"] == claims["routes_vs_search"] and again["training"] == claims["training"]
+    assert claims["progress"] == {"audits_done": 4, "audits_total": 4, "complete": True} and "Partial report" not in html
     assert all(c.get("screen_vs_exhaustive") is None for c in claims["bottleneck"]), "exhaustive is off by default"
     assert "not run" in html
 
@@ -155,6 +156,26 @@ def test_report_on_ray_equals_the_local_report(first_report, grid_file, tmp_path
         assert on_ray[key] == claims[key][:1], key
 
 
+@pytest.mark.slow
+def test_an_interrupted_report_leaves_a_partial_one_that_says_so(grid_file, tmp_path, capsys):
+    """The claims are written after every setting, so a grid that stops halfway (here: a
+    question too long for the model's context, found when its audit starts) leaves the
+    settings already answered, marked partial; the rerun after the fix completes it."""
+    long = tmp_path / "long.jsonl"
+    long.write_text(json.dumps({"question": "What is " + " + ".join(["1"] * 700) + "?", "answer": 700}) + "\n")
+    grid = _with(grid_file, tmp_path, tasks=["add-small", str(long)], pairs=[], mine=False)
+    out = tmp_path / "partial"
+    assert main(["report", str(grid), "--out", str(out)]) == 2
+    assert "exceeds" in capsys.readouterr().err
+    claims = json.loads((out / "claims.json").read_text())
+    assert claims["progress"] == {"audits_done": 1, "audits_total": 2, "complete": False}
+    assert [c["task"] for c in claims["routes_vs_search"]] == ["add-small"]
+    assert "Partial report: 1 of 2 audits done" in (out / "report.html").read_text()
+    long.write_text(json.dumps({"question": "What is 1 + 1?", "answer": 2}) + "\n")
+    assert main(["report", str(grid), "--out", str(out)]) == 0
+    assert json.loads((out / "claims.json").read_text())["progress"]["complete"]
+
+
 def test_report_refuses_shards_without_an_executor(grid_file, tmp_path, capsys):
     assert main(["report", str(grid_file), "--out", str(tmp_path / "out"), "--shards", "2"]) == 2
     assert "--shards needs --executor" in capsys.readouterr().err and not (tmp_path / "out").exists()
@@ -168,6 +189,11 @@ def test_report_refuses_shards_without_an_executor(grid_file, tmp_path, capsys):
         ("models: [x]\ntasks: [add-small]\nbudget: 8\n", "unknown grid field 'budget'"),
         ("models: [x]\ntasks: [add-small]\npairs: [{base: x}]\n", "each grid pair needs exactly base: and trained:"),
         ("models: [x]\ntasks: [add-small]\nexhaustive: 'yes'\n", "grid field exhaustive must be true or false"),
+        (
+            "models: [smollm2-135m-instruct]\ntasks: [add-small]\npairs: [{base: smollm2-135m-instruct, trained: ./no-such-run/final}]\n",
+            "grid model './no-such-run/final': unknown model",
+        ),
+        ("models: [smollm2-135m-instruct]\ntasks: [no-such-task.jsonl]\n", "no-such-task.jsonl"),
         ("[1, 2]\n", "must hold a mapping"),
     ],
 )
