@@ -740,6 +740,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    args = None
     try:
         args = parser.parse_args(argv)
         return COMMANDS[args.command](args)
@@ -747,7 +748,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted; rerun with --resume to continue where it stopped", file=sys.stderr)
+        # audit resumes only when asked (--resume); train, mine and report resume by themselves
+        how = "with --resume" if args is not None and args.command == "audit" else "the same command"
+        print(f"interrupted; rerun {how} to continue where it stopped", file=sys.stderr)
         return 130
 
 

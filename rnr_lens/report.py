@@ -153,12 +153,16 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
     reach_random = q[reachable_column(random_probe)].to_numpy(float)
     reach_search = q[reachable_column(search_probe)].to_numpy(float)
     diff = bootstrap(reach_random - reach_search, seed=result.seed, clusters=q["prompt"].tolist())
-    retention = {}
-    for probe in (random_probe, search_probe):
+    realized = q["realized"].to_numpy(float)
+    retention, gains = {}, {}
+    for probe, reach in ((random_probe, reach_random), (search_probe, reach_search)):
         r = rows[probe]
-        gain = r["reachable"]["value"] - r["realized"]["value"]
+        # the oracle's gain over the default, paired per question; a ratio over a gain whose
+        # interval reaches zero means nothing, so retention is given only where it is resolved
+        gain = bootstrap(reach - realized, seed=result.seed, clusters=q["prompt"].tolist())
+        gains[probe] = Estimate.as_dict(gain)
         retention[probe] = {
-            s[7:]: (None if gain <= 0 or r[s]["value"] is None else (r[s]["value"] - r["realized"]["value"]) / gain)
+            s[7:]: (None if gain.low <= 0 or r[s]["value"] is None else (r[s]["value"] - r["realized"]["value"]) / gain.value)
             for s in r
             if s.startswith("select:") and s != "select:oracle"
         }
@@ -182,6 +186,7 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
         "edits_random": grid.edits,
         "edits_search": {"mean": float(np.mean(depth)) if depth else None, "max": max(depth, default=None)},
         "random_not_below_search": bool(diff.high >= 0),
+        "oracle_gain": gains,
         "retention": retention,
         "verdict": verdict,
     }
@@ -532,14 +537,28 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
         )
         + _figures_html(figures.get("routes", []), first)
     )
+    names = list(dict.fromkeys(n for c in claims["routes_vs_search"] for r in c["retention"].values() for n in r))
     keep = [
-        [c["model"], c["task"], probe.split(",")[0], *[("-" if v is None else f"{v:.2f}") for v in r.values()]]
+        [
+            c["model"],
+            c["task"],
+            probe.split(",")[0],
+            e(c["oracle_gain"][probe]),
+            *[("-" if r.get(n) is None else f"{r[n]:.2f}") for n in names],
+        ]
         for c in claims["routes_vs_search"]
         for probe, r in c["retention"].items()
     ]
     if keep:
-        names = list(next(iter(claims["routes_vs_search"][0]["retention"].values())).keys())
-        parts.append("<h3>Retention of the gain by answer-blind selectors</h3>" + html_table(keep, ["model", "task", "probe", *names]))
+        parts.append(
+            "<h3>Retention of the gain by answer-blind selectors</h3><p>"
+            + html.escape(
+                "Retention = (blind - realized) / (oracle - realized); '-' where the oracle's gain over the default is not "
+                "resolved above zero (its interval reaches zero), since a share of an unresolved gain means nothing."
+            )
+            + "</p>"
+            + html_table(keep, ["model", "task", "probe", "oracle gain", *names])
+        )
     rows = []
     for c in claims["bottleneck"]:
         b, s = c.get("bottleneck"), c.get("second")

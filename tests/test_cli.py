@@ -259,3 +259,17 @@ def test_audit_table_fits_100_columns_and_says_what_next(tiny_folder, tmp_path, 
     ]:
         assert any(line.split() == [label, spec] for line in lines), f"{label} = {spec} listed under the table"
     assert f"rnr-lens show {db}" in out and f"rnr-lens mine {db}" in out and "notebooks/01_quickstart.ipynb" in out
+
+
+@pytest.mark.parametrize("command, hint", [("audit", "rerun with --resume"), ("report", "rerun the same command")])
+def test_an_interrupt_says_how_to_resume(command, hint, monkeypatch, capsys):
+    """Ctrl-C exits 130 with the resume hint of that command (only audit needs --resume)."""
+    from rnr_lens import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, command, interrupted)
+    argv = ["audit", "--task", "add-small"] if command == "audit" else ["report", "grid.yaml", "--out", "out"]
+    assert cli.main(argv) == 130
+    assert hint in capsys.readouterr().err

@@ -59,6 +59,11 @@ def test_report_answers_the_three_claims_and_resumes(first_report, grid_file, ca
         q = result.questions
         diff = q[f"reachable[{c['random']}]"].to_numpy(float) - q[f"reachable[{c['search']}]"].to_numpy(float)
         assert c["random_minus_search"]["value"] == pytest.approx(diff.mean())
+        for probe in (c["random"], c["search"]):
+            gain = c["oracle_gain"][probe]
+            assert gain["value"] == pytest.approx((q[f"reachable[{probe}]"].to_numpy(float) - q["realized"].to_numpy(float)).mean())
+            if gain["low"] <= 0:
+                assert all(v is None for v in c["retention"][probe].values()), "no share of an unresolved gain"
         assert c["random"] == "routes:k=3,edits=1,protect=1" and c["search"].startswith("search:k=3,")
         searched = [R.Route.parse(r).n_edits for r in result.tries.loc[result.tries["probe"] == c["search"], "route"]]
         assert c["edits_random"] == 1 and c["edits_search"] == {"mean": pytest.approx(np.mean(searched)), "max": max(searched)}
