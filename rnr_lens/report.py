@@ -339,7 +339,7 @@ def report(
     out = Path(out)
     config = DeploymentConfig.load(grid.config) if grid.config else None
     tasks_ = {spec: _load_task(spec, grid) for spec in grid.tasks}
-    model_specs = list(dict.fromkeys(list(grid.models) + [s for p in grid.pairs for s in (p["base"], p["trained"])]))
+    model_specs = _run_order(grid)
     for spec in model_specs:  # before hours of work: a missing checkpoint fails now
         try:
             check_spec(spec)
@@ -362,6 +362,12 @@ def report(
 
     def write() -> None:
         """Write what is answered so far; a report in progress says it is partial."""
+        claims["training"] = [
+            {"task": task.name, "audits": [a.id, b.id], **claim_training(a, b)}
+            for pair in grid.pairs
+            for task_spec, task in tasks_.items()
+            if (a := audits.get((pair["base"], task_spec))) is not None and (b := audits.get((pair["trained"], task_spec))) is not None
+        ]
         claims["progress"] = {
             "audits_done": len(audits),
             "audits_total": total,
@@ -406,12 +412,17 @@ def report(
 
             mine_ = [audits[(spec, t)] for t in tasks_]
             figures["routes"].append((str(mine_[0].info.model), viz.realized_vs_reachable(mine_)))
-    for pair in grid.pairs:
-        for task_spec, task in tasks_.items():
-            a, b = audits[(pair["base"], task_spec)], audits[(pair["trained"], task_spec)]
-            claims["training"].append({"task": task.name, "audits": [a.id, b.id], **claim_training(a, b)})
     write()
     return Report(claims, out / "runs.db", files)
+
+
+def _run_order(grid: Grid) -> list[str]:
+    """Every model spec once: each grid model followed by the checkpoints trained from it, so
+    a partial report answers claim 3 for a pair as soon as its two audits are done."""
+    order: list[str] = []
+    for model in list(grid.models) + [p["base"] for p in grid.pairs]:
+        order += [model] + [p["trained"] for p in grid.pairs if p["base"] == model]
+    return list(dict.fromkeys(order))
 
 
 def _summary(claims: dict[str, Any]) -> dict[str, str]:

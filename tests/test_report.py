@@ -217,3 +217,11 @@ def test_the_example_grid_is_valid():
     grid = Grid.load(Path(__file__).resolve().parents[1] / "assets" / "grid.yaml")
     assert grid.k == 8 and "smollm2-135m-instruct" in grid.models and grid.probes[1] == "routes:k=8,edits=2"
     assert np.all([p["trained"].endswith("runs/dapo/final") for p in grid.pairs])
+
+
+def test_trained_checkpoints_run_right_after_their_base():
+    """So a partial report answers claim 3 for a pair as soon as both its audits are done."""
+    from rnr_lens.report import _run_order
+
+    grid = Grid(models=("a", "b"), tasks=("add-small",), pairs=({"base": "a", "trained": "a2"}, {"base": "c", "trained": "c2"}))
+    assert _run_order(grid) == ["a", "a2", "b", "c", "c2"]
