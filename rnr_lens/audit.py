@@ -149,7 +149,7 @@ def audit(
         >>> result = audit(model, tasks.get("add-small", n=10), ["sampling:k=4,t=0.7"])  # doctest: +SKIP
         >>> result.summary()  # doctest: +SKIP
     """
-    config = config or DeploymentConfig.default_for(task.answer_type)
+    config = config or DeploymentConfig.default_for(task.answer_type, chat=model.chat_template is not None)
     probe_objs = [p if isinstance(p, Probe) else parse_probe(p) for p in probes]
     names = [p.name for p in probe_objs]
     if len(set(names)) != len(names):
@@ -519,7 +519,7 @@ def check_format(model: LensModel, task: Task, config: DeploymentConfig | None =
     it is correct (with Wilson 95% intervals), plus a few outputs with no answer."""
     from rnr_lens.stats import wilson
 
-    config = config or DeploymentConfig.default_for(task.answer_type)
+    config = config or DeploymentConfig.default_for(task.answer_type, chat=model.chat_template is not None)
     ctx = ProbeContext(model, config, task.answer_type, batch_size=batch_size)
     gens = ctx.generate(list(task))
     graded = [config.grade(g.text, q, task.answer_type) for q, g in zip(task, gens)]

@@ -89,14 +89,18 @@ class DeploymentConfig:
         get_extractor(self.extractor)  # validates the name
 
     @classmethod
-    def default_for(cls, answer_type: str) -> DeploymentConfig:
-        """The default deployment per answer type (measured on SmolLM2: see README)."""
+    def default_for(cls, answer_type: str, *, chat: bool = True) -> DeploymentConfig:
+        """The default deployment per answer type (measured on SmolLM2: see README).
+
+        ``chat=False`` gives the same deployment as raw text, the default of a model whose
+        tokenizer has no chat template (a base model): library calls that hold the model
+        (``audit``, ``check_format``, ``train``, ``report``) choose it that way."""
         if answer_type == "number":
-            return cls()
+            return cls(chat=chat)
         if answer_type == "choice":
-            return cls(instruction="Answer with the letter of the correct choice.\n", extractor="choice-letter", max_new_tokens=8)
+            return cls(instruction="Answer with the letter of the correct choice.\n", extractor="choice-letter", max_new_tokens=8, chat=chat)
         if answer_type == "string":
-            return cls(extractor="answer-is-string", max_new_tokens=24)
+            return cls(extractor="answer-is-string", max_new_tokens=24, chat=chat)
         raise RnrLensError(f"no default deployment for answer type {answer_type!r}")
 
     # -- use ------------------------------------------------------------------------------

@@ -102,12 +102,12 @@ def run_audit(
         raise RnrLensError(f"shards must be at least 1, got {shards}")
     if not isinstance(model, (str, os.PathLike)) and not (isinstance(model, LensModel) and executor == "local"):
         raise RnrLensError("run_audit on Ray needs the model as a name or path (each worker loads its own copy), not a loaded model")
-    config = config or DeploymentConfig.default_for(task.answer_type)
     probe_objs = [p if isinstance(p, Probe) else parse_probe(p) for p in probes]
     rs = store if isinstance(store, RunStore) else RunStore(store)
     parts = [str(Shard(i, shards)) for i in range(shards)]
     if executor == "local":
         lens = model if isinstance(model, LensModel) else ShardWorker(os.fspath(model), dict(load or {})).model
+        config = config or DeploymentConfig.default_for(task.answer_type, chat=lens.chat_template is not None)
         aid = audit_id(lens.fingerprint(), task, config, probe_objs, seed)
         pending = _pending(rs, aid, parts)
         # one shard: the audit's own bars (per probe) say more than a bar over one shard
@@ -123,6 +123,8 @@ def run_audit(
         return AuditResult.load(rs, aid)
     if isinstance(model, LensModel):  # refused above; this narrows the type
         raise RnrLensError("run_audit on Ray needs the model as a name or path")
+    # the driver holds no model to ask for its chat template: a base model needs chat: false given
+    config = config or DeploymentConfig.default_for(task.answer_type)
     return _run_on_ray(
         os.fspath(model), task, probe_objs, config, rs, seed, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries
     )

@@ -42,7 +42,10 @@ def render(tokenizer: Any, prompt: PromptLike) -> tuple[str, bool]:
     if not isinstance(prompt, ChatPrompt):
         raise RnrLensError(f"a prompt must be a str or a ChatPrompt, not {type(prompt).__name__}")
     if not getattr(tokenizer, "chat_template", None):
-        raise RnrLensError("this model's tokenizer has no chat template; pass prompts as raw text (chat off) instead")
+        raise RnrLensError(
+            "this model's tokenizer has no chat template; use raw-text prompts: a deployment config with chat: false "
+            "(--config), or leave the config out in the library, which then picks raw text for such a model"
+        )
     messages = []
     if prompt.system is not None:
         messages.append({"role": "system", "content": prompt.system})

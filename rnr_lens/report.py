@@ -381,7 +381,8 @@ def report(
         # the driver needs the weights to audit here, or to mine; Ray workers load their own
         model = load_model(spec) if executor == "local" or (grid.mine and spec in grid.models) else None
         for task_spec, task in tasks_.items():
-            cfg = config or DeploymentConfig.default_for(task.answer_type)
+            # a model without a chat template (a base model) is deployed on raw text
+            cfg = config or DeploymentConfig.default_for(task.answer_type, chat=model is None or model.chat_template is not None)
             result = run_audit(
                 model if executor == "local" and model is not None else spec,
                 task,

@@ -148,7 +148,7 @@ def train(
         ``grad_norm`` and ``seconds``.
     """
     config = config or TrainConfig()
-    deployment = deployment or DeploymentConfig.default_for(task.answer_type)
+    deployment = deployment or DeploymentConfig.default_for(task.answer_type, chat=model.chat_template is not None)
     if len(task) == 0:
         raise RnrLensError("cannot train on an empty task; give it some training questions")
     if any("split" in q.metadata and q.metadata["split"] == "test" for q in task):

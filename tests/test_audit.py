@@ -173,3 +173,15 @@ def test_chance_level_exposes_a_constant_guesser(tmp_path):
     assert row["reachable"]["value"] == 0.5
     assert row["chance"]["value"] == pytest.approx(0.5, abs=0.03), "half of the other golds are 12 too"
     assert abs(row["above_chance"]["value"]) < 0.05 and row["above_chance"]["low"] < 0 < row["above_chance"]["high"]
+
+
+def test_a_model_without_a_chat_template_is_deployed_on_raw_text():
+    """A base model (Gemma-3-270M's GGUF has no chat template) gets the default deployment as
+    raw text; a config that asks for chat names the fix."""
+    model = R.tiny_model(n_layers=2, seed=0)
+    model.tokenizer.chat_template = None
+    result = R.audit(model, tasks.get("add-small", n=3), ["sampling:k=2,t=1.0"], progress=False)
+    config = R.DeploymentConfig.default_for("number", chat=False)
+    assert result.info.config_hash == config.hash() and len(result.tries) == 3 * 3
+    with pytest.raises(R.RnrLensError, match="chat: false"):
+        R.audit(model, tasks.get("add-small", n=3), [], R.DeploymentConfig.default_for("number"), progress=False)
