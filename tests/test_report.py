@@ -115,7 +115,7 @@ def test_sharded_report_equals_the_unsharded_one_and_checks_the_screen(first_rep
     checked, regrets = 0, []
     for plain, full in zip(claims["bottleneck"], sharded["bottleneck"], strict=True):
         agreement = full.pop("screen_vs_exhaustive", None)
-        plain.pop("screen_vs_exhaustive", None)
+        plain = {k: v for k, v in plain.items() if k != "screen_vs_exhaustive"}  # the fixture's claims stay whole
         assert full == plain, "the exhaustive sweep does not change the screen's pick or its rates"
         if full["failures"] < 2:
             assert agreement is None, "no failure set, nothing swept"
