@@ -431,6 +431,14 @@ def _rates(after: list[Outcome], before: dict[str, Outcome]) -> dict[str, Any]:
     return out
 
 
+def ranked(table: pd.DataFrame) -> pd.DataFrame:
+    """A sweep table's generated rows, best first: discovery repair, then lower break rate
+    (unmeasured last), then the earlier layer. The bottleneck is the first row within the
+    break bound."""
+    done = table.dropna(subset=["repair_discovery"])
+    return done.sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True], na_position="last")
+
+
 def _bottleneck(table: pd.DataFrame, bound: float) -> Bottleneck | None:
     if "repair_discovery" not in table:
         return None
@@ -439,7 +447,7 @@ def _bottleneck(table: pd.DataFrame, bound: float) -> Bottleneck | None:
     ok = ok[((ok["break"] <= bound) | ok["break"].isna()) & (ok["repair_discovery"] > 0)]
     if ok.empty:
         return None
-    best = ok.sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True], na_position="last").iloc[0]
+    best = ranked(ok).iloc[0]
     return Bottleneck(
         layer=int(best.layer),
         component=str(best.component),

@@ -242,6 +242,7 @@ def load_model(
         raise RnrLensError(f"load_model needs a name, a path or a TransformerBridge, not {type(spec).__name__}")
 
     text = os.fspath(spec)
+    check_spec(text)
     path = Path(text).expanduser()
     if text in KNOWN_MODELS:
         folder = ensure_cached(text)
@@ -263,12 +264,9 @@ def load_model(
             raise RnrLensError(f"{path} is neither a Hugging Face model folder nor a .gguf file")
         model, tok = _load_hf(path, dtype=dtype, device=device, trust_remote_code=trust_remote_code, local=True, placement=placement)
         name = _checkpoint_name(path) or path.name
-    elif _is_hub_id(text):
+    else:  # a hub id: check_spec let nothing else through
         model, tok = _load_hf(text, dtype=dtype, device=device, trust_remote_code=trust_remote_code, local=False, placement=placement)
         name = text
-    else:
-        check_spec(text)
-        raise AssertionError(f"check_spec accepted {text!r}, which load_model cannot load")  # pragma: no cover
     lens = LensModel(wrap_bridge(model, tok, name), name=name, tokenizer=tok)
     if len({str(d) for d in (getattr(model, "hf_device_map", None) or {}).values()}) > 1:
         # the weight-sharing twin has no accelerate hooks to move activations between devices

@@ -198,7 +198,7 @@ def claim_bottleneck(
     """Claim 2 for one audit: the bottleneck MLP of its reachable-not-realized set (its
     repair/break figure is appended to ``figures``)."""
     from rnr_lens import failures, viz
-    from rnr_lens.miner import mine
+    from rnr_lens.miner import mine, ranked
 
     figures = figures if figures is not None else []
     probe = result.probe_name(grid.probes[0])
@@ -208,7 +208,7 @@ def claim_bottleneck(
     fs = failures.freeze(result, store, probe=probe, name="report")
     sweep = mine(model, fs, strategy="screen+confirm", top_m=3, break_bound=1.0, store=store, progress=progress)
     figures.append((f"{result.info.model} / {result.info.task}", viz.repair_break(sweep)))
-    done = _ranked(sweep.table)
+    done = ranked(sweep.table)
 
     def rate(r: dict[str, Any], key: str) -> dict[str, Any] | None:
         if r.get(key) is None or r[key] != r[key]:
@@ -222,7 +222,7 @@ def claim_bottleneck(
     agreement = None
     if grid.exhaustive and blocks:  # reuses the confirmed evaluations from the store; generates the rest
         full = mine(model, fs, strategy="exhaustive", break_bound=1.0, store=store, progress=progress)
-        agreement = screen_agreement(_ranked(full.table), blocks[0]["block"], full.agreement)
+        agreement = screen_agreement(ranked(full.table), blocks[0]["block"], full.agreement)
     if not blocks or blocks[0]["repair_discovery"] <= 0:
         return {
             "failures": n_fail,
@@ -251,14 +251,9 @@ def claim_bottleneck(
     }
 
 
-def _ranked(table: Any) -> Any:
-    """A sweep's generated rows, best first: discovery repair, then lower break, then layer."""
-    return table.dropna(subset=["repair_discovery"]).sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True])
-
-
 def screen_agreement(exhaustive: Any, picked: int, screens: dict[str, Any]) -> dict[str, Any]:
     """Does the screen's pick (``picked``, confirmed among its top candidates) agree with the
-    best block of an exhaustive sweep (``exhaustive``, ranked by :func:`_ranked`)?
+    best block of an exhaustive sweep (``exhaustive``, ranked by :func:`rnr_lens.miner.ranked`)?
 
     ``regret`` is the discovery repair the screen's pick gives up against the exhaustive best
     (0: it found a best block, possibly a tied one); ``spearman`` is the rank correlation of the
@@ -360,14 +355,16 @@ def report(
     files = {"claims": out / "claims.json", "html": out / "report.html"}
     total = len(model_specs) * len(tasks_)
 
+    training: dict[tuple[int, str], dict[str, Any]] = {}
+
     def write() -> None:
         """Write what is answered so far; a report in progress says it is partial."""
-        claims["training"] = [
-            {"task": task.name, "audits": [a.id, b.id], **claim_training(a, b)}
-            for pair in grid.pairs
-            for task_spec, task in tasks_.items()
-            if (a := audits.get((pair["base"], task_spec))) is not None and (b := audits.get((pair["trained"], task_spec))) is not None
-        ]
+        for i, pair in enumerate(grid.pairs):  # each pair and task once, as soon as both audits are done
+            for task_spec, task in tasks_.items():
+                a, b = audits.get((pair["base"], task_spec)), audits.get((pair["trained"], task_spec))
+                if a is not None and b is not None and (i, task_spec) not in training:
+                    training[(i, task_spec)] = {"task": task.name, "audits": [a.id, b.id], **claim_training(a, b)}
+        claims["training"] = [training[(i, t)] for i in range(len(grid.pairs)) for t in tasks_ if (i, t) in training]
         claims["progress"] = {
             "audits_done": len(audits),
             "audits_total": total,
