@@ -16,8 +16,9 @@ store, not held in memory), against the same process's resident memory before th
 
 ``search``
   Route search in lockstep (every question's tree picks a route, all picks generated in one
-  batched call with one route per row) against random routes (several route indices per
-  call) and against the search one question at a time (batch size 1, as before lockstep;
+  batched call with one route per row) against random routes (drawn per question, one route
+  per row), random routes drawn once and shared by every question (``shared=true``: the
+  per-question draw must cost the same), and the search one question at a time (batch size 1, as before lockstep;
   timed on ``--per-question`` questions), on ``--search-questions`` questions at k =
   ``--search-k``. Targets: lockstep search >= 0.8x the per-try throughput of random routes
   and >= 3x the per-question search. Also: the share of tries the two searches store alike
@@ -171,11 +172,17 @@ def search(args: argparse.Namespace) -> None:
         return tries, time.perf_counter() - start
 
     routes, routes_s = timed(RandomRoutes(k=k), [questions])
+    shared, shared_s = timed(RandomRoutes(k=k, shared=True), [questions])
     lockstep, lockstep_s = timed(RouteSearch(k=k), [questions])
     alone, alone_s = timed(RouteSearch(k=k), [[q] for q in questions[: args.per_question]])
     rate = {
         name: len(tries) / s
-        for name, (tries, s) in {"routes": (routes, routes_s), "lockstep": (lockstep, lockstep_s), "alone": (alone, alone_s)}.items()
+        for name, (tries, s) in {
+            "routes": (routes, routes_s),
+            "shared": (shared, shared_s),
+            "lockstep": (lockstep, lockstep_s),
+            "alone": (alone, alone_s),
+        }.items()
     }
 
     stored = {(t.question_id, t.try_index): (t.route, t.text) for t in lockstep}
@@ -218,6 +225,13 @@ def search(args: argparse.Namespace) -> None:
     )
     print(
         f"search, lockstep (batched)       : {len(lockstep)} tries in {lockstep_s:6.1f} s = {rate['lockstep']:.2f} tries/s, {flops(lockstep) / lockstep_s / 1e9:.1f} GFLOP/s"
+    )
+    print(
+        f"random routes, one draw shared   : {len(shared)} tries in {shared_s:6.1f} s = {rate['shared']:.2f} tries/s, {flops(shared) / shared_s / 1e9:.1f} GFLOP/s"
+    )
+    print(
+        f"per-question / shared routes     : {rate['routes'] / rate['shared']:.2f}x per try, {flops(routes) / routes_s / (flops(shared) / shared_s):.2f}x per FLOP"
+        " (target ~1: routes drawn per question cost what one shared draw costs)"
     )
     print(f"search, one question at a time   : {len(alone)} tries in {alone_s:6.1f} s = {rate['alone']:.2f} tries/s ({args.per_question} questions)")
     print(f"torch matmul                     : {peak / 1e9:.1f} GFLOP/s")

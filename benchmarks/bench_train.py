@@ -5,7 +5,7 @@ under matched conditions and compare them.
    timing it (resumes a finished or interrupted run in ``--out``);
 2. audit the base model and the trained checkpoint on ``--n`` held-out (test-split) questions
    with the default deployment and ``sampling:k=K,t=0.7``, into one run store;
-3. ``compare``: delta realized and delta reachable with paired bootstrap 95% intervals, and the
+3. ``compare``: delta realized and delta reachable with paired 95% score intervals, and the
    per-question transitions (newly realized that were already reachable, newly reached, ...).
 
     python benchmarks/bench_train.py --out runs/dapo --steps 30 --layers 15-29 --lr 3e-5

@@ -6,7 +6,7 @@ The public API is small; everything else lives in the module named after its con
 
 from typing import Any
 
-from rnr_lens import failures, selectors, shards, tasks
+from rnr_lens import failures, selectors, shards, stats, tasks, verdicts
 from rnr_lens.audit import AuditResult, audit
 from rnr_lens.compare import Comparison, compare
 from rnr_lens.deploy import DeploymentConfig
@@ -23,8 +23,10 @@ from rnr_lens.probes import AblationProbe, Probe, RandomRoutes, RouteSearch, Sam
 from rnr_lens.prompts import ChatPrompt
 from rnr_lens.report import Grid, Report, report
 from rnr_lens.routes import Route
+from rnr_lens.stats import Estimate
 from rnr_lens.tiny import tiny_model
 from rnr_lens.train import TrainConfig, TrainResult, train
+from rnr_lens.verdicts import Verdict
 
 __all__ = [
     "Ablation",
@@ -39,6 +41,7 @@ __all__ = [
     "DeploymentConfig",
     "Engine",
     "EnginePath",
+    "Estimate",
     "Generation",
     "Grid",
     "KNOWN_MODELS",
@@ -52,6 +55,7 @@ __all__ = [
     "SweepResult",
     "TrainConfig",
     "TrainResult",
+    "Verdict",
     "audit",
     "failures",
     "list_models",
@@ -63,9 +67,11 @@ __all__ = [
     "run_audit",
     "selectors",
     "shards",
+    "stats",
     "tasks",
     "tiny_model",
     "train",
+    "verdicts",
     "viz",
     "widgets",
 ]

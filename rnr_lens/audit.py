@@ -29,7 +29,7 @@ from rnr_lens.lens import LensModel
 from rnr_lens.probes import Default, Probe, ProbeContext, parse_probe
 from rnr_lens.records import DEFAULT_PROBE, AuditRecord, first_hit_column, reachable_column, try_from_row
 from rnr_lens.shards import Shard
-from rnr_lens.stats import Estimate, bootstrap, pass_at_k, permutation_chance
+from rnr_lens.stats import Estimate, above_chance, pass_at_k, permutation_chance, rate
 from rnr_lens.store import RunStore
 from rnr_lens.tasks.core import Question, Task
 
@@ -303,24 +303,26 @@ class AuditResult:
 
     def selections(self, probe: str, k: int | None = None) -> pd.DataFrame:
         """Each selector's pick per question for ``probe`` (question, selector, try, correct),
-        among the first ``k`` tries (default: all of them)."""
+        among the first ``k`` tries (default: all of them); ``try_index`` -1 where a selector
+        kept the default answer."""
         probe = self.probe_name(probe)
         names = sel.names_for(probe)
         tries = self.probe_tries(probe)
         if k is not None:
             tries = tries[tries["try_index"] < k]
+        defaults = {r["question_id"]: try_from_row(r) for r in self.tries[self.tries["probe"] == DEFAULT_PROBE].to_dict("records")}
         rows = []
         for qid, group in tries.groupby("question_id", sort=False):
             tries = [try_from_row(r) for r in group.to_dict("records")]
             for s in names:
-                pick = sel.get(s)(tries)
-                rows.append(
-                    {"question_id": qid, "selector": s, "try_index": pick.try_index, "extracted": pick.extracted, "correct": bool(pick.correct)}
-                )
+                pick = sel.pick(s, tries, defaults.get(qid))
+                index = -1 if pick.probe == DEFAULT_PROBE else pick.try_index  # -1: the default answer kept
+                rows.append({"question_id": qid, "selector": s, "try_index": index, "extracted": pick.extracted, "correct": bool(pick.correct)})
         return pd.DataFrame(rows, columns=["question_id", "selector", "try_index", "extracted", "correct"])
 
     def pass_at_k(self, probe: str) -> pd.DataFrame:
-        """Unbiased pass@k for k = 1..budget with 95% bootstrap intervals."""
+        """Unbiased pass@k for k = 1..budget with Wilson 95% intervals (conservative for a mean
+        of fractional values; over prompts where questions repeat one)."""
         probe = self.probe_name(probe)
         counts = self.probe_tries(probe).groupby("question_id")["correct"].agg(["size", "sum"])
         budget = int(counts["size"].min()) if len(counts) else 0
@@ -328,7 +330,7 @@ class AuditResult:
         rows = []
         for k in range(1, budget + 1):
             values = [pass_at_k(int(n), int(c), k) for n, c in zip(counts["size"], counts["sum"])]
-            est = bootstrap(values, seed=self.seed, clusters=prompts)
+            est = rate(values, prompts)
             rows.append({"k": k, "pass_at_k": est.value, "low": est.low, "high": est.high})
         return pd.DataFrame(rows)
 
@@ -367,8 +369,9 @@ class AuditResult:
         return self.info.status == "complete"
 
     def summary(self) -> pd.DataFrame:
-        """Per probe: realized accuracy, reachable ceiling and each selector's accuracy, with
-        95% bootstrap intervals over questions.
+        """Per probe: realized accuracy, reachable ceiling, its chance level and each selector's
+        accuracy (Wilson 95% intervals, over prompts where questions repeat one), and
+        reachability above chance (paired per question, with the exact test against chance).
 
         An unfinished audit is summarized over the questions whose tries are all stored
         (``questions`` says how many); a probe with none yet has empty estimates.
@@ -381,8 +384,8 @@ class AuditResult:
             reach = q[reachable_column(probe)].to_numpy(float)
             prompts = q["prompt"].tolist()
 
-            def est(values: np.ndarray, prompts: list[str] = prompts) -> Estimate:  # questions sharing a prompt resample together
-                return bootstrap(values, seed=self.seed, clusters=prompts)
+            def est(values: np.ndarray, prompts: list[str] = prompts) -> Estimate:  # questions sharing a prompt count as one
+                return rate(values, prompts)
 
             row: dict[str, Any] = {
                 "probe": probe,
@@ -396,7 +399,7 @@ class AuditResult:
             }
             chance = self.chance(probe)[mask]
             row["chance"] = est(chance)
-            row["above_chance"] = est(reach - chance)
+            row["above_chance"] = above_chance(reach, chance, prompts)
             # every complete question has each selector's pick: one column per selector, in q's order
             picks = self.selections(probe).pivot(index="question_id", columns="selector", values="correct").reindex(q["question_id"])
             for s in sel.names_for(probe):
@@ -410,7 +413,7 @@ class AuditResult:
                     "budget": 1,
                     "questions": len(done),
                     "prompts": done["prompt"].nunique(),
-                    "realized": bootstrap(done["realized"].to_numpy(float), seed=self.seed, clusters=done["prompt"].tolist()),
+                    "realized": rate(done["realized"].to_numpy(float), done["prompt"].tolist()),
                 }
             )
         return pd.DataFrame(rows)
@@ -492,7 +495,7 @@ class AuditResult:
             rec: dict[str, Any] = {}
             for k, v in row.items():
                 if isinstance(v, Estimate):
-                    rec[k] = v.as_dict()
+                    rec[k] = v.to_dict()
                 elif not (isinstance(v, float) and np.isnan(v)):
                     rec[k] = v
             out.append(rec)

@@ -20,6 +20,7 @@ from rnr_lens.errors import RnrLensError
 if TYPE_CHECKING:  # the CLI imports the library lazily, so that --help answers at once
     from rnr_lens.audit import AuditResult
     from rnr_lens.deploy import DeploymentConfig
+    from rnr_lens.stats import Estimate
     from rnr_lens.store import RunStore
     from rnr_lens.tasks.core import Task
 
@@ -121,7 +122,7 @@ def _load_kwargs(args: argparse.Namespace) -> dict:
     return load
 
 
-def _est(e: dict | None) -> str:
+def _est(e: Estimate | dict | None) -> str:
     from rnr_lens.display import estimate_text
 
     return estimate_text(e)
@@ -156,6 +157,18 @@ def print_audit(result: AuditResult, header: str) -> None:
     )
     print("reachable: one of the probe's own k tries is correct (the default answer is never counted);")
     print("chance: the same tries scored against other questions' gold answers (a derangement of the golds)")
+    print("95% Wilson intervals; above chance paired per question, resolved where the exact test agrees at 5%")
+    probed = [r for r in records if r.get("above_chance")]
+    if probed:
+        from rnr_lens.stats import Estimate
+
+        resolved = {labels[r["probe"]]: Estimate.from_dict(r["above_chance"]).resolved for r in probed}
+        print(
+            "above chance, resolved: "
+            + (", ".join(k for k, v in resolved.items() if v == "above") or "none")
+            + "; not resolved: "
+            + (", ".join(k for k, v in resolved.items() if v != "above") or "none")
+        )
     if records and "reachable_not_realized" in records[0]:
         print("reachable, not realized: " + ", ".join(f"{labels[r['probe']]} {r['reachable_not_realized']}" for r in records))
     misses = result.format_misses()
@@ -382,7 +395,7 @@ def cmd_check_format(args: argparse.Namespace) -> int:
 def cmd_mine(args: argparse.Namespace) -> int:
     from rnr_lens import failures
     from rnr_lens.audit import AuditResult
-    from rnr_lens.miner import mine
+    from rnr_lens.miner import mine, null_repair
     from rnr_lens.models import load_model
 
     store = _existing_store(args.store, f"; run 'rnr-lens audit --out {args.store}' first", mode="write")
@@ -409,8 +422,14 @@ def cmd_mine(args: argparse.Namespace) -> int:
         progress=not args.json,
         shard=args.shard,
     )
+    null = (
+        null_repair(model, fs, blocks=args.null_blocks, store=store, batch_size=args.batch_size)
+        if args.null_blocks and len(fs.heldout) and not args.shard
+        else None
+    )
+    verdict = sweep.verdict(null, break_bound=args.break_bound)
     if args.json:
-        print(json.dumps(sweep.to_json(), indent=2, default=str))
+        print(json.dumps({**sweep.to_json(), "null": null.to_dict() if null else None, "verdict": verdict.to_dict()}, indent=2, default=str))
         return 0
     print(fs.describe())
     cols = ["layer", "component", "kind", "screen_logprob", "screen_atp", "repair", "repair_discovery", "repair_heldout", "break"]
@@ -421,6 +440,11 @@ def cmd_mine(args: argparse.Namespace) -> int:
     else:
         broke = f"{b.break_rate:.2f}" if b.break_rate is not None else "unmeasured (no realized question to break)"
         print(f"bottleneck: {b.ablation}  repair discovery {b.repair_discovery:.2f}, held-out {b.repair_heldout:.2f}, break {broke}")
+    if null is not None:
+        print(
+            f"null: blocks {', '.join(map(str, null.blocks))} silenced repair {null.random_block.text()} of the held-out failures; an unablated re-run {null.rerun.text()}"
+        )
+    print(f"verdict: {verdict}")
     return 0
 
 
@@ -456,24 +480,31 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from rnr_lens.compare import compare
 
     store = _existing_store(args.store)
-    result = compare(AuditResult.load(store, args.a), AuditResult.load(store, args.b), seed=args.seed)
+    result = compare(AuditResult.load(store, args.a), AuditResult.load(store, args.b))
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0
     print(f"b = {result.b.id} ({result.b.info.model})  against  a = {result.a.id} ({result.a.info.model})")
+    for probe, left_out in result.excluded.items():
+        if left_out:
+            print(f"{probe}: {left_out} question(s) not complete in both audits are left out (finish them with --resume)")
     rows = [
         {
             "probe": r["probe"],
-            "realized a": r["realized_a"],
-            "realized b": r["realized_b"],
-            "delta realized": _est(r["delta_realized"].as_dict()),
-            "reachable a": r["reachable_a"],
-            "reachable b": r["reachable_b"],
-            "delta reachable": _est(r["delta_reachable"].as_dict()),
+            "n": r["n"],
+            "realized a": f"{r['realized_a']:.2f}",
+            "realized b": f"{r['realized_b']:.2f}",
+            "delta realized": _est(r["delta_realized"]),
+            "reachable a": f"{r['reachable_a']:.2f}",
+            "reachable b": f"{r['reachable_b']:.2f}",
+            "delta reachable": _est(r["delta_reachable"]),
         }
         for r in result.deltas.to_dict("records")
     ]
     print_table(rows)
+    print("deltas: b - a, paired per question (Tango score interval; resolved where the exact McNemar test agrees at 5%)")
+    for probe in result.a.probes:
+        print(f"{probe}: {result.verdict(probe).verdict}")
     for probe in result.a.probes:
         print(f"\ntransitions under {probe} (rows: a, columns: b)")
         print(result.transition_counts(probe).to_string())
@@ -603,6 +634,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
 def seed_int(text: str) -> int:
     """An argparse type: a seed from 0 to 2**32-1."""
     from rnr_lens.audit import MAX_SEED
@@ -642,7 +684,7 @@ def build_parser() -> argparse.ArgumentParser:
     from rnr_lens.dapo import TrainConfig
     from rnr_lens.failures import KINDS as FAILURE_KINDS
     from rnr_lens.interventions import COMPONENTS, KINDS
-    from rnr_lens.miner import STRATEGIES, mine
+    from rnr_lens.miner import NULL_BLOCKS, STRATEGIES, mine
     from rnr_lens.model_cache import DEFAULT_MODEL
 
     mining = {name: p.default for name, p in inspect.signature(mine).parameters.items()}
@@ -690,6 +732,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", default=mining["strategy"], choices=STRATEGIES)
     p.add_argument("--top-m", type=positive_int, default=mining["top_m"])
     p.add_argument("--break-bound", type=float, default=mining["break_bound"])
+    p.add_argument(
+        "--null-blocks",
+        type=non_negative_int,
+        default=NULL_BLOCKS,
+        help="blocks drawn at random and silenced for the null beside the bottleneck's held-out repair (0: none)",
+    )
     p.add_argument("--batch-size", type=positive_int)
     p.add_argument("--shard", help="generate only for shard i/n of the questions; merge the stores, then mine the merged one")
     _add_placement_args(p)
@@ -699,7 +747,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("--a", required=True, help="the earlier audit (id or prefix)")
     p.add_argument("--b", required=True, help="the later audit (id or prefix)")
-    p.add_argument("--seed", type=seed_int, default=0, help="bootstrap seed")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("train", help="RL fine-tune with verifiable rewards (DAPO) on a task's training split")

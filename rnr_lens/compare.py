@@ -3,14 +3,20 @@ was already reachable?
 
 ``compare(a, b)`` refuses unless both audits share the deployment config hash, the task and
 the probes (with their budgets); then, per probe, it reports the change in realized accuracy
-and in the reachable ceiling with paired bootstrap intervals over questions, and each
-question's transition between three states: *realized*, *reachable only* (reachable by the
-probe but not realized) and *unreachable*.
+and in the reachable ceiling with paired score intervals and exact McNemar tests over
+questions (:func:`rnr_lens.stats.paired_difference`), their contrast (delta realized minus
+delta reachable, per question), and each question's transition between three states:
+*realized*, *reachable only* (reachable by the probe but not realized) and *unreachable*.
+
+Only questions complete in both audits are compared (their realized answer and all of the
+probe's tries stored): an unfinished audit is compared over the questions it finished, and
+:attr:`Comparison.excluded` says how many were left out, so a missing question never counts
+as wrong on one side.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,9 +25,22 @@ import pandas as pd
 from rnr_lens.audit import AuditResult
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import reachable_column
-from rnr_lens.stats import Estimate, bootstrap
+from rnr_lens.stats import Estimate, contrast, paired_difference
+from rnr_lens.verdicts import MARGIN, TrainingVerdict, training_verdict
 
 STATES = ("realized", "reachable only", "unreachable")
+
+
+@dataclass(frozen=True, eq=False)
+class Paired:
+    """One probe's per-question outcomes in both audits, over the questions complete in both
+    (what every paired estimate and verdict of a comparison is computed from)."""
+
+    realized_a: np.ndarray
+    realized_b: np.ndarray
+    reach_a: np.ndarray
+    reach_b: np.ndarray
+    prompts: tuple[str, ...]
 
 
 @dataclass
@@ -30,8 +49,10 @@ class Comparison:
 
     a: AuditResult
     b: AuditResult
-    deltas: pd.DataFrame
+    deltas: pd.DataFrame  # probe, n, realized_a/b, delta_realized, reachable_a/b, delta_reachable, contrast
     transitions: pd.DataFrame  # probe, question_id, before, after
+    excluded: dict[str, int] = field(default_factory=dict)  # per probe: questions not complete in both
+    paired: dict[str, Paired] = field(default_factory=dict, repr=False)  # per probe: the compared questions' outcomes
 
     def transition_counts(self, probe: str) -> pd.DataFrame:
         """Counts of questions moving from each state (rows, audit a) to each state (columns, b).
@@ -49,8 +70,14 @@ class Comparison:
         t = self.transitions
         return t[(t.probe == probe) & (t.before == before) & (t.after == after)].question_id.tolist()
 
+    def verdict(self, probe: str, margin: float = MARGIN) -> TrainingVerdict:
+        """Claim 3 under ``probe``: did training raise realized accuracy while the ceiling fell
+        or stayed flat within ``±margin`` (:func:`rnr_lens.verdicts.training_verdict`)?"""
+        c = self.paired[self.a.probe_name(probe)]
+        return training_verdict(c.realized_a, c.realized_b, c.reach_a, c.reach_b, c.prompts, margin=margin)
+
     def to_json(self) -> dict[str, Any]:
-        deltas = [{k: (v.as_dict() if isinstance(v, Estimate) else v) for k, v in row.items()} for row in self.deltas.to_dict("records")]
+        deltas = [{k: (v.to_dict() if isinstance(v, Estimate) else v) for k, v in row.items()} for row in self.deltas.to_dict("records")]
         named = {
             "newly realized, already reachable": ("reachable only", "realized"),
             "newly reached": ("unreachable", "reachable only"),
@@ -63,6 +90,8 @@ class Comparison:
             "a": self.a.id,
             "b": self.b.id,
             "deltas": deltas,
+            "excluded": self.excluded,
+            "verdicts": {p: self.verdict(p).verdict.to_dict() for p in self.a.probes},
             "transitions": {p: {name: self.questions(p, *pair) for name, pair in named.items()} for p in self.a.probes},
         }
 
@@ -71,8 +100,9 @@ def _state(realized: bool, reachable: bool) -> str:
     return "realized" if realized else "reachable only" if reachable else "unreachable"
 
 
-def compare(a: AuditResult, b: AuditResult, *, seed: int = 0) -> Comparison:
-    """Compare audit ``b`` against audit ``a`` under identical conditions."""
+def compare(a: AuditResult, b: AuditResult) -> Comparison:
+    """Compare audit ``b`` against audit ``a`` under identical conditions, over the questions
+    complete in both."""
     for key, what in (("config_hash", "deployment config"), ("task_fingerprint", "task"), ("answer_type", "answer type")):
         if getattr(a.info, key) != getattr(b.info, key):
             raise RnrLensError(f"audits {a.id[:12]} and {b.id[:12]} differ in their {what}; compare only audits made under identical conditions")
@@ -80,26 +110,36 @@ def compare(a: AuditResult, b: AuditResult, *, seed: int = 0) -> Comparison:
         raise RnrLensError(
             f"audits {a.id[:12]} and {b.id[:12]} ran different probes or budgets ({a.probes} vs {b.probes}); rerun one with the other's probes"
         )
-    qa = a.questions.set_index("question_id")
-    qb = b.questions.set_index("question_id").reindex(qa.index)
-    rows, transitions = [], []
+    qa_all = a.questions.set_index("question_id")
+    qb_all = b.questions.set_index("question_id").reindex(qa_all.index)
+    rows, transitions, excluded, paired = [], [], {}, {}
     for probe in a.probes:
+        both = _complete(a, probe) & _complete(b, probe)
+        ids = [i for i in qa_all.index if i in both]
+        excluded[probe] = len(qa_all) - len(ids)
+        qa, qb = qa_all.loc[ids], qb_all.loc[ids]
         col = reachable_column(probe)
         realized = np.c_[qa["realized"].to_numpy(float), qb["realized"].to_numpy(float)]
         reach = np.c_[qa[col].to_numpy(float), qb[col].to_numpy(float)]
-        prompts = qa["prompt"].tolist()  # questions that share a prompt are resampled together
+        prompts = qa["prompt"].tolist()  # questions that share a prompt count together
+        dr = paired_difference(realized[:, 1], realized[:, 0], prompts)
+        dk = paired_difference(reach[:, 1], reach[:, 0], prompts)
+        per_r, per_k = realized[:, 1] - realized[:, 0], reach[:, 1] - reach[:, 0]
+        paired[probe] = Paired(realized[:, 0], realized[:, 1], reach[:, 0], reach[:, 1], tuple(prompts))
         rows.append(
             {
                 "probe": probe,
-                "realized_a": float(realized[:, 0].mean()),
-                "realized_b": float(realized[:, 1].mean()),
-                "delta_realized": bootstrap(realized[:, 1] - realized[:, 0], seed=seed, clusters=prompts),
-                "reachable_a": float(reach[:, 0].mean()),
-                "reachable_b": float(reach[:, 1].mean()),
-                "delta_reachable": bootstrap(reach[:, 1] - reach[:, 0], seed=seed, clusters=prompts),
+                "n": len(ids),
+                "realized_a": float(realized[:, 0].mean()) if ids else float("nan"),
+                "realized_b": float(realized[:, 1].mean()) if ids else float("nan"),
+                "delta_realized": dr,
+                "reachable_a": float(reach[:, 0].mean()) if ids else float("nan"),
+                "reachable_b": float(reach[:, 1].mean()) if ids else float("nan"),
+                "delta_reachable": dk,
+                "contrast": contrast(dr, dk, per_r, per_k),
             }
         )
-        for qid in qa.index:
+        for qid in ids:
             transitions.append(
                 {
                     "probe": probe,
@@ -108,4 +148,10 @@ def compare(a: AuditResult, b: AuditResult, *, seed: int = 0) -> Comparison:
                     "after": _state(bool(qb.loc[qid, "realized"]), bool(qb.loc[qid, col])),
                 }
             )
-    return Comparison(a, b, pd.DataFrame(rows), pd.DataFrame(transitions))
+    return Comparison(a, b, pd.DataFrame(rows), pd.DataFrame(transitions, columns=["probe", "question_id", "before", "after"]), excluded, paired)
+
+
+def _complete(result: AuditResult, probe: str) -> set[str]:
+    """The questions whose realized answer and every try of ``probe`` are stored."""
+    mask = result.complete_mask(probe).to_numpy()
+    return set(result.questions.loc[mask, "question_id"])

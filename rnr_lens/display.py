@@ -12,6 +12,8 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
+from rnr_lens.stats import Estimate
+
 
 def probe_labels(probes: Sequence[str]) -> dict[str, str]:
     """Short labels for full probe specs (tables, figures): the probe's kind, numbered where
@@ -33,11 +35,12 @@ def short_text(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def estimate_text(e: dict[str, Any] | None) -> str:
-    """``0.58 [0.33,0.83]`` for an estimate record; ``-`` for one over no questions."""
-    if not e or e.get("value") is None:
+def estimate_text(e: Estimate | dict[str, Any] | None) -> str:
+    """``0.58 [0.33,0.83]`` for an estimate (or its JSON record); ``-`` for one over no
+    questions. Every view formats estimates through :meth:`Estimate.text`."""
+    if e is None or (isinstance(e, dict) and e.get("value") is None):
         return "-"
-    return f"{e['value']:.2f} [{e['low']:.2f},{e['high']:.2f}]"
+    return (e if isinstance(e, Estimate) else Estimate.from_dict(e)).text()
 
 
 def html_table(rows: Sequence[Sequence[Any]], columns: Sequence[str], wrap: Sequence[str] = ("prompt", "text")) -> str:

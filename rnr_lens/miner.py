@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -42,9 +43,10 @@ from rnr_lens.lens import LensModel
 from rnr_lens.records import Outcome
 from rnr_lens.routes import Route
 from rnr_lens.shards import Shard
-from rnr_lens.stats import wilson
+from rnr_lens.stats import Estimate, rate, wilson
 from rnr_lens.store import RunStore
 from rnr_lens.tasks.core import Question
+from rnr_lens.verdicts import BREAK_BOUND, UNRESOLVED, Verdict, bottleneck_verdict
 
 STRATEGIES = ("screen+confirm", "exhaustive")
 
@@ -144,6 +146,43 @@ class SweepResult:
             + "</div>"
         )
 
+    def repaired(self, layer: int, part: str = "heldout", component: str = "mlp") -> np.ndarray:
+        """Per question of one half (``discovery`` or ``heldout``): did silencing ``layer``
+        repair it? Empty where that block was not generated."""
+        d = self._details(layer, component, part)
+        return (d["after_correct"].astype(bool) & ~d["before_correct"].astype(bool)).to_numpy(float)
+
+    def broken(self, layer: int, component: str = "mlp") -> np.ndarray:
+        """Per control question: did silencing ``layer`` break it?"""
+        d = self._details(layer, component, "control")
+        return (d["before_correct"].astype(bool) & ~d["after_correct"].astype(bool)).to_numpy(float)
+
+    def _details(self, layer: int, component: str, part: str) -> pd.DataFrame:
+        if self.details.empty:
+            return self.details.reindex(columns=["after_correct", "before_correct"])
+        d = self.details
+        return d[(d["layer"] == layer) & (d["component"] == component) & (d["set"] == part)]
+
+    def verdict(self, null: NullRepair | None = None, *, break_bound: float = BREAK_BOUND) -> Verdict:
+        """Claim 2 on this sweep: does silencing the bottleneck repair most held-out failures
+        (:func:`rnr_lens.verdicts.bottleneck_verdict`), beside ``null``?"""
+        b = self.bottleneck
+        if b is None:
+            generated = int(self.table["repair_discovery"].notna().sum()) if "repair_discovery" in self.table else 0
+            text = (
+                f"no generated block repairs a discovery failure within the break bound {break_bound:.2f} "
+                f"({generated} of {len(self.table)} blocks generated): nothing is confirmed on the held-out half"
+            )
+            return Verdict(UNRESOLVED, text)
+        broken = self.broken(b.layer, b.component)
+        return bottleneck_verdict(
+            self.repaired(b.layer, "heldout", b.component),
+            rate(broken) if len(broken) else None,
+            (null.random_block, null.rerun) if null is not None else (),
+            block=b.layer,
+            break_bound=break_bound,
+        )[1]
+
     def to_json(self) -> dict[str, Any]:
         table = self.table.astype(object).where(self.table.notna(), None)
         return {
@@ -239,7 +278,7 @@ def mine(
     kinds: Sequence[str] = ("zero",),
     strategy: str = "screen+confirm",
     top_m: int = 3,
-    break_bound: float = 0.2,
+    break_bound: float = BREAK_BOUND,
     store: RunStore | None = None,
     batch_size: int | None = None,
     progress: bool = True,
@@ -302,7 +341,7 @@ def mine(
     else:
         chosen = sorted(candidates, key=lambda a: -screen[str(a)])[:top_m]
 
-    prefix = f"sweep/{failure_set.name}/{model.fingerprint()}/{failure_set.config.hash()}/{json.dumps(reference and reference[:1])[:32]}"
+    prefix = _prefix(model, failure_set, reference)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -312,16 +351,7 @@ def mine(
     part = Shard.parse(shard) if shard is not None else None
 
     def evaluated(ablation: Ablation | None) -> list[Outcome]:
-        key = f"{prefix}/{ablation or 'clean'}" + (f"/shard {part}" if part else "")
-        stored = store.get_artifact(failure_set.audit_id, "sweep_eval", key) if store is not None else None
-        if stored is None and part is None and store is not None:
-            stored = _from_shards(store, failure_set, key)
-        if stored is not None:
-            outcomes = [Outcome.from_dict(r) for r in stored]
-        else:
-            outcomes = _evaluate(model, failure_set, ablation, batch_size, part)
-            if store is not None:
-                store.put_artifact(failure_set.audit_id, "sweep_eval", key, [o.to_dict() for o in outcomes], overwrite=True)
+        outcomes = _stored_evaluation(model, failure_set, ablation, store, prefix, part, batch_size)
         if bar is not None:
             bar.update(1)
         return outcomes
@@ -386,6 +416,95 @@ def mine(
                 "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck.layer, bottleneck.component, bottleneck.kind)),
             }
     return SweepResult(table, pd.DataFrame(details), bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds})
+
+
+def _prefix(model: LensModel, failure_set: FailureSet, reference: tuple[str, ...]) -> str:
+    """The run-store key prefix of one failure set's evaluations on one model and config."""
+    return f"sweep/{failure_set.name}/{model.fingerprint()}/{failure_set.config.hash()}/{json.dumps(reference and reference[:1])[:32]}"
+
+
+def _stored_evaluation(
+    model: LensModel,
+    failure_set: FailureSet,
+    ablation: Ablation | None,
+    store: RunStore | None,
+    prefix: str,
+    part: Shard | None,
+    batch_size: int | None,
+) -> list[Outcome]:
+    """One candidate's evaluation: read back from the store (or its merged shards), else
+    generated and stored."""
+    key = f"{prefix}/{ablation or 'clean'}" + (f"/shard {part}" if part else "")
+    stored = store.get_artifact(failure_set.audit_id, "sweep_eval", key) if store is not None else None
+    if stored is None and part is None and store is not None:
+        stored = _from_shards(store, failure_set, key)
+    if stored is not None:
+        return [Outcome.from_dict(r) for r in stored]
+    outcomes = _evaluate(model, failure_set, ablation, batch_size, part)
+    if store is not None:
+        store.put_artifact(failure_set.audit_id, "sweep_eval", key, [o.to_dict() for o in outcomes], overwrite=True)
+    return outcomes
+
+
+NULL_BLOCKS = 3
+"""Blocks drawn for the arbitrary-block null of a repair rate."""
+
+
+@dataclass(frozen=True)
+class NullRepair:
+    """What silencing an arbitrary block, and re-running unablated, repair of the held-out
+    failures: the null beside a bottleneck's held-out repair.
+
+    Attributes:
+        blocks: The blocks drawn uniformly (seeded by the failure set's name).
+        random_block: Held-out repair of a block drawn from ``blocks`` (per question, the share
+            of them that repair it), Wilson interval.
+        rerun: Held-out repair of the unablated model re-run in the same batches (batch
+            numerics can flip a greedy answer): what no intervention repairs.
+    """
+
+    blocks: tuple[int, ...]
+    random_block: Estimate
+    rerun: Estimate
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"blocks": list(self.blocks), "random_block": self.random_block.to_dict(), "rerun": self.rerun.to_dict()}
+
+
+def null_repair(
+    model: LensModel,
+    failure_set: FailureSet,
+    *,
+    component: str = "mlp",
+    blocks: int = NULL_BLOCKS,
+    exclude: int | None = None,
+    store: RunStore | None = None,
+    batch_size: int | None = None,
+) -> NullRepair:
+    """The null of a repair rate on ``failure_set``'s held-out half: ``blocks`` blocks drawn
+    uniformly (seeded by the failure set's name) from every block but ``exclude`` (the
+    bottleneck it stands beside), each silenced, and an unablated re-run; evaluations are
+    stored and reused like a sweep's."""
+    import random
+
+    prefix = _prefix(model, failure_set, ())
+    pool = [b for b in range(model.n_layers) if b != exclude]
+    drawn = tuple(sorted(random.Random(f"null:{failure_set.name}:{exclude}").sample(pool, min(blocks, len(pool)))))
+    heldout = {q.id for q in failure_set.heldout}
+    before = failure_set.before
+
+    def repaired(outcomes: list[Outcome]) -> dict[str, float]:
+        return {
+            o.question_id: float(o.correct and not (before[o.question_id].correct if o.question_id in before else False))
+            for o in outcomes
+            if o.question_id in heldout
+        }
+
+    per_block = [repaired(_stored_evaluation(model, failure_set, Ablation(b, component, "zero"), store, prefix, None, batch_size)) for b in drawn]
+    rerun = repaired(_stored_evaluation(model, failure_set, None, store, prefix, None, batch_size))
+    ids = sorted(heldout)
+    shares = np.array([np.mean([r.get(i, 0.0) for r in per_block]) for i in ids]) if per_block else np.array([])
+    return NullRepair(drawn, rate(shares), rate(np.array([rerun.get(i, 0.0) for i in ids])))
 
 
 def _from_shards(store: RunStore, failure_set: FailureSet, key: str) -> list[dict[str, Any]] | None:

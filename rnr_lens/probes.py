@@ -8,9 +8,11 @@ each), so budgets can be matched across probes:
   of a question uses seed :func:`question_seed` ``(seed, question id) + i``, so questions that
   repeat a prompt get independent draws.
 - :class:`RandomRoutes` - ``k`` routes drawn by :func:`draw_route` (segments) or, with
-  ``edits=d``, by :func:`draw_edits` (the search's own move set), greedy under each. Route
-  ``i`` depends only on ``(seed, i)``, so it is shared by all questions (which lets the engine
-  batch them) and the first ``k`` routes of a larger budget are the same routes.
+  ``edits=d``, by :func:`draw_edits` (the search's own move set), greedy under each. Each
+  question draws its own ``k`` distinct, non-identity routes from ``(seed, question id)``, as
+  sampling does, so an interval over questions is not conditional on one draw of ``k`` routes;
+  the first ``k`` routes of a larger budget are the same routes. ``shared=true`` draws one set
+  of ``k`` routes from ``seed`` alone for every question (for batching studies).
 - :class:`RouteSearch` - a structured search over routes per question: Monte Carlo tree
   search over skip/repeat edits as in CoLa (UCB with a route-length penalty, an epsilon chance
   of a random unexplored child), or greedy hill-climbing over single edits. Its reward is
@@ -201,14 +203,15 @@ def draw_route(
     """Draw a random route: cut the identity into segments of 1..max_segment blocks; each
     segment is kept with probability ``1 - edit_rate``, else skipped or repeated (even odds).
     The first and last ``protect`` blocks are always kept. Routes longer than ``max_length``
-    (default ``2 * n_layers``) are redrawn.
+    (default ``2 * n_layers``) and the identity route (the default deployment's, which no
+    probe's try may repeat) are redrawn.
 
     Example:
         >>> str(draw_route(8, random.Random(0)))  # doctest: +SKIP
         '8:0-3,2-7'
     """
     limit = max_length or 2 * n_layers
-    for _ in range(100):
+    for _ in range(1000):
         layers = list(range(protect))
         i = protect
         end = n_layers - protect
@@ -223,9 +226,9 @@ def draw_route(
             layers.extend(segment)
             i += size
         layers.extend(range(end, n_layers))
-        if 0 < len(layers) <= limit:
+        if 0 < len(layers) <= limit and layers != list(range(n_layers)):  # the identity is the default, never a try
             return Route(layers, n_layers, max_length=limit)
-    raise RnrLensError("could not draw a route within the length limit; raise max_length or lower edit_rate")
+    raise RnrLensError("could not draw a non-identity route within the length limit; raise max_length or edit_rate")
 
 
 def draw_edits(n_layers: int, rng: random.Random, edits: int, *, protect: int = 1) -> Route:
@@ -262,11 +265,12 @@ class RandomRoutes(Probe):
     max_segment: int = 4
     protect: int = 1
     edits: int = 0
+    shared: bool = False
     kind: ClassVar[str] = "routes"
 
     def __post_init__(self) -> None:
         _check_k(self)
-        _check_range(self, "edit_rate", self.edit_rate, 0.0, 1.0)
+        _check_range(self, "edit_rate", self.edit_rate, 0.0, 1.0, low_open=True, hint="edit_rate=0 draws only the identity route, the default answer")
         _check_range(self, "max_segment", self.max_segment, 1, None)
         _check_range(self, "protect", self.protect, 0, None)
         _check_range(self, "edits", self.edits, 0, None)
@@ -278,37 +282,48 @@ class RandomRoutes(Probe):
                 f"probe {self.name}: edits={self.edits} needs that many unprotected blocks; a {n_layers}-block model "
                 f"with protect={self.protect} has {n_layers - 2 * self.protect}"
             )
+        if self.edits and self.k > (space := distinct_edit_routes(n_layers, self.edits, self.protect)):
+            raise RnrLensError(
+                f"probe {self.name}: k={self.k} distinct routes asked for, but a {n_layers}-block model has only {space} routes {self.edits} edits away; lower k"
+            )
 
     @property
     def budget(self) -> int:
         return self.k
 
     def params(self) -> dict[str, Any]:
+        # the draw is always named: audits made before routes were drawn per question (whose
+        # names lack it) keep their own ids instead of resuming under another draw
+        draw = {"shared": "true" if self.shared else "false"}
         if self.edits:
-            return {"k": self.k, "edits": self.edits, "protect": self.protect}
-        return {"k": self.k, "edit_rate": self.edit_rate, "max_segment": self.max_segment, "protect": self.protect}
+            return {"k": self.k, "edits": self.edits, "protect": self.protect, **draw}
+        return {"k": self.k, "edit_rate": self.edit_rate, "max_segment": self.max_segment, "protect": self.protect, **draw}
 
-    def route(self, n_layers: int, seed: int, index: int) -> Route:
-        rng = random.Random(f"routes:{seed}:{index}")
-        if self.edits:
-            return draw_edits(n_layers, rng, self.edits, protect=self.protect)
-        return draw_route(n_layers, rng, edit_rate=self.edit_rate, max_segment=self.max_segment, protect=self.protect)
+    def routes(self, n_layers: int, seed: int, question_id: str) -> list[Route]:
+        """The ``k`` distinct non-identity routes of one question (of every question when
+        ``shared``), drawn in order from ``(seed, question id)`` (``seed`` alone when shared)."""
+        rng = random.Random(f"routes:{seed}" if self.shared else f"routes:{seed}:{question_id}")
+        out: list[Route] = []
+        for _ in range(1000 * self.k):
+            if len(out) == self.k:
+                return out
+            if self.edits:
+                route = draw_edits(n_layers, rng, self.edits, protect=self.protect)
+            else:
+                route = draw_route(n_layers, rng, edit_rate=self.edit_rate, max_segment=self.max_segment, protect=self.protect)
+            if route not in out:  # never two of one question's tries on one route
+                out.append(route)
+        raise RnrLensError(f"probe {self.name}: could not draw {self.k} distinct routes on a {n_layers}-block model; lower k or raise edit_rate")
 
     def run(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
-        """Generate route ``i`` for every question, several route indices per batched call
-        (one route per row) while they fit in one batch."""
-        todo = [(i, [q for q in questions if (q.id, i) not in done]) for i in range(self.k)]
-        todo = [(i, pending) for i, pending in todo if pending]
-        while todo:
-            group = [todo.pop(0)]
-            n_rows = len(group[0][1])
-            while todo and n_rows + len(todo[0][1]) <= ctx.rows_per_call:
-                group.append(todo.pop(0))
-                n_rows += len(group[-1][1])
-            routes = {i: self.route(ctx.model.n_layers, ctx.seed, i) for i, _ in group}
-            rows = [(q, i) for i, pending in group for q in pending]
-            gens = ctx.generate([q for q, _ in rows], route=[routes[i] for _, i in rows])
-            yield [ctx.make_try(q, self.name, i, g, route=str(routes[i])) for (q, i), g in zip(rows, gens)]
+        """Generate every question's routes, one route per row, as many rows per batched
+        call as fit (a row's route is its own: the engine schedules per-row routes)."""
+        n = ctx.model.n_layers
+        rows = [(q, i, route) for q in questions for i, route in enumerate(self.routes(n, ctx.seed, q.id)) if (q.id, i) not in done]
+        for start in range(0, len(rows), ctx.rows_per_call):
+            chunk = rows[start : start + ctx.rows_per_call]
+            gens = ctx.generate([q for q, _, _ in chunk], route=[route for _, _, route in chunk])
+            yield [ctx.make_try(q, self.name, i, g, route=str(route)) for (q, i, route), g in zip(chunk, gens)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,6 +331,12 @@ class RandomRoutes(Probe):
 # ---------------------------------------------------------------------------------------------
 
 KEEP, SKIP, REPEAT = 0, 1, 2
+
+
+def distinct_edit_routes(n_layers: int, edits: int, protect: int) -> int:
+    """How many distinct routes are exactly ``edits`` single-block skips or repeats away from
+    the identity (``C(m, edits) * 2**edits`` over the ``m`` unprotected blocks)."""
+    return math.comb(max(n_layers - 2 * protect, 0), edits) * 2**edits
 
 
 def edits_to_route(edits: tuple[int, ...]) -> Route:
@@ -450,14 +471,16 @@ class RouteSearch(Probe):
     def _mcts(self, n: int, rng: random.Random, base: float) -> Generator[tuple[int, tuple[int, ...]], float, None]:
         """Monte Carlo tree search over edits: yields ``(try index, edits)``, is sent the reward."""
         root = _Node(tuple([KEEP] * n), visits=1, total=base)
+        seen = {root.edits}  # routes already tried: two paths to one route (skip 3 then 5, 5 then 3) are tried once
         for i in range(self.k):
             node = root
             while True:
-                untried = [a for a in self._actions(node.edits) if a not in node.children]
+                untried = [a for a in self._actions(node.edits) if a not in node.children and _apply(node.edits, a) not in seen]
                 if untried and (not node.children or rng.random() < self.epsilon or len(node.children) < 2):
                     action = rng.choice(untried)
                     child = _Node(_apply(node.edits, action), parent=node)
                     node.children[action] = child
+                    seen.add(child.edits)
                     node = child
                     break
                 if not node.children:

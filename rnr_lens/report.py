@@ -16,8 +16,11 @@ setting into one run store and answers, per setting, with intervals:
 3. **Training.** Per trained pair (base, trained), delta realized and delta reachable per
    probe with paired intervals, and the per-question transitions.
 
-Every verdict is computed from the intervals, never tuned toward the paper's answers: where a
-claim does not hold on a model, the report says so. ``claims.json`` holds every number;
+Each setting's verdict on each claim is ``support``, ``against``, ``unresolved`` or
+``uninformative`` (:mod:`rnr_lens.verdicts`): an interval and its exact test agree at 5%, with
+margins stated in the grid, beside the null (chance level; an arbitrary block's silencing), and
+an unresolved verdict says what ``n`` would decide it. Nothing is tuned toward the paper's
+answers: where a claim does not hold on a model, the report says so. ``claims.json`` holds every number;
 ``report.html`` renders them (self-contained, readable offline). Rerunning resumes: audits and
 sweep evaluations already in the store are reused. The audits run through
 :func:`rnr_lens.executors.run_audit`: in shards here, or on Ray workers (``executor="ray"``),
@@ -29,13 +32,16 @@ from __future__ import annotations
 import html
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import yaml
 
+from rnr_lens import selectors, verdicts
 from rnr_lens.audit import AuditResult
 from rnr_lens.compare import compare
 from rnr_lens.deploy import DeploymentConfig
@@ -43,7 +49,7 @@ from rnr_lens.display import estimate_text, html_table
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import reachable_column
 from rnr_lens.routes import Route
-from rnr_lens.stats import Estimate, bootstrap
+from rnr_lens.stats import paired_difference, rate
 from rnr_lens.store import RunStore
 
 
@@ -64,6 +70,12 @@ class Grid:
         exhaustive: Also sweep every block with full generation (blocks x questions greedy
             generations per setting) and report whether the screen's pick agrees.
         config: A deployment config file for every setting (default: each task's default).
+        margin: The non-inferiority margin of claim 1 and the equivalence margin of claim 3
+            (default :data:`rnr_lens.verdicts.MARGIN`, with its reason there).
+        retention_margin: What "retains almost none of the gain" means (claim 1's second half;
+            :data:`rnr_lens.verdicts.RETENTION_MARGIN`).
+        break_bound: The largest control break rate a bottleneck may have (claim 2;
+            :data:`rnr_lens.verdicts.BREAK_BOUND`).
     """
 
     models: tuple[str, ...]
@@ -78,8 +90,15 @@ class Grid:
     mine: bool = True
     exhaustive: bool = False
     config: str | None = None
+    margin: float = verdicts.MARGIN
+    retention_margin: float = verdicts.RETENTION_MARGIN
+    break_bound: float = verdicts.BREAK_BOUND
 
     def __post_init__(self) -> None:
+        for key in ("margin", "retention_margin", "break_bound"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+                raise RnrLensError(f"grid field {key} must be a number between 0 and 1 (exclusive), got {value!r}")
         if not self.models or not self.tasks:
             raise RnrLensError("a grid needs at least one model and one task (keys models: and tasks:)")
         for key in ("n", "k", "edits"):
@@ -145,109 +164,115 @@ def _load_task(spec: str, grid: Grid) -> Any:
     return task.first(min(grid.n, len(task)))
 
 
+def _setting_columns(result: AuditResult, probes: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """The questions complete under every probe of ``probes`` (and the mask that picks them)."""
+    mask = np.ones(len(result.questions), dtype=bool)
+    for probe in probes:
+        mask &= result.complete_mask(probe).to_numpy()
+    return result.questions[mask], mask
+
+
 def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
-    """Claim 1 for one audit: random routes against search at the matched budget."""
-    q = result.questions
+    """Claim 1 for one audit: random routes against search at the matched budget, with the
+    verdict (:func:`rnr_lens.verdicts.routes_vs_search`) and each answer-blind selector's
+    retention of the oracle's gain, judged where reach is resolved above chance."""
     random_probe, search_probe = result.probe_name(grid.probes[1]), result.probe_name(grid.probes[2])
     rows = {r["probe"]: r for r in result.summary_records()}
-    reach_random = q[reachable_column(random_probe)].to_numpy(float)
-    reach_search = q[reachable_column(search_probe)].to_numpy(float)
-    diff = bootstrap(reach_random - reach_search, seed=result.seed, clusters=q["prompt"].tolist())
+    q, mask = _setting_columns(result, (random_probe, search_probe))
+    prompts = q["prompt"].tolist()
     realized = q["realized"].to_numpy(float)
-    retention, gains = {}, {}
-    for probe, reach in ((random_probe, reach_random), (search_probe, reach_search)):
-        r = rows[probe]
-        # the oracle's gain over the default, paired per question; a ratio over a gain whose
-        # interval reaches zero means nothing, so retention is given only where it is resolved
-        gain = bootstrap(reach - realized, seed=result.seed, clusters=q["prompt"].tolist())
-        gains[probe] = Estimate.as_dict(gain)
-        retention[probe] = {
-            s[7:]: (None if gain.low <= 0 or r[s]["value"] is None else (r[s]["value"] - r["realized"]["value"]) / gain.value)
-            for s in r
-            if s.startswith("select:") and s != "select:oracle"
-        }
+    reach = {p: q[reachable_column(p)].to_numpy(float) for p in (random_probe, search_probe)}
+    chance = {p: result.chance(p)[mask] for p in (random_probe, search_probe)}
+    decided = verdicts.routes_vs_search(
+        reach[random_probe], reach[search_probe], chance[random_probe], chance[search_probe], prompts, margin=grid.margin
+    )
+    above = {random_probe: decided.above_chance_random, search_probe: decided.above_chance_search}
+    retention: dict[str, dict[str, Any]] = {}
+    gains: dict[str, Any] = {}
+    judged: dict[str, list[verdicts.Retention]] = {}
+    for probe in (random_probe, search_probe):
+        picks = result.selections(probe).pivot(index="question_id", columns="selector", values="correct").reindex(q["question_id"])
+        blind = {s: picks[s].to_numpy(float) for s in selectors.ANSWER_BLIND if s in picks}
+        judged[probe] = verdicts.retention(blind, realized, reach[probe], above[probe], prompts, margin=grid.retention_margin)
+        gains[probe] = paired_difference(reach[probe], realized, prompts).to_dict()
+        retention[probe] = {r.selector: (r.estimate.to_dict() if r.estimate is not None else None) for r in judged[probe]}
     routes = result.tries.loc[result.tries["probe"] == search_probe, "route"].dropna()
     depth = [Route.parse(str(r)).n_edits for r in routes]
-    if diff.low > 0:
-        verdict = "random routes reach more than the search"
-    elif diff.high < 0:
-        verdict = "the search reaches more than random routes"
-    else:
-        verdict = "no difference resolved at this size (the interval covers zero)"
     return {
         "random": random_probe,
         "search": search_probe,
+        "questions": len(q),
         "realized": rows[random_probe]["realized"],
         "reachable_random": rows[random_probe]["reachable"],
         "reachable_search": rows[search_probe]["reachable"],
         "chance_random": rows[random_probe]["chance"],
         "chance_search": rows[search_probe]["chance"],
-        "random_minus_search": Estimate.as_dict(diff),
+        "above_chance_random": decided.above_chance_random.to_dict(),
+        "above_chance_search": decided.above_chance_search.to_dict(),
+        "random_minus_search": decided.difference.to_dict(),
+        "margin": grid.margin,
         "edits_random": grid.edits,
         "edits_search": {"mean": float(np.mean(depth)) if depth else None, "max": max(depth, default=None)},
-        "random_not_below_search": bool(diff.high >= 0),
         "oracle_gain": gains,
         "retention": retention,
-        "verdict": verdict,
+        "retention_verdict": verdicts.retention_verdict(judged[random_probe], margin=grid.retention_margin).to_dict(),
+        "verdict": decided.verdict.to_dict(),
     }
 
 
 def claim_bottleneck(
     model: Any, result: AuditResult, store: RunStore, grid: Grid, progress: bool, figures: list[tuple[str, Any]] | None = None
 ) -> dict[str, Any]:
-    """Claim 2 for one audit: the bottleneck MLP of its reachable-not-realized set (its
-    repair/break figure is appended to ``figures``)."""
+    """Claim 2 for one audit: the bottleneck MLP of its reachable-not-realized set (chosen on
+    the discovery half within the grid's break bound), its held-out repair beside the null
+    (an arbitrary block's silencing, an unablated re-run), and the verdict
+    (:func:`rnr_lens.verdicts.bottleneck_verdict`). Its repair/break figure is appended to
+    ``figures``."""
     from rnr_lens import failures, viz
-    from rnr_lens.miner import mine, ranked
+    from rnr_lens.miner import mine, null_repair, ranked
 
     figures = figures if figures is not None else []
     probe = result.probe_name(grid.probes[0])
     n_fail = len(result.reachable_not_realized(probe))
     if n_fail < 2:
-        return {"failures": n_fail, "verdict": f"only {n_fail} question(s) reachable but not realized under {probe}: no failure set to mine"}
+        text = f"only {n_fail} question(s) reachable but not realized under {probe}: no failure set to mine"
+        return {"failures": n_fail, "verdict": verdicts.Verdict(verdicts.UNINFORMATIVE, text).to_dict()}
     fs = failures.freeze(result, store, probe=probe, name="report")
-    sweep = mine(model, fs, strategy="screen+confirm", top_m=3, break_bound=1.0, store=store, progress=progress)
+    sweep = mine(model, fs, strategy="screen+confirm", top_m=3, break_bound=grid.break_bound, store=store, progress=progress)
     figures.append((f"{result.info.model} / {result.info.task}", viz.repair_break(sweep)))
     done = ranked(sweep.table)
-
-    def rate(r: dict[str, Any], key: str) -> dict[str, Any] | None:
-        if r.get(key) is None or r[key] != r[key]:
-            return None  # unmeasured (no held-out failure, or no realized question to break)
-        return {"value": r[key], "low": r[f"{key}_low"], "high": r[f"{key}_high"]}
-
-    blocks = [
-        {"block": int(r["layer"]), "repair_discovery": r["repair_discovery"], "repair_heldout": rate(r, "repair_heldout"), "break": rate(r, "break")}
-        for r in done.head(2).to_dict("records")
-    ]
+    chosen = sweep.bottleneck
+    order = ([chosen.layer] if chosen else []) + [int(r) for r in done["layer"] if not chosen or int(r) != chosen.layer]
+    blocks = [_block_rates(sweep, b) for b in order[:2]]
     agreement = None
-    if grid.exhaustive and blocks:  # reuses the confirmed evaluations from the store; generates the rest
-        full = mine(model, fs, strategy="exhaustive", break_bound=1.0, store=store, progress=progress)
-        agreement = screen_agreement(ranked(full.table), blocks[0]["block"], full.agreement)
-    if not blocks or blocks[0]["repair_discovery"] <= 0:
-        return {
-            "failures": n_fail,
-            "screen_vs_exhaustive": agreement,
-            "verdict": f"no block's silencing repairs a discovery failure (of the screen's top {len(done)} generated)",
-        }
-    best = blocks[0]
-    held = best["repair_heldout"]
-    if held is None:
-        verdict = "no held-out failures to confirm on"
-    elif held["low"] > 0.5:
-        verdict = f"silencing MLP {best['block']} repairs most held-out failures"
-    elif held["high"] < 0.5:
-        verdict = f"silencing MLP {best['block']} repairs fewer than half of the held-out failures"
-    else:
-        verdict = f"MLP {best['block']} repairs {held['value']:.2f} of the held-out failures; the interval covers one half"
-    return {
+    if grid.exhaustive and len(done):  # reuses the confirmed evaluations from the store; generates the rest
+        full = mine(model, fs, strategy="exhaustive", break_bound=grid.break_bound, store=store, progress=progress)
+        agreement = screen_agreement(ranked(full.table), order[0], full.agreement)
+    null = null_repair(model, fs, store=store, exclude=chosen.layer if chosen else None) if len(fs.heldout) else None
+    base = {
         "failures": n_fail,
         "discovery": len(fs.discovery),
         "heldout": len(fs.heldout),
         "control": len(fs.control) if fs.control is not None else 0,
-        "bottleneck": best,
-        "second": blocks[1] if len(blocks) > 1 else None,
+        "break_bound": grid.break_bound,
+        "null": null.to_dict() if null else None,
         "screen_vs_exhaustive": agreement,
-        "verdict": verdict,
+    }
+    if chosen is None:  # the screen generated only its top blocks: no block is shown to fail, so nothing is resolved
+        verdict = sweep.verdict(null, break_bound=grid.break_bound)
+        return {**base, "bottleneck": None, "second": blocks[0] if blocks else None, "verdict": verdict.to_dict()}
+    verdict = sweep.verdict(null, break_bound=grid.break_bound)
+    return {**base, "bottleneck": blocks[0], "second": blocks[1] if len(blocks) > 1 else None, "verdict": verdict.to_dict()}
+
+
+def _block_rates(sweep: Any, layer: int) -> dict[str, Any]:
+    """One generated block's repair on each half and control break, as estimates."""
+    held, broken = sweep.repaired(layer, "heldout"), sweep.broken(layer)
+    return {
+        "block": layer,
+        "repair_discovery": rate(sweep.repaired(layer, "discovery")).value,
+        "repair_heldout": rate(held, null=verdicts.MOST).to_dict() if len(held) else None,
+        "break": rate(broken).to_dict() if len(broken) else None,
     }
 
 
@@ -271,27 +296,27 @@ def screen_agreement(exhaustive: Any, picked: int, screens: dict[str, Any]) -> d
     }
 
 
-def claim_training(a: AuditResult, b: AuditResult) -> dict[str, Any]:
-    """Claim 3 for one trained pair on one task: did training realize or expand?"""
+def claim_training(a: AuditResult, b: AuditResult, grid: Grid | None = None) -> dict[str, Any]:
+    """Claim 3 for one trained pair on one task: did training realize or expand? Per probe,
+    over the questions complete in both audits (:func:`rnr_lens.verdicts.training_verdict`)."""
+    margin = grid.margin if grid is not None else verdicts.MARGIN
     c = compare(a, b)
     out = []
     for row in c.deltas.to_dict("records"):
-        dr, dk = row["delta_realized"], row["delta_reachable"]
-        if not dr.low > 0:
-            verdict = "no rise in realized accuracy resolved"
-        elif dk.high < 0:
-            verdict = "realized rose while the ceiling fell"
-        elif dk.low > 0:
-            verdict = "realized rose and so did the ceiling: training expanded reach here"
-        else:
-            verdict = "realized rose; the ceiling's change is not resolved (flat within its interval)"
+        probe = row["probe"]
+        decided = c.verdict(probe, margin)
         out.append(
             {
-                "probe": row["probe"],
-                "delta_realized": Estimate.as_dict(dr),
-                "delta_reachable": Estimate.as_dict(dk),
-                "verdict": verdict,
-                "transitions": c.transition_counts(row["probe"]).to_dict(),
+                "probe": probe,
+                "questions": row["n"],
+                "excluded": c.excluded[probe],
+                "delta_realized": decided.delta_realized.to_dict(),
+                "delta_reachable": decided.delta_reachable.to_dict(),
+                "delta_reachable_tost": decided.delta_reachable_tost.to_dict(),
+                "contrast": row["contrast"].to_dict(),
+                "margin": margin,
+                "verdict": decided.verdict.to_dict(),
+                "transitions": c.transition_counts(probe).to_dict(),
             }
         )
     return {"base": a.info.model, "trained": b.info.model, "probes": out}
@@ -363,7 +388,7 @@ def report(
             for task_spec, task in tasks_.items():
                 a, b = audits.get((pair["base"], task_spec)), audits.get((pair["trained"], task_spec))
                 if a is not None and b is not None and (i, task_spec) not in training:
-                    training[(i, task_spec)] = {"task": task.name, "audits": [a.id, b.id], **claim_training(a, b)}
+                    training[(i, task_spec)] = {"task": task.name, "audits": [a.id, b.id], **claim_training(a, b, grid)}
         claims["training"] = [training[(i, t)] for i in range(len(grid.pairs)) for t in tasks_ if (i, t) in training]
         claims["progress"] = {
             "audits_done": len(audits),
@@ -423,23 +448,39 @@ def _run_order(grid: Grid) -> list[str]:
     return list(dict.fromkeys(order))
 
 
+def _counts_text(vs: list[verdicts.Verdict]) -> str:
+    c = verdicts.counts(vs)
+    return ", ".join(f"{status} {c[status]}" for status in verdicts.STATUSES) + f" (of {len(vs)})"
+
+
 def _summary(claims: dict[str, Any]) -> dict[str, str]:
+    """Per claim, how many settings are decided which way (never "not below in N of M" alone)."""
+    grid = claims["grid"]
     routes = claims["routes_vs_search"]
-    random_ge = sum(1 for c in routes if c["random_not_below_search"])
-    mines = [c for c in claims["bottleneck"] if "bottleneck" in c]
-    most = sum(1 for c in mines if c["bottleneck"]["repair_heldout"] and c["bottleneck"]["repair_heldout"]["low"] > 0.5)
-    both = [c["screen_vs_exhaustive"] for c in claims["bottleneck"] if c.get("screen_vs_exhaustive")]
+    bottleneck = claims["bottleneck"]
+    trained = [p for c in claims["training"] for p in c["probes"]]
+
+    def vs(items: list[dict[str, Any]], key: str = "verdict") -> list[verdicts.Verdict]:
+        return [verdicts.Verdict.from_dict(c[key]) for c in items]
+
+    both = [c["screen_vs_exhaustive"] for c in bottleneck if c.get("screen_vs_exhaustive")]
     agree = (
         f"; the screen's pick repaired as much as the exhaustive sweep's best in {sum(a['regret'] <= 0 for a in both)} of {len(both)} settings where both ran"
         if both
         else ""
     )
-    trained = [p for c in claims["training"] for p in c["probes"]]
-    flat = sum(1 for p in trained if p["delta_realized"]["low"] > 0 and p["delta_reachable"]["low"] <= 0)
+    with_set = sum(1 for c in bottleneck if c["failures"] >= 2)
+
+    def line(items: list[dict[str, Any]], what: str, key: str = "verdict") -> str:
+        return f"{what}: " + (_counts_text(vs(items, key)) if items else "not evaluated in this grid")
+
     return {
-        "routes_vs_search": f"random routes not below the search (interval of random - search reaches zero or above) in {random_ge} of {len(routes)} settings",
-        "bottleneck": f"one MLP repairs most held-out failures (lower bound above one half) in {most} of {len(mines)} settings with a failure set{agree}",
-        "training": f"realized rose while the ceiling did not rise in {flat} of {len(trained)} matched comparisons",
+        "routes_vs_search": line(routes, f"random routes reach at least as much as the search (margin {grid['margin']:.2f}), settings"),
+        "retention": line(
+            routes, f"answer-blind selectors keep under {grid['retention_margin']:.2f} of the random routes' gain, settings", "retention_verdict"
+        ),
+        "bottleneck": line(bottleneck, f"one MLP repairs most held-out failures ({with_set} settings with a failure set), settings") + agree,
+        "training": line(trained, f"realized rose while the ceiling fell or stayed flat (within ±{grid['margin']:.2f}), comparisons"),
     }
 
 
@@ -450,12 +491,17 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 HOW_TO_READ = (
-    "Every rate is a mean over questions with a 95% bootstrap interval that resamples distinct prompts (Wilson intervals for "
-    "the sweep's held-out repair and control break rates). Reachable: one of the probe's own k tries is correct; the default "
-    "answer is never counted, so reachable can fall below realized. Chance: the same tries scored against other questions' "
-    "gold answers. Random routes are drawn from the search's own move set (single-block skips and repeats) at the same budget. "
-    "Retention: (blind - realized) / (oracle - realized), the share of the oracle's gain an answer-blind selector keeps. "
-    "A verdict says what the interval resolves; at these sizes many do not resolve, and the report says so."
+    "Every rate has a Wilson 95% interval (over prompts, with their design effect, where questions repeat one; the sweep's "
+    "repair and break rates count questions). Paired differences (random - search, delta realized, delta reachable, a "
+    "probe's gain over realized) have Tango's score interval and count as resolved only where the exact McNemar test agrees "
+    "at 5%; a probe's reach above its chance level has the MOVER interval with the exact Poisson-binomial test. Margins "
+    "(non-inferiority, equivalence) are read from the score interval. Reachable: one of the probe's own k tries is correct; "
+    "the default answer is never counted, so reachable can fall below realized. Chance: the same tries scored against other "
+    "questions' gold answers. Random routes are drawn per question from the search's own move set (single-block skips and "
+    "repeats) at the same budget, never the identity route and never one route twice. Retention: (blind - realized) / "
+    "(oracle - realized) with Fieller's interval, given only where the probe's reach is resolved above chance and its gain "
+    "over realized above zero. Each verdict is support, against, unresolved or uninformative (the setting cannot speak to "
+    "the claim); an unresolved verdict says what n would decide it."
 )
 
 
@@ -483,6 +529,11 @@ def _agreement_text(a: dict[str, Any] | None) -> str:
     if a["regret"] <= 0:
         return f"tied with MLP {a['exhaustive_block']}{rho}"
     return f"exhaustive best MLP {a['exhaustive_block']} repairs {a['regret']:.2f} more of the discovery half{rho}"
+
+
+def _verdict_text(v: dict[str, Any]) -> str:
+    """``unresolved: … (this n resolves …)`` for a verdict record."""
+    return str(verdicts.Verdict.from_dict(v))
 
 
 def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]] | None = None) -> str:
@@ -513,7 +564,7 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
             e(c["chance_search"]),
             _edits_text(c),
             e(c["random_minus_search"]),
-            c["verdict"],
+            _verdict_text(c["verdict"]),
         ]
         for c in claims["routes_vs_search"]
     ]
@@ -525,7 +576,9 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
             f"Probes compared (same k, same single-block skip/repeat move set): {' vs '.join(probes[1:])}; "
             "the default (identity) route's answer counts toward neither probe's reachability. The random routes make "
             "exactly the grid's number of edits; the search's tree goes as deep as its budget takes it (the edits "
-            "column gives the mean and largest depth of the routes it tried)."
+            "column gives the mean and largest depth of the routes it tried). Support: random - search has its lower "
+            f"bound above -{claims['grid']['margin']:.2f} (non-inferiority); against: the search resolved above random; "
+            "uninformative: neither probe resolved above its chance level."
         )
         + "</p>"
         + html_table(
@@ -553,7 +606,8 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
             c["task"],
             probe.split(",")[0],
             e(c["oracle_gain"][probe]),
-            *[("-" if r.get(n) is None else f"{r[n]:.2f}") for n in names],
+            *[e(r.get(n)) for n in names],
+            _verdict_text(c["retention_verdict"]) if probe == c["random"] else "",
         ]
         for c in claims["routes_vs_search"]
         for probe, r in c["retention"].items()
@@ -562,15 +616,17 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
         parts.append(
             "<h3>Retention of the gain by answer-blind selectors</h3><p>"
             + html.escape(
-                "Retention = (blind - realized) / (oracle - realized); '-' where the oracle's gain over the default is not "
-                "resolved above zero (its interval reaches zero), since a share of an unresolved gain means nothing."
+                "Retention = (blind - realized) / (oracle - realized) with Fieller's interval; '-' where the probe's reach is "
+                "not resolved above its chance level, since a share of a gain that may be chance means nothing. "
+                "logprob-or-default keeps the default answer unless the probe's most confident try is more confident."
             )
             + "</p>"
-            + html_table(keep, ["model", "task", "probe", "oracle gain", *names])
+            + html_table(keep, ["model", "task", "probe", "oracle gain", *names, "verdict"], wrap=("verdict",))
         )
     rows = []
     for c in claims["bottleneck"]:
         b, s = c.get("bottleneck"), c.get("second")
+        null = c.get("null") or {}
         rows.append(
             [
                 c["model"],
@@ -579,29 +635,65 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
                 b["block"] if b else "-",
                 e(b["repair_heldout"]) if b else "-",
                 e(b["break"]) if b and b["break"] else "unmeasured" if b else "-",
+                e(null.get("random_block")),
+                e(null.get("rerun")),
                 f"{s['block']}: {e(s['repair_heldout'])}" if s else "-",
                 _agreement_text(c.get("screen_vs_exhaustive")),
-                c["verdict"],
+                _verdict_text(c["verdict"]),
             ]
         )
     parts.append(
-        "<h2>2. One MLP block and the failure set</h2>"
+        "<h2>2. One MLP block and the failure set</h2><p>"
+        + html.escape(
+            f"The bottleneck is chosen on the discovery half among blocks whose control break rate is at most "
+            f"{claims['grid']['break_bound']:.2f}; support needs its held-out repair resolved above one half (exact binomial "
+            "test), its break rate's upper bound below one half, and an arbitrary block (null: blocks drawn at random, "
+            "silenced) repairing under one half. Re-run: the unablated model re-run in the same batches."
+        )
+        + "</p>"
         + html_table(
             rows,
-            ["model", "task", "failures", "bottleneck", "held-out repair", "control break", "second best", "screen vs exhaustive", "verdict"],
+            [
+                "model",
+                "task",
+                "failures",
+                "bottleneck",
+                "held-out repair",
+                "control break",
+                "null: random block",
+                "null: re-run",
+                "second best",
+                "screen vs exhaustive",
+                "verdict",
+            ],
             wrap=("verdict", "screen vs exhaustive"),
         )
         + _figures_html(figures.get("bottleneck", []), first)
     )
     rows = [
-        [c["base"], c["trained"], c["task"], p["probe"].split(",")[0], e(p["delta_realized"]), e(p["delta_reachable"]), p["verdict"]]
+        [
+            c["base"],
+            c["trained"],
+            c["task"],
+            p["probe"].split(",")[0],
+            p["questions"],
+            e(p["delta_realized"]),
+            e(p["delta_reachable"]),
+            e(p["contrast"]),
+            _verdict_text(p["verdict"]),
+        ]
         for c in claims["training"]
         for p in c["probes"]
     ]
     parts.append(
-        "<h2>3. Training: realized against the reachable ceiling</h2>"
+        "<h2>3. Training: realized against the reachable ceiling</h2><p>"
+        + html.escape(
+            f"Over the questions complete in both audits. Flat: delta reachable within ±{claims['grid']['margin']:.2f} by two "
+            "one-sided tests (its 90% interval inside the margin). Contrast: delta realized minus delta reachable, per question."
+        )
+        + "</p>"
         + (
-            html_table(rows, ["base", "trained", "task", "probe", "Δ realized", "Δ reachable", "verdict"], wrap=("verdict",))
+            html_table(rows, ["base", "trained", "task", "probe", "n", "Δ realized", "Δ reachable", "contrast", "verdict"], wrap=("verdict",))
             if rows
             else "<p>No trained pairs in this grid.</p>"
         )

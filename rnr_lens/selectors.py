@@ -49,8 +49,23 @@ def reward(tries: Sequence[Try]) -> Try:
     return max(tries, key=lambda t: (t.reward if t.reward is not None else float("-inf"), -t.try_index))
 
 
+def logprob_or_default(tries: Sequence[Try], default: Try) -> Try:
+    """The probe's most confident try (highest mean log-probability) where it is more confident
+    than the default answer, else the default answer itself (answer-blind). A blind selector
+    restricted to a probe's own tries is handicapped by construction, since the tries never
+    include the default route; this one may keep the default."""
+    pick = logprob(tries)
+
+    def conf(t: Try) -> float:
+        return t.mean_logprob if t.mean_logprob is not None else float("-inf")
+
+    return pick if conf(pick) > conf(default) else default
+
+
 SELECTORS: dict[str, Selector] = {"oracle": oracle, "majority": majority, "logprob": logprob, "entropy": entropy, "reward": reward}
-ANSWER_BLIND = ("majority", "logprob", "entropy")
+WITH_DEFAULT: dict[str, Callable[[Sequence[Try], Try], Try]] = {"logprob-or-default": logprob_or_default}
+"""Answer-blind selectors that also see the default (realized) answer."""
+ANSWER_BLIND = ("majority", "logprob", "entropy", "logprob-or-default")
 
 
 def names_for(probe: str) -> list[str]:
@@ -64,3 +79,11 @@ def get(name: str) -> Selector:
         return SELECTORS[name]
     except KeyError:
         raise RnrLensError(f"unknown selector {name!r}; choose one of {', '.join(SELECTORS)}") from None
+
+
+def pick(name: str, tries: Sequence[Try], default: Try | None) -> Try:
+    """Selector ``name``'s pick among ``tries`` (those that see it also get the ``default`` try;
+    without one they pick among the tries alone)."""
+    if name in WITH_DEFAULT:
+        return WITH_DEFAULT[name](tries, default) if default is not None else logprob(tries)
+    return get(name)(tries)

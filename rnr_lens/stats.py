@@ -1,12 +1,55 @@
-"""Statistics: the unbiased pass@k estimator and seeded bootstrap confidence intervals."""
+"""Statistics: estimates with intervals that hold at the sizes an audit actually has.
+
+One type, :class:`Estimate`, carries every number the product reports with an interval: its
+value, the interval, ``n``, the name of the method that made the interval, and, where a
+verdict rests on it, the p-value of the matching exact test and the null it tests. The
+invariant: **an interval never collapses to a point because the data sit at an edge** (0 of
+n, n of n, no discordant pair), and a difference is *resolved* only where its interval
+excludes the null **and** the exact test agrees at the same level.
+
+- a rate (one value in ``[0, 1]`` per question): the Wilson score interval
+  (``statsmodels.stats.proportion.proportion_confint``). For a mean of fractional values
+  (a chance level, pass@k) the Wilson interval is conservative, since such a mean's variance
+  is at most ``p(1 - p) / n``. Questions that repeat one prompt are not independent: the
+  interval then uses the effective sample size ``n / deff``, with the design effect ``deff``
+  of the cluster-level (ratio) estimator, between 1 and the mean cluster size.
+- a paired difference of two rates on the same questions: Tango's score interval (Tango 1998;
+  no library in our stack has it), with the exact sign test (McNemar's exact test when every
+  prompt is distinct; over prompts, a sign test of the prompts' mean differences) from
+  ``scipy.stats.binomtest``.
+- a rate against its chance level (reachability against the derangement chance), and a
+  contrast of two paired differences: the MOVER interval (Zou and Donner 2008) from the two
+  Wilson (or Tango) intervals and the per-question correlation, with, against chance, the exact
+  Poisson-binomial test of the reached count against the per-question chance probabilities
+  (whole prompts drawn together).
+- a rate against a fixed value (a repair rate against one half): Wilson, with the exact
+  binomial test.
+- a ratio of paired means (retention of a gain): Fieller's interval, unbounded where the
+  denominator is not resolved away from zero.
+- power: the smallest effect an ``n`` resolves at the stated level with 80% power, and the
+  ``n`` that would resolve an observed effect (``statsmodels.stats.power.NormalIndPower``,
+  one sample, on the per-question standard deviation).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import comb
+from typing import Any
 
 import numpy as np
+from scipy import stats as sps
+from scipy.optimize import brentq
+from statsmodels.stats.power import NormalIndPower
+from statsmodels.stats.proportion import proportion_confint
+
+LEVEL = 0.95
+"""The stated level of every interval and test (two-sided)."""
+
+POWER = 0.8
+"""The power at which the product says what ``n`` would resolve an effect."""
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -26,76 +69,380 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A mean with its 95% bootstrap interval."""
+    """A value with its interval, from the store to the page.
+
+    Attributes:
+        value: The point estimate (NaN over no questions).
+        low, high: The interval at ``level`` (``high`` may be ``inf`` for an unbounded ratio).
+        n: Questions (or prompts, where the method works over prompts) behind it.
+        method: The method that made the interval (and test), by name.
+        level: The interval's two-sided level.
+        p: The two-sided p-value of the matching exact test, where one is attached.
+        null: The value that test tests against (0 for a difference, 0.5 for "most").
+
+    Example:
+        >>> e = rate([1, 1, 0, 1])
+        >>> e.text()
+        '0.75 [0.30,0.95]'
+        >>> Estimate.from_dict(e.to_dict()) == e
+        True
+    """
 
     value: float
     low: float
     high: float
     n: int
+    method: str = ""
+    level: float = LEVEL
+    p: float | None = None
+    null: float | None = None
+
+    @classmethod
+    def empty(cls, method: str = "") -> Estimate:
+        """An estimate over no questions."""
+        nan = float("nan")
+        return cls(nan, nan, nan, 0, method)
+
+    @property
+    def is_empty(self) -> bool:
+        return self.n == 0 or self.value != self.value
+
+    @property
+    def resolved(self) -> str | None:
+        """``"above"`` or ``"below"`` the null where the interval excludes it and the exact test
+        (where attached) agrees at the same level; else None."""
+        if self.null is None or self.is_empty:
+            return None
+        agrees = self.p is None or self.p <= 1 - self.level
+        if self.low > self.null and agrees:
+            return "above"
+        if self.high < self.null and agrees:
+            return "below"
+        return None
+
+    def text(self, digits: int = 2) -> str:
+        """``0.58 [0.33,0.83]``; ``-`` over no questions (the one formatter of an estimate)."""
+        if self.is_empty:
+            return "-"
+
+        def f(x: float) -> str:
+            return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:.{digits}f}"
+
+        return f"{f(self.value)} [{f(self.low)},{f(self.high)}]"
 
     def __str__(self) -> str:
-        return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}]"
+        return self.text(3)
 
-    def as_dict(self) -> dict[str, float | None]:
-        """JSON-ready: an estimate over no questions (NaN) has ``None`` values."""
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: NaN and infinite bounds become ``None``."""
+
+        def clean(x: float | None) -> float | None:
+            return None if x is None or not math.isfinite(x) else float(x)
+
         return {
-            k: (None if isinstance(v, float) and v != v else v)
-            for k, v in (("value", self.value), ("low", self.low), ("high", self.high), ("n", self.n))
+            "value": clean(self.value),
+            "low": clean(self.low),
+            "high": clean(self.high),
+            "n": self.n,
+            "method": self.method,
+            "level": self.level,
+            "p": clean(self.p),
+            "null": self.null,
         }
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Estimate:
+        """The inverse of :meth:`to_dict` (a missing bound of a present value reads as unbounded)."""
+        nan = float("nan")
+        value = nan if d.get("value") is None else float(d["value"])
+        low = (nan if value != value else -math.inf) if d.get("low") is None else float(d["low"])
+        high = (nan if value != value else math.inf) if d.get("high") is None else float(d["high"])
+        return cls(value, low, high, int(d.get("n") or 0), str(d.get("method", "")), float(d.get("level", LEVEL)), d.get("p"), d.get("null"))
 
-def bootstrap(
-    values: Sequence[float] | np.ndarray,
-    *,
-    seed: int = 0,
-    n_boot: int = 2000,
-    level: float = 0.95,
-    statistic: Callable[[np.ndarray], np.ndarray] | None = None,
-    clusters: Sequence[object] | None = None,
+
+# ---------------------------------------------------------------------------------------------
+# Rates
+# ---------------------------------------------------------------------------------------------
+
+
+def _alpha(level: float) -> float:
+    return 1.0 - level
+
+
+def design_effect(values: np.ndarray, clusters: Sequence[object] | None) -> tuple[float, int]:
+    """The design effect of questions that share a prompt, and the number of prompts.
+
+    ``deff`` is the variance of the cluster-level ratio estimator of the mean over the variance
+    of the mean of independent questions, clipped to ``[1, sum(size**2) / n]`` (the worst case,
+    every prompt's questions alike; the mean cluster size where prompts repeat equally often);
+    where the values do not vary it is that worst case. Every prompt distinct: ``(1, n)``.
+
+    Example:
+        >>> design_effect(np.array([1.0, 1.0, 0.0, 0.0]), ["a", "a", "b", "b"])
+        (2.0, 2)
+    """
+    n = len(values)
+    if clusters is None or n == 0:
+        return 1.0, n
+    codes = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)[1]
+    m = int(codes.max()) + 1
+    if m == n:
+        return 1.0, n
+    sums, sizes = np.bincount(codes, weights=values), np.bincount(codes).astype(float)
+    worst = float((sizes**2).sum() / n)  # every prompt's questions alike: 1 + (m_i - 1) weighted by size
+    var_srs = float(values.var(ddof=1)) / n if n > 1 else 0.0
+    if m < 2 or var_srs == 0:
+        return worst, m
+    mean = values.mean()
+    var_cluster = m / (m - 1) * float(((sums - mean * sizes) ** 2).sum()) / n**2
+    return float(min(max(var_cluster / var_srs, 1.0), worst)), m
+
+
+def _wilson(value: float, n_eff: float, level: float) -> tuple[float, float]:
+    low, high = proportion_confint(value * n_eff, n_eff, alpha=_alpha(level), method="wilson")
+    return float(max(0.0, low)), float(min(1.0, high))
+
+
+def rate(
+    values: Sequence[float] | np.ndarray, clusters: Sequence[object] | None = None, *, null: float | None = None, level: float = LEVEL
 ) -> Estimate:
-    """Percentile bootstrap of the mean of per-question values (seeded, so reproducible).
+    """A rate over questions (one value in ``[0, 1]`` each) with its Wilson interval.
 
-    ``values`` may be 2-D (questions x paired columns) with a ``statistic`` that maps a
-    resampled matrix to one number per resample, e.g. a paired difference.
+    Args:
+        values: Per question, 1/0 (correct or not) or a probability (a chance level).
+        clusters: Per question, its prompt: questions that repeat one prompt count as
+            ``n / deff`` independent ones (:func:`design_effect`).
+        null: Attach the exact binomial test of the rate against this value (only for 0/1
+            values over distinct prompts; otherwise the interval alone decides).
+        level: The interval's level.
 
-    ``clusters`` (one label per question, e.g. its prompt) resamples whole clusters instead of
-    questions: questions that repeat one prompt are not independent draws, and treating them
-    as such narrows the interval. With every label distinct it equals the plain bootstrap.
-    ``Estimate.n`` is then the number of clusters.
+    Example:
+        >>> rate([0] * 40).text(3)   # 0 of 40 still has an upper bound
+        '0.000 [0.000,0.088]'
     """
     data = np.asarray(values, dtype=float)
-    if data.shape[0] == 0:
-        return Estimate(float("nan"), float("nan"), float("nan"), 0)
-    if clusters is not None and len(set(clusters)) < data.shape[0]:
-        if statistic is not None or data.ndim != 1:
-            raise ValueError("a cluster bootstrap takes one value per question (pass the paired difference itself)")
+    if data.size == 0:
+        return Estimate.empty("wilson")
+    deff, m = design_effect(data, clusters)
+    p = float(data.mean())
+    low, high = _wilson(p, len(data) / deff, level)
+    method = "wilson" if deff == 1 else f"wilson, design effect {deff:.2f} over {m} prompts"
+    pvalue = None
+    binary = bool(np.isin(data, (0.0, 1.0)).all())
+    if null is not None and binary and deff == 1:
+        pvalue = float(sps.binomtest(int(data.sum()), len(data), null).pvalue)
+        method += "; exact binomial test"
+    return Estimate(p, low, high, len(data) if deff == 1 else m, method, level, pvalue, null)
+
+
+def wilson(successes: int, n: int, *, null: float | None = None, level: float = LEVEL) -> Estimate:
+    """Wilson interval of ``successes`` of ``n`` (with the exact binomial test against ``null``)."""
+    return rate(np.r_[np.ones(successes), np.zeros(n - successes)], null=null, level=level)
+
+
+# ---------------------------------------------------------------------------------------------
+# Differences
+# ---------------------------------------------------------------------------------------------
+
+
+def mover(a: Estimate, b: Estimate, r: float, *, level: float | None = None) -> tuple[float, float]:
+    """The MOVER interval of ``a - b`` from each one's interval and their correlation ``r``
+    (Zou and Donner 2008)."""
+    d = a.value - b.value
+    r = 0.0 if not math.isfinite(r) else r
+    down = (a.value - a.low) ** 2 - 2 * r * (a.value - a.low) * (b.high - b.value) + (b.high - b.value) ** 2
+    up = (a.high - a.value) ** 2 - 2 * r * (a.high - a.value) * (b.value - b.low) + (b.value - b.low) ** 2
+    return d - math.sqrt(max(down, 0.0)), d + math.sqrt(max(up, 0.0))
+
+
+def _corr(a: np.ndarray, b: np.ndarray) -> float:
+    if len(a) < 2 or a.std() == 0 or b.std() == 0:
+        return 0.0
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def sign_test(diff: np.ndarray, clusters: Sequence[object] | None = None) -> float:
+    """Two-sided exact sign test of paired differences (McNemar's exact test for 0/1 pairs):
+    over prompts, the sign of each prompt's mean difference. 1.0 where none differs."""
+    if clusters is not None and len(set(map(str, clusters))) < len(diff):
         codes = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)[1]
-        sums, sizes = np.bincount(codes, weights=data), np.bincount(codes)
-        rng = np.random.default_rng(seed)
-        index = rng.integers(0, len(sizes), size=(n_boot, len(sizes)))
-        resampled = sums[index].sum(axis=1) / sizes[index].sum(axis=1)
-        alpha = (1 - level) / 2
-        low, high = np.quantile(resampled, [alpha, 1 - alpha])
-        return Estimate(float(data.mean()), float(low), float(high), int(len(sizes)))
-    stat = statistic or (lambda m: m.mean(axis=1))
-    rng = np.random.default_rng(seed)
-    index = rng.integers(0, data.shape[0], size=(n_boot, data.shape[0]))
-    resampled = stat(data[index])
-    point = float(stat(data[None, ...])[0])
-    alpha = (1 - level) / 2
-    low, high = np.quantile(resampled, [alpha, 1 - alpha])
-    return Estimate(point, float(low), float(high), int(data.shape[0]))
+        diff = np.bincount(codes, weights=diff) / np.bincount(codes)
+    pos, neg = int((diff > 0).sum()), int((diff < 0).sum())
+    return 1.0 if pos + neg == 0 else float(sps.binomtest(pos, pos + neg, 0.5).pvalue)
 
 
-def wilson(successes: int, n: int, z: float = 1.96) -> Estimate:
-    """Wilson score interval for a proportion (used where a bootstrap is overkill)."""
-    if n == 0:
-        return Estimate(float("nan"), float("nan"), float("nan"), 0)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / denom
-    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), n)
+def tango(b: float, c: float, n: float, level: float = LEVEL) -> tuple[float, float]:
+    """Tango's (1998) score interval for ``p(first only) - p(second only)`` of paired 0/1
+    outcomes, from ``b`` pairs where only the first succeeds, ``c`` where only the second does,
+    of ``n`` (counts may be fractional: an effective sample). It does not collapse where no pair
+    is discordant (0 of 40 still allows about 0.09 either way) and inverts the score test
+    whose statistic at zero is McNemar's.
+
+    Example:
+        >>> [round(x, 3) for x in tango(0, 0, 40)]
+        [-0.088, 0.088]
+    """
+    if n <= 0:
+        return float("nan"), float("nan")
+    z = float(sps.norm.ppf(1 - _alpha(level) / 2))
+    d_hat = (b - c) / n
+
+    def score(delta: float) -> float:
+        a2, b2, c2 = 2 * n, -b - c + (2 * n - b + c) * delta, -c * delta * (1 - delta)
+        q21 = (-b2 + math.sqrt(max(b2 * b2 - 4 * a2 * c2, 0.0))) / (2 * a2)
+        var = n * (2 * q21 + delta * (1 - delta))
+        if var <= 0:
+            return math.copysign(math.inf, b - c - n * delta) if b - c - n * delta else 0.0
+        return (b - c - n * delta) / math.sqrt(var)
+
+    eps = 1e-12
+
+    def root(target: float, lo: float, hi: float, edge: float) -> float:
+        f_lo, f_hi = score(lo) - target, score(hi) - target
+        if f_lo == 0:
+            return lo
+        if f_hi == 0:
+            return hi
+        if f_lo * f_hi > 0:
+            return edge
+        return float(brentq(lambda x: score(x) - target, lo, hi, xtol=1e-10))
+
+    low = root(z, -1 + eps, d_hat, -1.0) if d_hat > -1 else -1.0
+    high = root(-z, d_hat, 1 - eps, 1.0) if d_hat < 1 else 1.0
+    return low, high
+
+
+def paired_difference(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, clusters: Sequence[object] | None = None, *, level: float = LEVEL
+) -> Estimate:
+    """``mean(a) - mean(b)`` of two 0/1 outcomes on the same questions: Tango's score interval
+    (over prompts, on the effective sample ``n / deff`` of the paired differences) and the exact
+    sign test (McNemar's exact test; over prompts, of the prompts' mean differences), tested
+    against 0.
+
+    Example:
+        >>> d = paired_difference([1] * 4 + [0] * 36, [0] * 40)   # 4 of 40 discordant, all one way
+        >>> d.resolved is None, round(d.p, 3)                       # p = 0.125: not resolved
+        (True, 0.125)
+    """
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.size == 0:
+        return Estimate.empty("tango")
+    diff = x - y
+    deff, m = design_effect(diff, clusters)
+    first, second = float((diff > 0).sum()), float((diff < 0).sum())
+    low, high = tango(first / deff, second / deff, len(x) / deff, level)
+    p = sign_test(diff, clusters)
+    over = "" if deff == 1 and m == len(x) else f" over {m} prompts (design effect {deff:.2f})"
+    method = "tango paired score interval; exact McNemar (sign) test" + over
+    return Estimate(float(diff.mean()), low, high, m, method, level, p, 0.0)
+
+
+def above_chance(
+    reached: Sequence[float] | np.ndarray, chance: Sequence[float] | np.ndarray, clusters: Sequence[object] | None = None, *, level: float = LEVEL
+) -> Estimate:
+    """Reachability minus its chance level, paired per question: the MOVER interval, and the
+    exact Poisson-binomial test of the reached count against the per-question chance
+    probabilities (each prompt's questions drawn together), tested against 0."""
+    x, c = np.asarray(reached, dtype=float), np.asarray(chance, dtype=float)
+    keep = ~np.isnan(c)
+    x, c = x[keep], c[keep]
+    groups = None if clusters is None else [g for g, k in zip(clusters, keep) if k]
+    if x.size == 0:
+        return Estimate.empty("mover vs chance")
+    ex, ec = rate(x, groups, level=level), rate(c, groups, level=level)
+    low, high = mover(ex, ec, _corr(x, c))
+    p = _chance_test(x, c, groups)
+    return Estimate(
+        float(x.mean() - c.mean()), max(low, -1.0), min(high, 1.0), ex.n, "mover (wilson) vs chance; exact poisson-binomial test", level, p, 0.0
+    )
+
+
+def _chance_test(reached: np.ndarray, chance: np.ndarray, clusters: Sequence[object] | None) -> float:
+    """Two-sided p (twice the smaller tail) of the reached count when each prompt is reached
+    with its mean chance probability, all of its questions together."""
+    if clusters is None:
+        sizes, probs, observed = np.ones(len(reached), int), chance, reached
+    else:
+        codes = np.unique(np.asarray([str(g) for g in clusters]), return_inverse=True)[1]
+        sizes = np.bincount(codes)
+        probs = np.bincount(codes, weights=chance) / sizes
+        observed = reached
+    dist = np.zeros(int(sizes.sum()) + 1)
+    dist[0] = 1.0
+    for size, q in zip(sizes, np.clip(probs, 0.0, 1.0)):
+        shifted = np.zeros_like(dist)
+        shifted[size:] = dist[: len(dist) - size]
+        dist = (1 - q) * dist + q * shifted
+    s = int(round(float(observed.sum())))
+    upper, lower = float(dist[s:].sum()), float(dist[: s + 1].sum())
+    return min(1.0, 2 * min(upper, lower))
+
+
+def contrast(a: Estimate, b: Estimate, da: np.ndarray, db: np.ndarray) -> Estimate:
+    """``a - b`` of two paired differences (e.g. delta realized minus delta reachable), by
+    MOVER from their own intervals and the correlation of their per-question values."""
+    if a.is_empty or b.is_empty:
+        return Estimate.empty("mover contrast")
+    low, high = mover(a, b, _corr(np.asarray(da, float), np.asarray(db, float)))
+    return Estimate(a.value - b.value, max(low, -2.0), min(high, 2.0), min(a.n, b.n), "mover contrast of two tango intervals", a.level)
+
+
+def ratio(num: np.ndarray, den: np.ndarray, *, level: float = LEVEL) -> Estimate:
+    """``mean(num) / mean(den)`` of paired per-question values with Fieller's interval;
+    unbounded (``-inf``/``inf``) where the denominator is not resolved away from zero. Each
+    mean's variance is floored at that of one discordant question in ``n + 1``, so a sample
+    without spread does not give a point."""
+    a, b = np.asarray(num, float), np.asarray(den, float)
+    n = len(a)
+    if n < 2 or b.mean() == 0:
+        return Estimate.empty("fieller")
+    ma, mb = a.mean(), b.mean()
+    # never below the variance of one discordant question in n + 1: a sample with no spread
+    # (every pick equal to the default) still leaves room, as a Wilson interval does at 0 of n
+    floor = (1 / (n + 1)) * (1 - 1 / (n + 1)) / n
+    va, vb, cab = max(a.var(ddof=1) / n, floor), max(b.var(ddof=1) / n, floor), np.cov(a, b, ddof=1)[0, 1] / n
+    t = float(sps.t.ppf(1 - _alpha(level) / 2, n - 1))
+    # (ma - R mb)^2 = t^2 (va - 2 R cab + R^2 vb)  ->  A R^2 - 2 B R + C = 0
+    A, B, C = mb**2 - t**2 * vb, ma * mb - t**2 * cab, ma**2 - t**2 * va
+    disc = B * B - A * C
+    if A <= 0 or disc < 0:
+        return Estimate(float(ma / mb), -math.inf, math.inf, n, "fieller (unbounded: the gain is not resolved above zero)", level)
+    root = math.sqrt(disc)
+    return Estimate(float(ma / mb), float((B - root) / A), float((B + root) / A), n, "fieller", level)
+
+
+# ---------------------------------------------------------------------------------------------
+# Power
+# ---------------------------------------------------------------------------------------------
+
+
+def per_question_sd(diff: np.ndarray) -> float:
+    """The standard deviation of per-question differences, never below that of one
+    discordant question in ``n + 1`` (so no discordance observed still plans for some)."""
+    d = np.asarray(diff, float)
+    d = d[~np.isnan(d)]
+    n = len(d)
+    floor = math.sqrt(1.0 / (n + 1)) if n else 1.0
+    return max(float(d.std(ddof=1)) if n > 1 else 0.0, floor)
+
+
+def detectable(sd: float, n: int, *, level: float = LEVEL, power: float = POWER) -> float | None:
+    """The smallest mean effect ``n`` questions resolve at ``level`` with ``power``, for
+    per-question values of standard deviation ``sd``."""
+    if n < 2:
+        return None
+    es = NormalIndPower().solve_power(effect_size=None, nobs1=n, alpha=_alpha(level), power=power, ratio=0.0)
+    return float(es) * sd
+
+
+def n_needed(effect: float, sd: float, *, level: float = LEVEL, power: float = POWER) -> int | None:
+    """Questions that resolve a mean effect of ``effect`` (per-question sd ``sd``) at ``level``
+    with ``power``; None for no effect (no ``n`` resolves a zero)."""
+    if not effect or not math.isfinite(effect) or sd <= 0:
+        return None
+    n = NormalIndPower().solve_power(effect_size=abs(effect) / sd, nobs1=None, alpha=_alpha(level), power=power, ratio=0.0)
+    return int(math.ceil(float(np.atleast_1d(n)[0])))
 
 
 def permutation_chance(match: np.ndarray, *, n_perm: int = 200, seed: int = 0) -> np.ndarray:

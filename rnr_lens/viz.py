@@ -281,7 +281,7 @@ def screen_vs_repair(sweep: SweepResult, screen: str = "screen_logprob") -> go.F
 
 def realized_vs_reachable(results: AuditResult | Sequence[AuditResult]) -> go.Figure:
     """Per probe: realized accuracy, the reachable ceiling (oracle) and every answer-blind
-    selector, with 95% bootstrap intervals; one panel per audit (model / task)."""
+    selector, with 95% Wilson intervals; one panel per audit (model / task)."""
     results = list(results) if isinstance(results, (list, tuple)) else [results]  # type: ignore[list-item]  # one AuditResult
     one = len(results) == 1
     fig = make_subplots(
@@ -342,7 +342,7 @@ def realized_vs_reachable(results: AuditResult | Sequence[AuditResult]) -> go.Fi
 
 
 def pass_at_k(result: AuditResult, probes: Sequence[str] | None = None, k: int | None = None) -> go.Figure:
-    """pass@k for k = 1..budget per probe, with 95% bootstrap bands; realized accuracy dashed;
+    """pass@k for k = 1..budget per probe, with 95% Wilson bands; realized accuracy dashed;
     integer ticks; ``k`` draws a marker at that budget."""
     fig = go.Figure()
     budget = 1

@@ -69,3 +69,33 @@ def test_cli_and_figure(tiny, tmp_path, capsys):
     fig = viz.comparison(compare(a, b))
     assert [t.type for t in fig.data] == ["bar", "bar", "heatmap"]
     assert sum(map(sum, fig.data[2].z)) == len(task)
+
+
+def test_an_unfinished_audit_is_compared_over_the_questions_complete_in_both(tmp_path, capsys):
+    """A question an unfinished audit had not reached counted as wrong on its side."""
+    from rnr_lens.cli import main
+    from rnr_lens.records import Try
+    from rnr_lens.store import RunStore
+    from tests.conftest import stored_record
+
+    probe = "sampling:k=2,t=1.0,top_p=1.0"
+    store = RunStore(tmp_path / "run.db")
+    questions = [(i, f"q{i}", f"What is {i} + 1?", str(i + 1)) for i in range(10)]
+    for aid, right in (("base", False), ("tuned", True)):
+        store.create_audit(stored_record(aid, (probe,), 10), questions)
+        store.add_tries(aid, [Try(f"q{i}", "default", 0, "x", str(i + 1) if right else "0", right, 1) for i in range(10)])
+        done = range(10) if aid == "base" else range(9)  # the tuned audit stopped before q9's samples
+        store.add_tries(aid, [Try(f"q{i}", probe, j, "x", str(i + 1), True, 1) for i in done for j in range(2)])
+    store.set_status("base", "complete")
+    a, b = R.AuditResult.load(store, "base"), R.AuditResult.load(store, "tuned")
+    c = compare(a, b)
+    (row,) = c.deltas.to_dict("records")
+    assert row["n"] == 9 and c.excluded == {probe: 1}
+    assert row["delta_reachable"].value == 0.0, "q9 is left out, not counted unreachable in the tuned audit"
+    assert row["delta_realized"].value == 1.0 and row["delta_realized"].resolved == "above"
+    assert c.transition_counts(probe).values.sum() == 9
+    verdict = c.verdict(probe).verdict
+    assert verdict.status == R.verdicts.UNRESOLVED, "realized rose, but 9 questions cannot show the ceiling flat within 0.05"
+    assert main(["compare", str(tmp_path / "run.db"), "--a", "base", "--b", "tuned"]) == 0
+    out = capsys.readouterr().out
+    assert "1 question(s) not complete in both audits are left out" in out and "unresolved:" in out

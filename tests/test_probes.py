@@ -52,12 +52,32 @@ def test_draw_route_distribution_properties():
     assert all(len(r) <= 60 for r in routes)
     assert any(r.skipped for r in routes) and any(r.repeated for r in routes)
     assert all(draw_route(30, random.Random(5)) == draw_route(30, random.Random(5)) for _ in range(3))
-    assert all(r.is_identity for r in (draw_route(30, random.Random(i), edit_rate=0.0) for i in range(5)))
+    low = [draw_route(6, random.Random(i), edit_rate=0.02) for i in range(300)]
+    assert not any(r.is_identity for r in low), "the identity (the default answer) is redrawn, never a try"
+    with pytest.raises(RnrLensError, match="edit_rate"):
+        parse_probe("routes:k=2,edit_rate=0")
 
 
 def test_random_routes_are_prefix_stable():
     small, large = RandomRoutes(k=3), RandomRoutes(k=6)
-    assert [small.route(30, 1, i) for i in range(3)] == [large.route(30, 1, i) for i in range(3)]
+    assert small.routes(30, 1, "q") == large.routes(30, 1, "q")[:3]
+
+
+def test_random_routes_are_drawn_per_question_distinct_and_reproducible():
+    """Every question once shared one draw of k routes (route i from (seed, i) alone), so every
+    interval was conditional on that draw; and a question could spend two tries on one route."""
+    probe = RandomRoutes(k=8, edits=1)
+    a, b = probe.routes(30, 0, "q1"), probe.routes(30, 0, "q2")
+    assert a != b, "each question draws its own routes"
+    assert a == RandomRoutes(k=8, edits=1).routes(30, 0, "q1"), "identical across reruns"
+    assert len(set(a)) == 8 and not any(r.is_identity for r in a)
+    full = RandomRoutes(k=56, edits=1)  # every single-edit route of a 30-block model with protect=1
+    assert len(set(full.routes(30, 0, "q"))) == 56
+    with pytest.raises(RnrLensError, match="only 56 routes"):
+        RandomRoutes(k=57, edits=1).check(30)
+    shared = parse_probe("routes:k=4,edits=2,shared=true")
+    assert shared.name == "routes:k=4,edits=2,protect=1,shared=true"
+    assert shared.routes(30, 0, "q1") == shared.routes(30, 0, "q2"), "shared=true: one draw for every question"
 
 
 def test_sampling_probe_tries_are_reproducible_and_seeded(tiny):
@@ -173,10 +193,9 @@ def test_routes_from_the_search_move_set():
     from rnr_lens.probes import draw_edits
 
     probe = parse_probe("routes:k=8,edits=2")
-    assert probe.name == "routes:k=8,edits=2,protect=1"
-    assert parse_probe("routes:k=8").name == "routes:k=8,edit_rate=0.25,max_segment=4,protect=1", "the segment distribution keeps its name"
-    routes = [probe.route(30, 0, i) for i in range(2000)]
-    assert routes[:8] == [probe.route(30, 0, i) for i in range(8)], "route i depends only on (seed, i)"
+    assert probe.name == "routes:k=8,edits=2,protect=1,shared=false"
+    assert parse_probe("routes:k=8").name == "routes:k=8,edit_rate=0.25,max_segment=4,protect=1,shared=false", "the draw is named"
+    routes = [r for q in range(250) for r in probe.routes(30, 0, f"q{q}")]
     edited = Counter()
     for r in routes:
         changed = set(r.skipped) | set(r.repeated)

@@ -59,23 +59,38 @@ def test_report_answers_the_three_claims_and_resumes(first_report, grid_file, ca
         q = result.questions
         diff = q[f"reachable[{c['random']}]"].to_numpy(float) - q[f"reachable[{c['search']}]"].to_numpy(float)
         assert c["random_minus_search"]["value"] == pytest.approx(diff.mean())
-        for probe in (c["random"], c["search"]):
+        for probe, above in ((c["random"], c["above_chance_random"]), (c["search"], c["above_chance_search"])):
             gain = c["oracle_gain"][probe]
             assert gain["value"] == pytest.approx((q[f"reachable[{probe}]"].to_numpy(float) - q["realized"].to_numpy(float)).mean())
-            if gain["low"] <= 0:
-                assert all(v is None for v in c["retention"][probe].values()), "no share of an unresolved gain"
-        assert c["random"] == "routes:k=3,edits=1,protect=1" and c["search"].startswith("search:k=3,")
+            if R.Estimate.from_dict(above).resolved != "above":
+                assert all(v is None for v in c["retention"][probe].values()), "no share of a gain that may be chance"
+            assert "logprob-or-default" in c["retention"][probe], "a blind selector that may keep the default answer"
+        assert c["random"] == "routes:k=3,edits=1,protect=1,shared=false" and c["search"].startswith("search:k=3,")
+        per_question = result.tries[result.tries["probe"] == c["random"]].groupby("question_id")["route"].apply(tuple)
+        assert per_question.nunique() > 1, "each question draws its own routes"
+        assert all(len(set(r)) == len(r) for r in per_question), "never one route twice for a question"
         searched = [R.Route.parse(r).n_edits for r in result.tries.loc[result.tries["probe"] == c["search"], "route"]]
         assert c["edits_random"] == 1 and c["edits_search"] == {"mean": pytest.approx(np.mean(searched)), "max": max(searched)}
         random_routes = result.tries.loc[result.tries["probe"] == c["random"], "route"]
         assert {R.Route.parse(r).n_edits for r in random_routes} == {1}, "random routes make exactly the grid's edits"
-        assert c["verdict"]
-    assert len(claims["bottleneck"]) == 2 and all("verdict" in c for c in claims["bottleneck"])
+        assert c["verdict"]["status"] in R.verdicts.STATUSES and c["retention_verdict"]["status"] in R.verdicts.STATUSES
+    assert len(claims["bottleneck"]) == 2 and all(c["verdict"]["status"] in R.verdicts.STATUSES for c in claims["bottleneck"])
     (pair_small, pair_mine) = claims["training"]
     assert pair_small["base"] == "base" and pair_small["trained"] == "tuned" and len(pair_small["probes"]) == 3
-    assert all(p["verdict"] for p in pair_small["probes"])
+    assert all(p["verdict"]["status"] in R.verdicts.STATUSES and p["excluded"] == 0 for p in pair_small["probes"])
+    statuses = [c["verdict"]["status"] for c in routes]
+    summary = claims["summary"]["routes_vs_search"]
+    for status in R.verdicts.STATUSES:
+        assert f"{status} {statuses.count(status)}" in summary, "the summary gives all four counts"
     html = (out / "report.html").read_text()
-    for heading in ("1. Random routes", "2. One MLP block", "3. Training", "resamples distinct prompts", "counts toward neither probe"):
+    for heading in (
+        "1. Random routes",
+        "2. One MLP block",
+        "3. Training",
+        "Wilson 95% interval",
+        "counts toward neither probe",
+        "null: random block",
+    ):
         assert heading in html
     assert html.count("Plotly.newPlot") >= 2 and html.count("plotly.js v") == 1, "figures inline, plotly.js embedded once"
     assert 'src="http' not in html, "no script is fetched: it reads offline"

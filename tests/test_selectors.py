@@ -26,8 +26,20 @@ def test_blind_selectors_never_need_the_gold():
     assert selectors.reward(TRIES).try_index == 2
     # flipping every correct flag changes no blind pick
     flipped = [Try(**{**t.__dict__, "correct": not t.correct}) for t in TRIES]
+    default = _t(0, "9", True, lp=-0.3)
+    flipped_default = Try(**{**default.__dict__, "correct": False})
     for name in selectors.ANSWER_BLIND:
-        assert selectors.get(name)(flipped).try_index == selectors.get(name)(TRIES).try_index
+        assert selectors.pick(name, flipped, flipped_default).try_index == selectors.pick(name, TRIES, default).try_index
+
+
+def test_logprob_or_default_keeps_the_default_unless_a_try_is_more_confident():
+    """A blind selector restricted to a probe's own tries can never keep the default answer, so
+    its retention of the oracle's gain was handicapped by construction."""
+    confident = Try("q", "default", 0, "9", "9", True, 3, mean_logprob=-0.05)
+    assert selectors.pick("logprob-or-default", TRIES, confident) is confident
+    unsure = Try("q", "default", 0, "9", "9", True, 3, mean_logprob=-5.0)
+    assert selectors.pick("logprob-or-default", TRIES, unsure).try_index == 3, "the most confident try wins when it is more confident"
+    assert selectors.pick("logprob-or-default", TRIES, None).try_index == 3, "no default stored: the tries alone"
 
 
 def test_majority_ties_go_to_the_earliest_answer():

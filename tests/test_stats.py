@@ -2,8 +2,22 @@ from math import comb
 
 import numpy as np
 import pytest
+from scipy.stats import binomtest
+from statsmodels.stats.proportion import proportion_confint
 
-from rnr_lens.stats import bootstrap, pass_at_k, wilson
+from rnr_lens.stats import (
+    Estimate,
+    above_chance,
+    design_effect,
+    detectable,
+    n_needed,
+    paired_difference,
+    pass_at_k,
+    per_question_sd,
+    rate,
+    ratio,
+    wilson,
+)
 
 
 def test_pass_at_k_matches_the_definition():
@@ -23,23 +37,103 @@ def test_pass_at_k_against_simulation():
     assert np.mean(hits) == pytest.approx(pass_at_k(n, c, k), abs=0.01)
 
 
-def test_bootstrap_is_seeded_and_covers_the_mean():
-    values = np.r_[np.ones(30), np.zeros(70)]
-    a, b = bootstrap(values, seed=1), bootstrap(values, seed=1)
-    assert a == b and a.value == pytest.approx(0.3)
-    assert a.low < 0.3 < a.high and 0.18 < a.low and a.high < 0.42
-    assert bootstrap(values, seed=2) != a
+def test_rates_have_wilson_intervals_that_hold_at_the_edges():
+    """0 of 40 realized printed 0.00 [0.00, 0.00] under the percentile bootstrap: an interval
+    that claims certainty the data cannot give."""
+    zero, full = rate([0] * 40), rate([1] * 40)
+    low, high = proportion_confint(0, 40, alpha=0.05, method="wilson")
+    assert (zero.value, zero.low) == (0.0, 0.0) and zero.high == pytest.approx(high) and zero.high > 0.08
+    assert full.high == 1.0 and full.low == pytest.approx(1 - high) and full.low < 0.92
+    assert zero.method == "wilson" and zero.n == 40
+    mid = wilson(29, 40)
+    assert mid.low < 29 / 40 < mid.high and 0.55 < mid.low < 0.6
+    assert rate([]).is_empty and rate([]).text() == "-"
 
 
-def test_paired_bootstrap_statistic():
-    paired = np.c_[np.r_[np.ones(40), np.zeros(60)], np.r_[np.ones(60), np.zeros(40)]]
-    est = bootstrap(paired, seed=0, statistic=lambda m: m[..., 1].mean(-1) - m[..., 0].mean(-1))
-    assert est.value == pytest.approx(0.2) and est.low > 0
+def test_a_rate_against_a_fixed_value_attaches_the_exact_binomial_test():
+    e = rate([1] * 9 + [0], null=0.5)
+    assert e.p == pytest.approx(binomtest(9, 10, 0.5).pvalue) and e.resolved == "above"
+    assert rate([1, 1, 0], null=0.5).resolved is None, "2 of 3 is not most, resolved"
 
 
-def test_wilson_interval():
-    est = wilson(29, 40)
-    assert est.low < 29 / 40 < est.high and 0.55 < est.low < 0.6
+def test_repeated_prompts_widen_the_interval_by_their_design_effect():
+    """25 questions on 9 prompts read as 25 independent draws gave too narrow an interval."""
+    values = np.array([1.0] * 5 + [0.0] * 5)
+    prompts = ["a"] * 5 + ["b"] * 5
+    naive, clustered = rate(values), rate(values, prompts)
+    assert naive.value == clustered.value == 0.5 and clustered.n == 2 and naive.n == 10
+    assert clustered.high - clustered.low > naive.high - naive.low, "two prompts are two draws, not ten"
+    assert design_effect(values, prompts) == (5.0, 2)
+    distinct = rate(values, [str(i) for i in range(10)])
+    assert (distinct.low, distinct.high) == (naive.low, naive.high), "all prompts distinct: the plain interval"
+    mixed = np.array([1.0, 0.0] * 5)
+    assert design_effect(mixed, prompts)[0] == 1.0, "no correlation within prompts: no inflation"
+
+
+def test_four_discordant_pairs_all_one_way_do_not_resolve():
+    """4 of 40 discordant pairs, all one way, gave a bootstrap lower bound of 0.025 ("resolved")
+    where the exact sign test gives p = 0.125."""
+    d = paired_difference([1] * 4 + [0] * 36, [0] * 40)
+    assert d.value == pytest.approx(0.1) and d.p == pytest.approx(0.125)
+    assert d.resolved is None, "the score interval barely clears zero; the exact test does not agree, so it is not resolved"
+    assert paired_difference([1] * 6 + [0] * 34, [0] * 40).resolved == "above", "6 of 6 one way: p = 0.031"
+    twelve = paired_difference([1] * 12 + [0] * 28, [0] * 40)
+    assert twelve.low > 0 and twelve.p == pytest.approx(binomtest(12, 12, 0.5).pvalue) and twelve.resolved == "above"
+    none = paired_difference([0] * 40, [0] * 40)
+    assert none.value == 0 and none.low == pytest.approx(-none.high) and none.high > 0.08, "no discordant pair still leaves room either way"
+    same = paired_difference([1] * 30 + [0] * 10, [1] * 30 + [0] * 10)
+    assert same.high == pytest.approx(none.high), "only the discordant pairs and n matter"
+    assert paired_difference([1] * 40, [1] * 40).p == 1.0
+
+
+@pytest.mark.parametrize(("p_both", "p_first", "p_second"), [(0.1, 0.05, 0.0), (0.3, 0.15, 0.05), (0.0, 0.02, 0.02)])
+def test_paired_interval_covers_at_the_sizes_we_have(p_both, p_first, p_second):
+    """The interval must hold at n = 40 with few discordant pairs, where the percentile
+    bootstrap under-covered (it cannot reach beyond what the sample shows)."""
+    rng = np.random.default_rng(0)
+    truth, hits, reps, n = p_first - p_second, 0, 600, 40
+    cells = rng.choice(4, size=(reps, n), p=[p_both, p_first, p_second, 1 - p_both - p_first - p_second])
+    for row in cells:
+        first = np.isin(row, (0, 1)).astype(float)
+        second = np.isin(row, (0, 2)).astype(float)
+        d = paired_difference(first, second)
+        hits += d.low <= truth <= d.high
+    assert hits / reps >= 0.93, f"coverage {hits / reps:.3f} at n={n}"
+
+
+def test_reach_against_chance_uses_the_exact_poisson_binomial_test():
+    reached = np.r_[np.ones(10), np.zeros(30)]
+    e = above_chance(reached, np.full(40, 0.15))
+    assert e.p == pytest.approx(2 * binomtest(10, 40, 0.15, alternative="greater").pvalue, rel=1e-6), "equal chances: the binomial tail"
+    assert e.resolved is None, "10 of 40 against a chance of 0.15 is not resolved"
+    below = above_chance(np.r_[np.ones(4), np.zeros(36)], np.full(40, 0.15))
+    assert below.value < 0 and below.resolved is None
+    far = above_chance(np.r_[np.ones(20), np.zeros(20)], np.full(40, 0.1))
+    assert far.resolved == "above" and far.low > 0
+
+
+def test_fieller_ratio_is_unbounded_where_the_gain_is_not_resolved():
+    tiny_gain = ratio(np.array([0.0] * 9 + [1.0]), np.array([0.0] * 8 + [1.0, 1.0]))
+    assert tiny_gain.high == np.inf and tiny_gain.low == -np.inf
+    big = ratio(np.r_[np.ones(10), np.zeros(30)], np.r_[np.ones(30), np.zeros(10)])
+    assert big.value == pytest.approx(1 / 3) and big.low < 1 / 3 < big.high < 1
+
+
+def test_power_says_what_n_resolves():
+    sd = per_question_sd(np.r_[np.ones(4), np.zeros(36)])
+    smallest = detectable(sd, 40)
+    assert 0 < smallest < 1
+    assert n_needed(smallest, sd) == pytest.approx(40, abs=1), "the detectable effect at n needs n"
+    assert n_needed(smallest / 2, sd) == pytest.approx(160, rel=0.05), "half the effect: four times the questions"
+    assert n_needed(0.0, sd) is None
+
+
+def test_estimates_round_trip_through_json_with_unbounded_bounds():
+    e = Estimate(0.3, -np.inf, np.inf, 12, "fieller")
+    back = Estimate.from_dict(e.to_dict())
+    assert (back.low, back.high, back.n, back.method) == (-np.inf, np.inf, 12, "fieller")
+    assert e.text() == "0.30 [-inf,inf]"
+    assert Estimate.from_dict(Estimate.empty().to_dict()).is_empty
 
 
 def test_permutation_chance_is_the_share_of_other_golds_matched():
@@ -52,16 +146,3 @@ def test_permutation_chance_is_the_share_of_other_golds_matched():
     assert chance[:5] == pytest.approx(4 / 9, abs=0.03) and chance[5:] == pytest.approx(5 / 9, abs=0.03)
     assert np.isnan(permutation_chance(np.ones((1, 1), dtype=bool))).all(), "one question has no other gold"
     assert (permutation_chance(np.eye(6, dtype=bool)) == 0).all(), "answers right only for itself: never by chance"
-
-
-def test_cluster_bootstrap_resamples_prompts_not_questions():
-    """25 questions on 9 prompts read 0.76 [0.57, 0.89] when repeats were taken as independent."""
-    values = np.array([1.0] * 5 + [0.0] * 5)
-    prompts = ["a"] * 5 + ["b"] * 5
-    naive, clustered = bootstrap(values, seed=0), bootstrap(values, seed=0, clusters=prompts)
-    assert naive.value == clustered.value == 0.5 and clustered.n == 2 and naive.n == 10
-    assert (clustered.low, clustered.high) == (0.0, 1.0) and naive.high - naive.low < 0.7, "two prompts: anything from 0 to 1"
-    distinct = bootstrap(values, seed=0, clusters=[str(i) for i in range(10)])
-    assert (distinct.low, distinct.high) == (naive.low, naive.high), "all prompts distinct: the plain bootstrap"
-    with pytest.raises(ValueError, match="one value per question"):
-        bootstrap(np.c_[values, values], seed=0, clusters=prompts, statistic=lambda m: m.mean(axis=(1, 2)))
