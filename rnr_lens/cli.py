@@ -35,16 +35,31 @@ def command(name: str) -> Callable[[Callable[[argparse.Namespace], int]], Callab
     return register
 
 
+TERMINAL_WIDTH = 100
+"""The CLI's tables fit this many columns: wider ones continue in a second block."""
+
+
 def print_table(rows: list[dict], columns: Sequence[str] | None = None) -> None:
+    """Rows as aligned columns; columns that would pass :data:`TERMINAL_WIDTH` continue in
+    another block that repeats the first (key) column."""
     if not rows:
         print("(nothing)")
         return
     columns = list(columns or dict.fromkeys(k for r in rows for k in r))
-    cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
-    for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+    cells = {c: [_fmt(r.get(c)) for r in rows] for c in columns}
+    widths = {c: max(len(c), *(len(v) for v in cells[c])) for c in columns}
+    key, rest = columns[0], columns[1:]
+    blocks: list[list[str]] = [[key]]
+    for c in rest:
+        if len(blocks[-1]) > 1 and sum(widths[x] + 2 for x in blocks[-1]) + widths[c] > TERMINAL_WIDTH:
+            blocks.append([key])
+        blocks[-1].append(c)
+    for i, block in enumerate(blocks):
+        if i:
+            print()
+        print("  ".join(c.ljust(widths[c]) for c in block).rstrip())
+        for r in range(len(rows)):
+            print("  ".join(cells[c][r].ljust(widths[c]) for c in block).rstrip())
 
 
 def _fmt(value: object) -> str:

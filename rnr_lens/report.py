@@ -676,7 +676,7 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
             c["trained"],
             c["task"],
             p["probe"].split(",")[0],
-            p["questions"],
+            f"{p['questions']}" + (f" ({p['excluded']} left out: unfinished)" if p.get("excluded") else ""),
             e(p["delta_realized"]),
             e(p["delta_reachable"]),
             e(p["contrast"]),
