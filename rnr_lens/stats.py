@@ -200,7 +200,9 @@ def design_effect(values: np.ndarray, clusters: Sequence[object] | None) -> tupl
 
 def _wilson(value: float, n_eff: float, level: float) -> tuple[float, float]:
     low, high = proportion_confint(value * n_eff, n_eff, alpha=_alpha(level), method="wilson")
-    return float(max(0.0, low)), float(min(1.0, high))
+    low = 0.0 if value == 0 else max(0.0, float(low))  # exactly 0 at 0 of n (not a rounding residue)
+    high = 1.0 if value == 1 else min(1.0, float(high))
+    return low, high
 
 
 def rate(

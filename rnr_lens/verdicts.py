@@ -296,7 +296,8 @@ def bottleneck_verdict(
     if held.resolved == "below":
         return held, Verdict(AGAINST, f"silencing {named}, resolved below one half")
     if held.resolved != "above":
-        return held, Verdict(UNRESOLVED, f"{named}: not resolved at this failure-set size", *plan)
+        hopeless = " (no repair rate resolves above one half with this few held-out failures)" if plan[0] is None or plan[0] >= MOST else ""
+        return held, Verdict(UNRESOLVED, f"{named}: not resolved at this failure-set size{hopeless}", *plan)
     if break_rate is None or break_rate.is_empty:
         return held, Verdict(UNRESOLVED, f"{named}, but its break rate is unmeasured (no realized control)")
     if break_rate.value > break_bound or break_rate.high >= MOST:
