@@ -172,14 +172,14 @@ def search(args: argparse.Namespace) -> None:
         return tries, time.perf_counter() - start
 
     routes, routes_s = timed(RandomRoutes(k=k), [questions])
-    shared, shared_s = timed(RandomRoutes(k=k, shared=True), [questions])
+    one_draw, one_draw_s = timed(RandomRoutes(k=k, shared=True), [questions])
     lockstep, lockstep_s = timed(RouteSearch(k=k), [questions])
     alone, alone_s = timed(RouteSearch(k=k), [[q] for q in questions[: args.per_question]])
     rate = {
         name: len(tries) / s
         for name, (tries, s) in {
             "routes": (routes, routes_s),
-            "shared": (shared, shared_s),
+            "shared": (one_draw, one_draw_s),
             "lockstep": (lockstep, lockstep_s),
             "alone": (alone, alone_s),
         }.items()
@@ -221,16 +221,16 @@ def search(args: argparse.Namespace) -> None:
 
     print(f"\nroute search, {model.name} on {device} ({dtype}), {len(questions)} questions, k={k}")
     print(
-        f"random routes (batched indices)  : {len(routes)} tries in {routes_s:6.1f} s = {rate['routes']:.2f} tries/s, {flops(routes) / routes_s / 1e9:.1f} GFLOP/s"
+        f"random routes (drawn per question): {len(routes)} tries in {routes_s:6.1f} s = {rate['routes']:.2f} tries/s, {flops(routes) / routes_s / 1e9:.1f} GFLOP/s"
     )
     print(
         f"search, lockstep (batched)       : {len(lockstep)} tries in {lockstep_s:6.1f} s = {rate['lockstep']:.2f} tries/s, {flops(lockstep) / lockstep_s / 1e9:.1f} GFLOP/s"
     )
     print(
-        f"random routes, one draw shared   : {len(shared)} tries in {shared_s:6.1f} s = {rate['shared']:.2f} tries/s, {flops(shared) / shared_s / 1e9:.1f} GFLOP/s"
+        f"random routes, one draw shared   : {len(one_draw)} tries in {one_draw_s:6.1f} s = {rate['shared']:.2f} tries/s, {flops(one_draw) / one_draw_s / 1e9:.1f} GFLOP/s"
     )
     print(
-        f"per-question / shared routes     : {rate['routes'] / rate['shared']:.2f}x per try, {flops(routes) / routes_s / (flops(shared) / shared_s):.2f}x per FLOP"
+        f"per-question / shared routes     : {rate['routes'] / rate['shared']:.2f}x per try, {flops(routes) / routes_s / (flops(one_draw) / one_draw_s):.2f}x per FLOP"
         " (target ~1: routes drawn per question cost what one shared draw costs)"
     )
     print(f"search, one question at a time   : {len(alone)} tries in {alone_s:6.1f} s = {rate['alone']:.2f} tries/s ({args.per_question} questions)")
