@@ -146,7 +146,7 @@ def test_sharded_report_equals_the_unsharded_one_and_checks_the_screen(first_rep
         )
         table = sweep.table.sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True])
         best = table.iloc[0]
-        if "bottleneck" in full:
+        if full.get("bottleneck"):
             assert agreement["screen_block"] == full["bottleneck"]["block"]
         picked = table[table["layer"] == agreement["screen_block"]].iloc[0]
         assert agreement["exhaustive_block"] == best["layer"] and agreement["same_block"] == (best["layer"] == picked["layer"])
