@@ -258,11 +258,10 @@ def claim_bottleneck(
         "null": null.to_dict() if null else None,
         "screen_vs_exhaustive": agreement,
     }
-    if chosen is None:  # the screen generated only its top blocks: no block is shown to fail, so nothing is resolved
-        verdict = sweep.verdict(null, break_bound=grid.break_bound)
-        return {**base, "bottleneck": None, "second": blocks[0] if blocks else None, "verdict": verdict.to_dict()}
+    # without a bottleneck (no generated block repairs within the bound) the best other block is shown as second
+    picked, rest = (blocks[0], blocks[1:]) if chosen is not None else (None, blocks)
     verdict = sweep.verdict(null, break_bound=grid.break_bound)
-    return {**base, "bottleneck": blocks[0], "second": blocks[1] if len(blocks) > 1 else None, "verdict": verdict.to_dict()}
+    return {**base, "bottleneck": picked, "second": rest[0] if rest else None, "verdict": verdict.to_dict()}
 
 
 def _block_rates(sweep: Any, layer: int) -> dict[str, Any]:
