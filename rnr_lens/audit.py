@@ -14,7 +14,7 @@ import html
 import json
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +254,7 @@ class AuditResult:
     tries: pd.DataFrame
     questions: pd.DataFrame
     seed: int = 0
+    _chance: dict[tuple[str, int], np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def load(cls, store: RunStore | str | Path, audit_id: str | None = None) -> AuditResult:
@@ -427,6 +428,8 @@ class AuditResult:
         from rnr_lens.answers import canonical_gold
 
         probe = self.probe_name(probe)
+        if (probe, n_perm) in self._chance:  # the summary and the claims both read it: derange once
+            return self._chance[(probe, n_perm)].copy()
         kind = self.info.answer_type
         ids = self.questions["question_id"].tolist()
         golds = [canonical_gold(str(g), kind) for g in self.questions["gold"]]
@@ -437,7 +440,8 @@ class AuditResult:
                 if value is not None:
                     said[t.question_id].add(value)
         match = np.array([[g is not None and g in said[qid] for g in golds] for qid in ids], dtype=bool)
-        return permutation_chance(match, n_perm=n_perm, seed=self.seed)
+        self._chance[(probe, n_perm)] = permutation_chance(match, n_perm=n_perm, seed=self.seed)
+        return self._chance[(probe, n_perm)].copy()
 
     def format_misses(self, probe: str | None = None) -> pd.DataFrame:
         """Wrong tries whose text states the gold answer elsewhere (the extractor read another

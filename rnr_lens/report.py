@@ -193,8 +193,9 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
     for probe in (random_probe, search_probe):
         picks = result.selections(probe).pivot(index="question_id", columns="selector", values="correct").reindex(q["question_id"])
         blind = {s: picks[s].to_numpy(float) for s in selectors.ANSWER_BLIND if s in picks}
-        judged[probe] = verdicts.retention(blind, realized, reach[probe], above[probe], prompts, margin=grid.retention_margin)
-        gains[probe] = paired_difference(reach[probe], realized, prompts).to_dict()
+        gain = paired_difference(reach[probe], realized, prompts)
+        judged[probe] = verdicts.retention(blind, realized, reach[probe], above[probe], prompts, gain=gain, margin=grid.retention_margin)
+        gains[probe] = gain.to_dict()
         retention[probe] = {r.selector: (r.estimate.to_dict() if r.estimate is not None else None) for r in judged[probe]}
     routes = result.tries.loc[result.tries["probe"] == search_probe, "route"].dropna()
     depth = [Route.parse(str(r)).n_edits for r in routes]

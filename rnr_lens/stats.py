@@ -110,13 +110,13 @@ class Estimate:
     @property
     def resolved(self) -> str | None:
         """``"above"`` or ``"below"`` the null where the interval excludes it and the exact test
-        (where attached) agrees at the same level; else None."""
-        if self.null is None or self.is_empty:
+        agrees at the same level; else None. Without an exact test attached nothing resolves:
+        an interval alone never decides a difference."""
+        if self.null is None or self.p is None or self.is_empty or self.p > 1 - self.level:
             return None
-        agrees = self.p is None or self.p <= 1 - self.level
-        if self.low > self.null and agrees:
+        if self.low > self.null:
             return "above"
-        if self.high < self.null and agrees:
+        if self.high < self.null:
             return "below"
         return None
 
@@ -215,7 +215,8 @@ def rate(
         clusters: Per question, its prompt: questions that repeat one prompt count as
             ``n / deff`` independent ones (:func:`design_effect`).
         null: Attach the exact binomial test of the rate against this value (only for 0/1
-            values over distinct prompts; otherwise the interval alone decides).
+            values over distinct prompts; otherwise no test is attached and the rate never
+            counts as resolved against it).
         level: The interval's level.
 
     Example:

@@ -39,7 +39,8 @@ difference inside it is one a reader would call "the same"."""
 
 RETENTION_MARGIN = 0.25
 """Claim 1's "answer-blind selectors retain almost none of the gain": retention below a
-quarter of the oracle's gain counts as "almost none"; above it, resolved, as "retains some"."""
+quarter of the oracle's gain counts as "almost none"; an interval wholly above it as "retains
+some"."""
 
 BREAK_BOUND = 0.2
 """The largest control break rate (point estimate) a bottleneck may have: a block whose
@@ -209,15 +210,17 @@ def retention(
     above: Estimate,
     prompts: Sequence[str] | None = None,
     *,
+    gain: Estimate | None = None,
     margin: float = RETENTION_MARGIN,
     level: float = LEVEL,
 ) -> list[Retention]:
     """Each answer-blind selector's retention of the gain, gated on reach above chance and a
-    gain resolved above zero."""
+    gain resolved above zero (``gain``: reach minus realized, paired per question, when the
+    caller has it already)."""
     if above.resolved != "above":
         return [Retention(s, None, "reach not resolved above chance") for s in selectors]
     real, reach = np.asarray(realized, float), np.asarray(reached, float)
-    gain = paired_difference(reach, real, prompts, level=level)
+    gain = gain if gain is not None else paired_difference(reach, real, prompts, level=level)
     if gain.resolved != "above":
         return [Retention(s, None, f"no gain over realized resolved ({gain.text()})") for s in selectors]
     out = []
@@ -242,8 +245,9 @@ def _over(x: float | None, scale: float) -> float | None:
 
 def retention_verdict(retentions: Sequence[Retention], *, margin: float = RETENTION_MARGIN) -> Verdict:
     """Claim 1's second half on one setting ("answer-blind procedures retain almost none of the
-    gain"): support where every blind selector's retention is resolved below ``margin``;
-    against where one is resolved above it; uninformative without a gain above chance."""
+    gain"): support where every blind selector's Fieller interval lies wholly below ``margin``;
+    against where one lies wholly above it; uninformative without a gain above chance. The
+    interval alone decides (no exact test of a ratio is at hand), and the text says so."""
     measured = [r for r in retentions if r.estimate is not None and not r.estimate.is_empty]
     if not measured:
         reason = next((r.reason for r in retentions if r.reason), "no selections stored, or a gain of exactly zero")
@@ -251,11 +255,11 @@ def retention_verdict(retentions: Sequence[Retention], *, margin: float = RETENT
     above = [r for r in measured if r.estimate is not None and r.estimate.low > margin]
     if above:
         r = above[0]
-        return Verdict(AGAINST, f"{r.selector} keeps {r.estimate.text() if r.estimate else '-'} of the gain, resolved above {margin:.2f}")
+        return Verdict(AGAINST, f"{r.selector} keeps {r.estimate.text() if r.estimate else '-'} of the gain, its interval wholly above {margin:.2f}")
     if all(r.estimate is not None and r.estimate.high < margin for r in measured):
-        return Verdict(SUPPORT, f"every answer-blind selector keeps under {margin:.2f} of the gain (resolved)")
+        return Verdict(SUPPORT, f"every answer-blind selector keeps under {margin:.2f} of the gain (each interval wholly below)")
     worst = max(measured, key=lambda r: r.estimate.high if r.estimate else 0.0)
-    text = f"{worst.selector} keeps {worst.estimate.text() if worst.estimate else '-'} of the gain: not resolved against {margin:.2f}"
+    text = f"{worst.selector} keeps {worst.estimate.text() if worst.estimate else '-'} of the gain: its interval straddles {margin:.2f}"
     return Verdict(UNRESOLVED, text, worst.detectable, worst.n_needed)
 
 
@@ -307,7 +311,9 @@ def bottleneck_verdict(
     for null in nulls:
         if not null.is_empty and held.low <= null.high:
             return held, Verdict(UNRESOLVED, f"{named}, but its interval does not lie above the null's ({null.text()}, {null.method})")
-    return held, Verdict(SUPPORT, f"silencing {named}, resolved above one half, above its nulls; breaks {break_rate.text()} of the controls")
+    return held, Verdict(
+        SUPPORT, f"silencing {named}, resolved above one half, its interval above each null's; breaks {break_rate.text()} of the controls"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
