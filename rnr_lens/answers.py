@@ -8,6 +8,10 @@ the phrase itself.
 =====================  ==============================================================
 name                   what it returns
 =====================  ==============================================================
+``concluding-number``  the number a statement concludes with: in the answer's first
+                       sentence, the number right after its last "=", "is", "equals" or
+                       "answer:" (None if that number opens an unevaluated expression such
+                       as ``1 + 0``); a sentence with none of them gives its last number
 ``number``             the number after "answer is"/"answer:" if present, else the last
 ``answer-is``          the number after "answer is"/"answer:" (None if absent)
 ``first-number``       the first number
@@ -82,6 +86,39 @@ def extract_number(text: str) -> str | None:
     return numbers[-1] if numbers else None
 
 
+_SENTENCE_END_RE = re.compile(r"\.(?!\d)|[!?\n]")
+_CONCLUSION_RE = re.compile(r"=|\b(?:is|equals|answer\s*:)(?![A-Za-z])", re.IGNORECASE)
+_OPERATOR_NEXT_RE = re.compile(r"\s*(?:[-+*×÷x]|\bplus\b|\bminus\b|\btimes\b)\s*\$?\d", re.IGNORECASE)
+
+
+def extract_concluding(text: str) -> str | None:
+    """The number the answer's first sentence concludes with, as a person reads it.
+
+    The first sentence (up to a full stop that is not a decimal point, ``!``, ``?`` or a line
+    break) is read after its last conclusion marker (``=``, "is", "equals", "answer:"); the
+    first number there is the answer, unless an arithmetic operator follows it (an unevaluated
+    expression states no answer). A sentence with no marker gives its last number.
+
+    Example:
+        >>> [extract_concluding(t) for t in ("The answer is 7 + 6 = 13.", "The answer is 2 + 3 = 5. Sam has 9.", "The answer is 1 + 0.")]
+        ['13', '5', None]
+    """
+    body = text.lstrip()
+    end = _SENTENCE_END_RE.search(body)
+    sentence = body[: end.start()] if end else body
+    markers = list(_CONCLUSION_RE.finditer(sentence))
+    if not markers:
+        numbers = _numbers(sentence)
+        return numbers[-1] if numbers else None
+    rest = sentence[markers[-1].end() :]
+    found = _NUMBER_RE.search(rest)
+    if found is None:
+        return None
+    if _OPERATOR_NEXT_RE.match(rest[found.end() :]):
+        return None
+    return canonical_number(found.group())
+
+
 def extract_first(text: str) -> str | None:
     numbers = _numbers(text)
     return numbers[0] if numbers else None
@@ -147,6 +184,7 @@ def normalize_string(text: str) -> str:
 
 
 EXTRACTORS: dict[str, Callable[[str], str | None]] = {
+    "concluding-number": extract_concluding,
     "number": extract_number,
     "answer-is": extract_answer_is,
     "first-number": extract_first,
@@ -157,6 +195,17 @@ EXTRACTORS: dict[str, Callable[[str], str | None]] = {
     "choice-letter": extract_choice,
     "answer-is-string": extract_string,
 }
+
+
+NUMERIC_EXTRACTORS = ("concluding-number", "number", "answer-is", "first-number", "last-number")
+"""The extractors that read a numeric answer out of free text, compared side by side by
+``check-format`` and in ``docs/extractors.md`` (``gsm8k-flexible`` is ``last-number``;
+``gsm8k-strict`` and ``boxed`` read formats the default prompts never ask for)."""
+
+
+def extractors_for(answer_type: str) -> tuple[str, ...]:
+    """The extractors worth comparing for ``answer_type`` (one per non-numeric type)."""
+    return {"number": NUMERIC_EXTRACTORS, "choice": ("choice-letter",), "string": ("answer-is-string",)}.get(answer_type, ())
 
 
 def get_extractor(name: str) -> Callable[[str], str | None]:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from rnr_lens import selectors as sel
-from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.display import estimate_text, html_table, probe_labels, short_text
 from rnr_lens.errors import RnrLensError
 from rnr_lens.lens import LensModel
@@ -34,6 +34,11 @@ from rnr_lens.store import RunStore
 from rnr_lens.tasks.core import Question, Task
 
 ROWS_PER_UNIT = 64  # generation rows per commit unit of a probe (one full batch)
+
+
+FORMAT_MISS_WARN = 0.1
+"""Share of greedy answers that are format misses above which an audit warns that its
+extractor, not the model, may be deciding the realized rate."""
 
 
 def audit_id(model_fingerprint: str, task: Task, config: DeploymentConfig, probes: Sequence[Probe], seed: int) -> str:
@@ -132,7 +137,7 @@ def audit(
         model: The model.
         task: The questions.
         probes: Probe objects or specs such as ``"sampling:k=8,t=0.7"``.
-        config: The deployment (default: :meth:`DeploymentConfig.default_for` the task).
+        config: The deployment (default: :func:`~rnr_lens.deploy.deployment_for` the model and task).
         store: A :class:`RunStore` or a path to one (default: in memory).
         seed: Seeds sampling, random routes and the search.
         batch_size: Rows per forward (default: chosen from free memory).
@@ -149,7 +154,7 @@ def audit(
         >>> result = audit(model, tasks.get("add-small", n=10), ["sampling:k=4,t=0.7"])  # doctest: +SKIP
         >>> result.summary()  # doctest: +SKIP
     """
-    config = config or DeploymentConfig.default_for(task.answer_type, chat=model.chat_template is not None)
+    config = config or deployment_for(model, task.answer_type)
     probe_objs = [p if isinstance(p, Probe) else parse_probe(p) for p in probes]
     names = [p.name for p in probe_objs]
     if len(set(names)) != len(names):
@@ -457,6 +462,23 @@ class AuditResult:
         out = tries[hit] if len(tries) else tries
         return out.assign(gold=out["question_id"].map(gold))[["question_id", "probe", "try_index", "text", "extracted", "gold"]]
 
+    def format_miss_share(self) -> tuple[int, int]:
+        """``(format misses, answered)`` among the default deployment's greedy answers: wrong
+        answers whose text states the gold elsewhere, over the questions answered so far."""
+        answered = int(self.questions["has_default"].sum())
+        return len(self.format_misses()), answered
+
+    def format_warning(self) -> str | None:
+        """One line when format misses exceed :data:`FORMAT_MISS_WARN` of the greedy answers
+        (the realized rate is then understated by up to that share), else None."""
+        misses, answered = self.format_miss_share()
+        if not answered or misses / answered <= FORMAT_MISS_WARN:
+            return None
+        return (
+            f"{misses} of {answered} greedy answers ({misses / answered:.0%}) state the gold answer but were read as another: "
+            f"realized may be understated by up to {misses / answered:.2f} (extractor {self.config.extractor!r})"
+        )
+
     def _repr_html_(self) -> str:
         """A compact summary for notebooks: short probe labels, intervals on one line."""
         i = self.info
@@ -519,29 +541,3 @@ def _question_table(questions: pd.DataFrame, tries: pd.DataFrame, probes: Sequen
         table[reachable_column(probe)] = table["question_id"].isin(hit.index)
         table[first_hit_column(probe)] = table["question_id"].map(hit).astype("Int64")
     return table
-
-
-def check_format(model: LensModel, task: Task, config: DeploymentConfig | None = None, *, batch_size: int | None = None) -> dict[str, Any]:
-    """How often the default deployment's output holds an extractable answer, and how often
-    it is correct (with Wilson 95% intervals), plus a few outputs with no answer."""
-    from rnr_lens.stats import wilson
-
-    config = config or DeploymentConfig.default_for(task.answer_type, chat=model.chat_template is not None)
-    ctx = ProbeContext(model, config, task.answer_type, batch_size=batch_size)
-    gens = ctx.generate(list(task))
-    graded = [config.grade(g.text, q, task.answer_type) for q, g in zip(task, gens)]
-    extracted = sum(e is not None for e, _ in graded)
-    correct = sum(c for _, c in graded)
-    ex, acc = wilson(extracted, len(task)), wilson(correct, len(task))
-    return {
-        "n": len(task),
-        "distinct_prompts": len({q.prompt for q in task}),
-        "config_hash": config.hash(),
-        "extractable": ex.value,
-        "extractable_low": ex.low,
-        "extractable_high": ex.high,
-        "accuracy": acc.value,
-        "accuracy_low": acc.low,
-        "accuracy_high": acc.high,
-        "unextractable_examples": [g.text for g, (e, _) in zip(gens, graded) if e is None][:5],
-    }

@@ -10,6 +10,7 @@ import argparse
 import inspect
 import json
 import os
+import shlex
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -110,9 +111,14 @@ def _note_repeats(task: Task) -> None:
 
 
 def _load_config(args: argparse.Namespace, answer_type: str) -> DeploymentConfig:
-    from rnr_lens.deploy import DeploymentConfig
+    """--config, else the default deployment for the model: raw text where its tokenizer has
+    no chat template (read without loading the weights, as the library and Ray workers do)."""
+    from rnr_lens.deploy import DeploymentConfig, deployment_for
+    from rnr_lens.models import load_tokenizer
 
-    return DeploymentConfig.load(args.config) if args.config else DeploymentConfig.default_for(answer_type)
+    if args.config:
+        return DeploymentConfig.load(args.config)
+    return deployment_for(load_tokenizer(args.model), answer_type)
 
 
 def _existing_store(path: str, hint: str = "", mode: str = "read") -> RunStore:
@@ -143,8 +149,9 @@ def _est(e: Estimate | dict | None) -> str:
     return estimate_text(e)
 
 
-def print_audit(result: AuditResult, header: str) -> None:
-    """An audit as two tables that fit 100 columns (probes by short label, specs listed below)."""
+def print_audit(result: AuditResult, header: str, store: str) -> None:
+    """An audit as two tables that fit 100 columns (probes by short label, specs listed below);
+    a warning line above them where format misses may decide the realized rate."""
     from rnr_lens.display import probe_labels
 
     records = result.summary_records()
@@ -155,7 +162,21 @@ def print_audit(result: AuditResult, header: str) -> None:
         stored, expected = sum(d for d, _ in done.values()), sum(e for _, e in done.values())
         print(f"unfinished: {stored} of {expected} tries stored (still running, or stopped: rerun it with --resume)")
         print("each row summarizes the n questions whose tries are all stored")
+    warning = result.format_warning()
+    if warning:
+        print(f"warning: {warning}")
+        print(f"  list them: rnr-lens show {shlex.quote(store)} --misses")
+        print("  compare extractors on them: rnr-lens check-format (same --model, --task); choose one: 'extractor' in --config")
     print()
+    if not result.probes:
+        n = int(result.questions["has_default"].sum())
+        print(f"realized (greedy, default deployment): {_est(records[0].get('realized'))} over {n} questions")
+        print("no probe was run, so nothing here measures reachability: add --probe (e.g. sampling:k=8) to an audit to measure it")
+        misses, _ = result.format_miss_share()
+        print(
+            f"format misses (wrong answers whose text states the gold elsewhere): {misses} of {n - int(result.questions['realized'].sum())} wrong greedy answers"
+        )
+        return
     print_table(
         [
             {
@@ -301,16 +322,60 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print_audit(
             result,
             f"audit {result.id}  [{result.info.status}]\nmodel {model_name}  task {task.name} ({len(task)} questions)  config {config.hash()}  seed {args.seed}",
+            str(out),
         )
         print("\nnext:")
-        for what, cmd in [
-            ("every audit in this store, with its summary", f"rnr-lens show {out}"),
-            ("locate the bottleneck MLP on the reachable-not-realized questions", f"rnr-lens mine {out}"),
-            ("the per-try and per-question tables", f"rnr-lens export {out} --format csv"),
-            ("explore the audit question by question in JupyterLab", "jupyter lab notebooks/01_quickstart.ipynb"),
-        ]:
+        for what, cmd in next_steps(result, RunStore(out, mode="read"), args):
             print(f"  # {what}\n  {cmd}")
     return 0
+
+
+def _short_prefix(name: str, names: Sequence[str]) -> str:
+    """The shortest comma-cut prefix of ``name`` that no other of ``names`` starts with
+    (what ``AuditResult.probe_name`` accepts), e.g. ``sampling:k=2,t=1.0``."""
+    parts = name.split(",")
+    for i in range(1, len(parts) + 1):
+        prefix = ",".join(parts[:i])
+        if sum(n.startswith(prefix) for n in names) == 1:
+            return prefix
+    return name
+
+
+def next_steps(result: AuditResult, store: RunStore, args: argparse.Namespace) -> list[tuple[str, str]]:
+    """What to run after an audit, each command as it runs from here: ``--audit`` where the
+    store holds several audits, ``--probe`` where the audit has several, ``--model`` where
+    the audit's model name alone would not load it, and ``mine`` only where it has a failure
+    set to mine."""
+    from pathlib import Path
+
+    q = shlex.quote
+    path = q(str(store.path))
+    several = len(store.audits()) > 1
+    pick = f" --audit {result.id[:12]}" if several else ""
+    steps = [("every audit in this store, with its summary", f"rnr-lens show {path}")]
+    model = "" if args.model == result.info.model else f" --model {q(str(args.model))}"
+    from rnr_lens.failures import MIN_FAILURES
+
+    gaps = {p: len(result.reachable_not_realized(p)) for p in result.probes}
+    wrong = int((result.questions["has_default"] & ~result.questions["realized"]).sum())
+    if gaps and max(gaps.values()) >= MIN_FAILURES:
+        probe = max(gaps, key=lambda p: gaps[p])
+        which = f" --probe {q(_short_prefix(probe, result.probes))}" if len(gaps) > 1 else ""
+        steps.append(
+            (f"locate the bottleneck MLP on the {gaps[probe]} reachable-not-realized questions", f"rnr-lens mine {path}{pick}{which}{model}")
+        )
+    elif wrong >= MIN_FAILURES:
+        why = "no probe was run" if not gaps else f"fewer than {MIN_FAILURES} are reachable and not realized"
+        steps.append(
+            (
+                f"locate the bottleneck MLP on the {wrong} questions the default deployment gets wrong ({why})",
+                f"rnr-lens mine {path}{pick} --failure-set not-realized{model}",
+            )
+        )
+    steps.append(("the per-try and per-question tables", f"rnr-lens export {path}{pick} --format csv"))
+    if Path("notebooks/01_quickstart.ipynb").is_file():
+        steps.append(("explore the audit question by question in JupyterLab", "jupyter lab notebooks/01_quickstart.ipynb"))
+    return steps
 
 
 @command("show")
@@ -348,10 +413,24 @@ def cmd_show(args: argparse.Namespace) -> int:
         i = r.info
         print()
         print_audit(
-            r, f"audit {r.id}  [{i.status}]\nmodel {i.model}  task {i.task} ({i.n_questions} questions)  config {i.config_hash}  seed {i.seed}"
+            r,
+            f"audit {r.id}  [{i.status}]\nmodel {i.model}  task {i.task} ({i.n_questions} questions)  config {i.config_hash}  seed {i.seed}",
+            args.store,
         )
         if r.config.chat and r.config.system_prompt is None:
             print("system prompt: null in the config, so the chat template's own default (show --json: rendered_prompt)")
+        if args.misses:
+            from rnr_lens.display import short_text
+
+            misses = r.format_misses()
+            print(f"\nformat misses of the default deployment (extractor {r.config.extractor!r}): {len(misses)}")
+            if len(misses):
+                print_table(
+                    [
+                        {"question": m.question_id, "gold": m.gold, "read": m.extracted, "text": short_text(str(m.text), 60)}
+                        for m in misses.itertuples()
+                    ]
+                )
     return 0
 
 
@@ -388,21 +467,30 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 @command("check-format")
 def cmd_check_format(args: argparse.Namespace) -> int:
-    from rnr_lens.audit import check_format
+    from rnr_lens.display import short_text
+    from rnr_lens.formats import check_format
     from rnr_lens.models import load_model
 
     task = _load_task(args)
     _note_repeats(task)
     config = _load_config(args, task.answer_type)
-    report = check_format(load_model(args.model), task, config, batch_size=args.batch_size)
+    check = check_format(load_model(args.model), task, config, batch_size=args.batch_size)
     if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(f"model {args.model}  task {task.name} ({report['n']} questions)  config {report['config_hash']}")
-        print(f"answer extracted: {report['extractable']:.1%}  [{report['extractable_low']:.1%}, {report['extractable_high']:.1%}]")
-        print(f"correct:          {report['accuracy']:.1%}  [{report['accuracy_low']:.1%}, {report['accuracy_high']:.1%}]")
-        for example in report["unextractable_examples"]:
-            print(f"  no answer in: {example!r}")
+        print(json.dumps(check.to_dict(), indent=2))
+        return 0
+    print(f"model {args.model}  task {task.name} ({check.n} questions)  config {check.config_hash}  extractor {check.extractor!r}")
+    print(f"answer extracted: {check.extractable.text()}")
+    print(f"correct:          {check.accuracy.text()}")
+    for example in check.unextractable_examples:
+        print(f"  no answer in: {example!r}")
+    if len(check.readings) > 1:
+        print(f"\nthe same {check.n} greedy answers read by each extractor ('extractor' in --config chooses one; docs/extractors.md)")
+        print_table(
+            [{"extractor": r.extractor, "reads": r.read, "correct": r.correct, f"differs from {check.extractor}": r.differs} for r in check.readings]
+        )
+        for d in check.disagreements:
+            readings = ", ".join(f"{r.extractor} {d[r.extractor]}" for r in check.readings)
+            print(f"  {short_text(repr(d['text']), 60)}  gold {d['gold']}: {readings}")
     return 0
 
 
@@ -438,7 +526,15 @@ def cmd_mine(args: argparse.Namespace) -> int:
         shard=args.shard,
     )
     null = (
-        null_repair(model, fs, blocks=args.null_blocks, store=store, batch_size=args.batch_size)
+        null_repair(
+            model,
+            fs,
+            blocks=args.null_blocks,
+            exclude=sweep.bottleneck.layer if sweep.bottleneck else None,
+            store=store,
+            batch_size=args.batch_size,
+            progress=not args.json,
+        )
         if args.null_blocks and len(fs.heldout) and not args.shard
         else None
     )
@@ -455,6 +551,8 @@ def cmd_mine(args: argparse.Namespace) -> int:
     else:
         broke = f"{b.break_rate:.2f}" if b.break_rate is not None else "unmeasured (no realized question to break)"
         print(f"bottleneck: {b.ablation}  repair discovery {b.repair_discovery:.2f}, held-out {b.repair_heldout:.2f}, break {broke}")
+        for line in b.why():
+            print(f"  {line}")
     if null is not None:
         print(
             f"null: blocks {', '.join(map(str, null.blocks))} silenced repair {null.random_block.text()} of the held-out failures; an unablated re-run {null.rerun.text()}"
@@ -722,6 +820,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="list every audit in a run store with its summary")
     p.add_argument("store")
+    p.add_argument("--misses", action="store_true", help="also list the default deployment's format misses (the gold stated, another number read)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("export", help="write an audit's tries and questions as parquet or csv")

@@ -166,3 +166,15 @@ class DeploymentConfig:
 
     def with_(self, **changes: Any) -> DeploymentConfig:
         return replace(self, **changes)
+
+
+def deployment_for(model_or_tokenizer: Any, answer_type: str) -> DeploymentConfig:
+    """The default deployment of ``answer_type`` for this model: chat prompts where its
+    tokenizer has a chat template, raw text where it has none (a base model).
+
+    The one place the default is chosen. Takes a loaded model or only its tokenizer
+    (:func:`rnr_lens.models.load_tokenizer` reads one without the weights, so the CLI, a Ray
+    driver and its workers choose alike); ``None`` means a chat model.
+    """
+    chat = model_or_tokenizer is None or bool(getattr(model_or_tokenizer, "chat_template", None))
+    return DeploymentConfig.default_for(answer_type, chat=chat)

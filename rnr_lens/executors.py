@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rnr_lens.audit import AuditResult, audit, audit_id
-from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.errors import RnrLensError
 from rnr_lens.lens import LensModel
 from rnr_lens.probes import Probe, parse_probe
@@ -107,7 +107,7 @@ def run_audit(
     parts = [str(Shard(i, shards)) for i in range(shards)]
     if executor == "local":
         lens = model if isinstance(model, LensModel) else ShardWorker(os.fspath(model), dict(load or {})).model
-        config = config or DeploymentConfig.default_for(task.answer_type, chat=lens.chat_template is not None)
+        config = config or deployment_for(lens, task.answer_type)
         aid = audit_id(lens.fingerprint(), task, config, probe_objs, seed)
         pending = _pending(rs, aid, parts)
         # one shard: the audit's own bars (per probe) say more than a bar over one shard
@@ -123,8 +123,11 @@ def run_audit(
         return AuditResult.load(rs, aid)
     if isinstance(model, LensModel):  # refused above; this narrows the type
         raise RnrLensError("run_audit on Ray needs the model as a name or path")
-    # the driver holds no model to ask for its chat template: a base model needs chat: false given
-    config = config or DeploymentConfig.default_for(task.answer_type)
+    # the driver holds no model: its tokenizer says whether the workers deploy on a chat template
+    if config is None:
+        from rnr_lens.models import load_tokenizer
+
+        config = deployment_for(load_tokenizer(os.fspath(model)), task.answer_type)
     return _run_on_ray(
         os.fspath(model), task, probe_objs, config, rs, seed, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries
     )

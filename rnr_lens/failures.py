@@ -21,6 +21,8 @@ from rnr_lens.store import RunStore
 from rnr_lens.tasks.core import Question, Task
 
 KINDS = ("reachable-not-realized", "not-realized", "ids")
+MIN_FAILURES = 2
+"""The smallest failure set: one discovery and one held-out question."""
 
 
 @dataclass(frozen=True)
@@ -116,9 +118,9 @@ def freeze(
         if frozen["definition"] != definition:
             raise RnrLensError(f"failure set {name!r} of audit {result.id[:12]} is frozen with another definition; choose a new --name")
         return _build(result, name, frozen)
-    if len(chosen) < 2:
+    if len(chosen) < MIN_FAILURES:
         raise RnrLensError(
-            f"only {len(chosen)} question(s) are {kind} in audit {result.id[:12]}; a failure set needs at least 2 (audit more questions or a larger budget)"
+            f"only {len(chosen)} question(s) are {kind} in audit {result.id[:12]}; a failure set needs at least {MIN_FAILURES} (audit more questions or a larger budget)"
         )
     rng = random.Random(f"failure-set:{seed}")
     shuffled = chosen[:]

@@ -28,6 +28,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -61,6 +62,11 @@ class Bottleneck:
         repair_heldout: Repair rate on the held-out half (its confirmation).
         repair: Repair rate on the whole failure set.
         break_rate: Break rate on the control set, or None when unmeasured (no control set).
+        heldout: The held-out repair with its Wilson 95% interval and n (the held-out failures).
+        n_discovery: Discovery failures it was chosen on.
+        passed_over: Generated blocks that rank above it (more discovery repair) but break
+            more than the bound allows, e.g. ``"mlp6:zero (discovery 1.00, break 0.40)"``.
+        break_bound: The bound it was chosen under.
     """
 
     layer: int
@@ -70,6 +76,29 @@ class Bottleneck:
     repair_heldout: float
     repair: float
     break_rate: float | None
+    heldout: Estimate | None = None
+    n_discovery: int = 0
+    passed_over: tuple[str, ...] = ()
+    break_bound: float = BREAK_BOUND
+
+    @property
+    def few(self) -> bool:
+        """Fewer than :data:`FEW_HELDOUT` held-out failures: too few to read a repair rate."""
+        return self.heldout is not None and self.heldout.n < FEW_HELDOUT
+
+    def why(self) -> list[str]:
+        """How it was chosen and how far to trust it, one clause each (the CLI, the repr and
+        the notebook's HTML print these)."""
+        out = []
+        if self.heldout is not None:
+            out.append(f"held-out repair {self.heldout.text()} of {self.heldout.n} failures (chosen on {self.n_discovery} discovery failures)")
+        if self.few:
+            out.append(
+                f"fewer than {FEW_HELDOUT} held-out failures: its held-out repair cannot be told from chance or from most (audit more questions)"
+            )
+        if self.passed_over:
+            out.append(f"chosen over {', '.join(self.passed_over)}: they repair more but break more than {self.break_bound:.2f}")
+        return out
 
     @property
     def ablation(self) -> str:
@@ -86,6 +115,10 @@ class Bottleneck:
             "repair_heldout": self.repair_heldout,
             "repair": self.repair,
             "break": self.break_rate,
+            "heldout": self.heldout.to_dict() if self.heldout is not None else None,
+            "n_discovery": self.n_discovery,
+            "passed_over": list(self.passed_over),
+            "break_bound": self.break_bound,
         }
 
     def __repr__(self) -> str:
@@ -93,10 +126,11 @@ class Bottleneck:
             f"{name} {value:.3f}" if value is not None else f"{name} unmeasured"
             for name, value in (("repair_discovery", self.repair_discovery), ("repair_heldout", self.repair_heldout), ("break", self.break_rate))
         )
-        return f"Bottleneck({self.ablation}; {rates})"
+        return f"Bottleneck({self.ablation}; {rates})" + "".join(f"\n  {line}" for line in self.why())
 
     def _repr_html_(self) -> str:
-        return f"<code>{html.escape(repr(self))}</code>"
+        head, *notes = repr(self).split("\n")
+        return f"<code>{html.escape(head)}</code>" + (f"<ul>{''.join(f'<li>{html.escape(n.strip())}</li>' for n in notes)}</ul>" if notes else "")
 
 
 @dataclass
@@ -120,6 +154,50 @@ class SweepResult:
     strategy: str = "screen+confirm"
     failure_set: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    break_bound: float = BREAK_BOUND
+
+    def save(self, store: RunStore, audit_id: str) -> None:
+        """Keep this sweep in ``store`` as the latest sweep of its failure set (``mine`` does
+        this whenever it has a store), so :meth:`load` reads it back."""
+        body = {
+            "strategy": self.strategy,
+            "break_bound": self.break_bound,
+            "agreement": self.agreement,
+            "timings": self.timings,
+            "table": self.table.astype(object).where(self.table.notna(), None).to_dict("records"),
+            "details": self.details.astype(object).where(self.details.notna(), None).to_dict("records"),
+        }
+        store.put_artifact(audit_id, SWEEP_ARTIFACT, self.failure_set, body, overwrite=True)
+
+    @classmethod
+    def load(cls, store: RunStore | str | Path, name: str = "main", audit: str | None = None) -> SweepResult:
+        """The latest sweep of failure set ``name`` kept in ``store`` (by ``rnr-lens mine`` or
+        :func:`mine` with a store); ``audit`` (an id or prefix) where several audits have one.
+
+        Example:
+            >>> sweep = SweepResult.load("run.db")  # doctest: +SKIP
+            >>> viz.save(viz.repair_break(sweep), "bottleneck.pdf", size="column")  # doctest: +SKIP
+        """
+        rs = store if isinstance(store, RunStore) else RunStore(store, mode="read")
+        found = {
+            a.id: body
+            for a in rs.audits()
+            if (audit is None or a.id.startswith(audit))
+            for body in [rs.get_artifact(a.id, SWEEP_ARTIFACT, name)]
+            if body
+        }
+        if not found:
+            where = f"audit {audit}" if audit else str(rs.path)
+            raise RnrLensError(f"{where} holds no sweep of failure set {name!r}; run 'rnr-lens mine {rs.path} --name {name}' first")
+        if len(found) > 1:
+            raise RnrLensError(f"{len(found)} audits in {rs.path} have a sweep of {name!r}; pass audit= one of {', '.join(i[:12] for i in found)}")
+        body = next(iter(found.values()))
+        table = pd.DataFrame(body["table"])
+        for column in table.columns.difference(["component", "kind"]):
+            table[column] = pd.to_numeric(table[column])
+        details = pd.DataFrame(body["details"])
+        bound = float(body["break_bound"])
+        return cls(table, details, _bottleneck(table, bound), body["agreement"], body["strategy"], name, body["timings"], bound)
 
     def _repr_html_(self) -> str:
         """The generated rows in one compact table, and the bottleneck."""
@@ -227,9 +305,12 @@ def _reference(failure_set: FailureSet, model: LensModel) -> tuple[str, ...]:
     return tuple(model.render(failure_set.config.prompt(q))[0] for q in list(source)[:16])
 
 
-def screen_logprob(model: LensModel, questions: Sequence[Question], failure_set: FailureSet, candidates: list[Ablation]) -> dict[str, float]:
+def screen_logprob(
+    model: LensModel, questions: Sequence[Question], failure_set: FailureSet, candidates: list[Ablation], bar: Any = None
+) -> dict[str, float]:
     """Mean change of the gold answer's log-probability under each candidate ablation,
-    recomputing only the blocks from the ablated one onward (from the clean residual stream)."""
+    recomputing only the blocks from the ablated one onward (from the clean residual stream);
+    ``bar`` (a tqdm bar) advances once per candidate."""
     config = failure_set.config
     rows = gold_batch(model, questions, config)
     ids, mask, keep = rows.input_ids, rows.attention_mask, rows.keep
@@ -244,6 +325,8 @@ def screen_logprob(model: LensModel, questions: Sequence[Question], failure_set:
             with model.intervene(route=route, ablations=[ablation]):
                 logits = model.forward_tokens(ids, mask, position_ids=position_ids, inputs_embeds=resid[start], logits_to_keep=keep)
             out[str(ablation)] = float((rows.logprobs(logits).sum(-1) - clean).mean())
+            if bar is not None:
+                bar.update(1)
     return out
 
 
@@ -330,9 +413,16 @@ def mine(
     ]
 
     started = time.perf_counter()
-    screen = screen_logprob(model, list(failure_set.discovery), failure_set, candidates)
-    ablation_map = {(a.layer, a.component, a.kind): a for a in candidates}
-    atp = attribution_patching(model, list(failure_set.discovery), failure_set.config, components, ablation_map, kinds)
+    screen_bar = _bar(progress, len(candidates) + 1, f"mine: screen {len(candidates)} blocks on {len(failure_set.discovery)} failures", "block")
+    try:
+        screen = screen_logprob(model, list(failure_set.discovery), failure_set, candidates, screen_bar)
+        ablation_map = {(a.layer, a.component, a.kind): a for a in candidates}
+        atp = attribution_patching(model, list(failure_set.discovery), failure_set.config, components, ablation_map, kinds)
+        if screen_bar is not None:
+            screen_bar.update(1)
+    finally:
+        if screen_bar is not None:
+            screen_bar.close()
     atp_map = {(r.layer, r.component, r.kind): r.atp_estimate for r in atp.itertuples()}
 
     screen_seconds = time.perf_counter() - started
@@ -342,11 +432,7 @@ def mine(
         chosen = sorted(candidates, key=lambda a: -screen[str(a)])[:top_m]
 
     prefix = _prefix(model, failure_set, reference)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(chosen) + 1, desc=f"mine ({strategy})", unit="ablation")
+    bar = _bar(progress, len(chosen) + 1, f"mine: generate {len(chosen)} ablations + the clean run ({strategy})", "run")
 
     part = Shard.parse(shard) if shard is not None else None
 
@@ -415,7 +501,19 @@ def mine(
                 else None,
                 "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck.layer, bottleneck.component, bottleneck.kind)),
             }
-    return SweepResult(table, pd.DataFrame(details), bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds})
+    sweep = SweepResult(table, pd.DataFrame(details), bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds}, break_bound)
+    if store is not None and part is None:
+        sweep.save(store, failure_set.audit_id)
+    return sweep
+
+
+def _bar(progress: bool, total: int, desc: str, unit: str) -> Any:
+    """A tqdm bar for one stage of mining, or None without progress."""
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit)
 
 
 def _prefix(model: LensModel, failure_set: FailureSet, reference: tuple[str, ...]) -> str:
@@ -445,6 +543,13 @@ def _stored_evaluation(
         store.put_artifact(failure_set.audit_id, "sweep_eval", key, [o.to_dict() for o in outcomes], overwrite=True)
     return outcomes
 
+
+SWEEP_ARTIFACT = "sweep"
+"""Run-store artifact kind of a whole sweep, kept under its failure set's name."""
+
+FEW_HELDOUT = 10
+"""Below this many held-out failures a repair rate's Wilson interval spans about half of
+[0, 1] or more (0.24-0.76 at 5 of 10), so a bottleneck's repair says little; it says so."""
 
 NULL_BLOCKS = 3
 """Blocks drawn for the arbitrary-block null of a repair rate."""
@@ -480,6 +585,7 @@ def null_repair(
     exclude: int | None = None,
     store: RunStore | None = None,
     batch_size: int | None = None,
+    progress: bool = False,
 ) -> NullRepair:
     """The null of a repair rate on ``failure_set``'s held-out half: ``blocks`` blocks drawn
     uniformly (seeded by the failure set's name) from every block but ``exclude`` (the
@@ -500,8 +606,20 @@ def null_repair(
             if o.question_id in heldout
         }
 
-    per_block = [repaired(_stored_evaluation(model, failure_set, Ablation(b, component, "zero"), store, prefix, None, batch_size)) for b in drawn]
-    rerun = repaired(_stored_evaluation(model, failure_set, None, store, prefix, None, batch_size))
+    bar = _bar(progress, len(drawn) + 1, f"mine: null ({len(drawn)} arbitrary blocks + an unablated re-run)", "run")
+    try:
+        per_block, rerun = [], {}
+        for ablation in [Ablation(b, component, "zero") for b in drawn] + [None]:
+            got = repaired(_stored_evaluation(model, failure_set, ablation, store, prefix, None, batch_size))
+            if ablation is None:
+                rerun = got
+            else:
+                per_block.append(got)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
     ids = sorted(heldout)
     shares = np.array([np.mean([r.get(i, 0.0) for r in per_block]) for i in ids]) if per_block else np.array([])
     return NullRepair(drawn, rate(shares), rate(np.array([rerun.get(i, 0.0) for i in ids])))
@@ -545,6 +663,8 @@ def _rates(after: list[Outcome], before: dict[str, Outcome]) -> dict[str, Any]:
     out["break"], out["break_low"], out["break_high"] = est.value, est.low, est.high
     out["n_repaired"] = sum(map(repaired, failures))
     out["n_failures"] = len(failures)
+    out["n_discovery"] = sum(o.set == "discovery" for o in failures)
+    out["n_heldout"] = sum(o.set == "heldout" for o in failures)
     out["n_broken"] = sum(map(broken, control))
     out["n_control"] = len(control)
     return out
@@ -567,6 +687,13 @@ def _bottleneck(table: pd.DataFrame, bound: float) -> Bottleneck | None:
     if ok.empty:
         return None
     best = ranked(ok).iloc[0]
+    order = ranked(table)
+    above = order.iloc[: list(order.index).index(best.name)]
+    passed = tuple(
+        f"{r.component}{int(r.layer)}:{r.kind} (discovery {r.repair_discovery:.2f}, break {r['break']:.2f})"
+        for _, r in above.iterrows()
+        if r.repair_discovery > best.repair_discovery and pd.notna(r["break"]) and r["break"] > bound
+    )
     return Bottleneck(
         layer=int(best.layer),
         component=str(best.component),
@@ -575,6 +702,12 @@ def _bottleneck(table: pd.DataFrame, bound: float) -> Bottleneck | None:
         repair_heldout=float(best.repair_heldout),
         repair=float(best.repair),
         break_rate=None if pd.isna(best["break"]) else float(best["break"]),
+        heldout=wilson(round(best.repair_heldout * best.n_heldout), int(best.n_heldout))
+        if pd.notna(best.get("n_heldout")) and best.n_heldout > 0
+        else None,
+        n_discovery=int(best.n_discovery) if "n_discovery" in best and pd.notna(best.n_discovery) else 0,
+        passed_over=passed,
+        break_bound=bound,
     )
 
 

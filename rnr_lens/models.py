@@ -22,6 +22,7 @@ import os
 import socket
 import urllib.parse
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 from rnr_lens.model_cache import DEFAULT_MODEL, KNOWN_MODELS, cached_gguf, ensure_cached
 
-__all__ = ["DEFAULT_MODEL", "load_model"]
+__all__ = ["DEFAULT_MODEL", "load_model", "load_tokenizer"]
 
 # ---------------------------------------------------------------------------------------------
 # Loading
@@ -192,6 +193,61 @@ def check_spec(spec: str | os.PathLike[str]) -> None:
     )
 
 
+@dataclass(frozen=True)
+class Source:
+    """Where a model spec's files are: a local folder (``local``) or a hub id; ``offline``
+    marks the offline cache (known names, GGUF files), whose code is never trusted."""
+
+    path: str | Path
+    name: str
+    local: bool
+    offline: bool
+
+
+def resolve(spec: str | os.PathLike[str]) -> Source:
+    """The files a model spec names, made ready without loading them: a known name is
+    fetched into the offline cache, a GGUF file converted (both once); a folder or hub id is
+    returned as it is."""
+    text = os.fspath(spec)
+    check_spec(text)
+    path = Path(text).expanduser()
+    if text in KNOWN_MODELS:
+        return Source(ensure_cached(text), text, local=True, offline=True)
+    if text.endswith(".gguf") or path.suffix == ".gguf":
+        if not path.is_file():
+            raise RnrLensError(f"GGUF file {path} does not exist; check the path")
+        return Source(cached_gguf(path), path.stem, local=True, offline=True)
+    if path.suffix == ".safetensors" and path.is_file():
+        raise RnrLensError(
+            f"{path} is a bare weights file without its config and tokenizer; pass the folder that holds it together with config.json "
+            "and the tokenizer files (save_pretrained writes all of them)"
+        )
+    if path.exists():
+        if not path.is_dir():
+            raise RnrLensError(f"{path} is neither a Hugging Face model folder nor a .gguf file")
+        return Source(path, _checkpoint_name(path) or path.name, local=True, offline=False)
+    return Source(text, text, local=False, offline=False)  # a hub id: check_spec let nothing else through
+
+
+def load_tokenizer(spec: str | os.PathLike[str] | Any, *, trust_remote_code: bool = False) -> Any:
+    """A model's tokenizer without its weights (seconds, not a model load): what the CLI and
+    a Ray driver read to choose the default deployment (:func:`rnr_lens.deploy.deployment_for`)
+    before any worker loads the model. A loaded model gives its own tokenizer."""
+    if not isinstance(spec, (str, os.PathLike)):
+        return getattr(spec, "tokenizer", None)
+    from transformers import AutoTokenizer
+
+    source = resolve(spec)
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code and not source.offline}
+    if source.local or _hub_unreachable() is not None:
+        kwargs["local_files_only"] = True
+    try:
+        with _quiet_hub():
+            return AutoTokenizer.from_pretrained(source.path, **kwargs)
+    except Exception as exc:
+        raise _load_error(source.path, exc, source.local) from exc
+
+
 def load_model(
     spec: str | os.PathLike[str] | Any = DEFAULT_MODEL,
     *,
@@ -241,32 +297,11 @@ def load_model(
             return spec
         raise RnrLensError(f"load_model needs a name, a path or a TransformerBridge, not {type(spec).__name__}")
 
-    text = os.fspath(spec)
-    check_spec(text)
-    path = Path(text).expanduser()
-    if text in KNOWN_MODELS:
-        folder = ensure_cached(text)
-        model, tok = _load_hf(folder, dtype=dtype, device=device, trust_remote_code=False, local=True, placement=placement)
-        name = text
-    elif text.endswith(".gguf") or path.suffix == ".gguf":
-        if not path.is_file():
-            raise RnrLensError(f"GGUF file {path} does not exist; check the path")
-        folder = cached_gguf(path)
-        model, tok = _load_hf(folder, dtype=dtype, device=device, trust_remote_code=False, local=True, placement=placement)
-        name = path.stem
-    elif path.suffix == ".safetensors" and path.is_file():
-        raise RnrLensError(
-            f"{path} is a bare weights file without its config and tokenizer; pass the folder that holds it together with config.json "
-            "and the tokenizer files (save_pretrained writes all of them)"
-        )
-    elif path.exists():
-        if not path.is_dir():
-            raise RnrLensError(f"{path} is neither a Hugging Face model folder nor a .gguf file")
-        model, tok = _load_hf(path, dtype=dtype, device=device, trust_remote_code=trust_remote_code, local=True, placement=placement)
-        name = _checkpoint_name(path) or path.name
-    else:  # a hub id: check_spec let nothing else through
-        model, tok = _load_hf(text, dtype=dtype, device=device, trust_remote_code=trust_remote_code, local=False, placement=placement)
-        name = text
+    source = resolve(spec)
+    model, tok = _load_hf(
+        source.path, dtype=dtype, device=device, trust_remote_code=trust_remote_code and not source.offline, local=source.local, placement=placement
+    )
+    name = source.name
     lens = LensModel(wrap_bridge(model, tok, name), name=name, tokenizer=tok)
     if len({str(d) for d in (getattr(model, "hf_device_map", None) or {}).values()}) > 1:
         # the weight-sharing twin has no accelerate hooks to move activations between devices

@@ -44,7 +44,7 @@ import yaml
 from rnr_lens import selectors, verdicts
 from rnr_lens.audit import AuditResult
 from rnr_lens.compare import compare
-from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.display import estimate_text, html_table
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import reachable_column
@@ -350,7 +350,7 @@ def report(
         >>> r.claims["routes_vs_search"][0]["verdict"]  # doctest: +SKIP
     """
     from rnr_lens.executors import EXECUTORS, run_audit
-    from rnr_lens.models import check_spec, load_model
+    from rnr_lens.models import check_spec, load_model, load_tokenizer
 
     if executor not in EXECUTORS:
         raise RnrLensError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
@@ -403,8 +403,7 @@ def report(
         # the driver needs the weights to audit here, or to mine; Ray workers load their own
         model = load_model(spec) if executor == "local" or (grid.mine and spec in grid.models) else None
         for task_spec, task in tasks_.items():
-            # a model without a chat template (a base model) is deployed on raw text
-            cfg = config or DeploymentConfig.default_for(task.answer_type, chat=model is None or model.chat_template is not None)
+            cfg = config or deployment_for(model if model is not None else load_tokenizer(spec), task.answer_type)
             result = run_audit(
                 model if executor == "local" and model is not None else spec,
                 task,

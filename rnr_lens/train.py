@@ -49,7 +49,7 @@ import torch
 from rnr_lens import adapters
 from rnr_lens.checkpoints import RunFolder, TrainState, read_history
 from rnr_lens.dapo import COMPONENTS, TrainConfig, clipped_token_loss, group_advantages, overlong_penalty
-from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.errors import RnrLensError
 from rnr_lens.generation import Generation, generate, token_logprobs
 from rnr_lens.lens import LensModel
@@ -148,7 +148,7 @@ def train(
         ``grad_norm`` and ``seconds``.
     """
     config = config or TrainConfig()
-    deployment = deployment or DeploymentConfig.default_for(task.answer_type, chat=model.chat_template is not None)
+    deployment = deployment or deployment_for(model, task.answer_type)
     if len(task) == 0:
         raise RnrLensError("cannot train on an empty task; give it some training questions")
     if any("split" in q.metadata and q.metadata["split"] == "test" for q in task):

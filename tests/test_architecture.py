@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("model", ["adapters", "engine", "interventions", "generation", "lens", "model_cache", "models", "tiny"]),
     ("questions", ["tasks", "deploy"]),
     ("store", ["store"]),
-    ("measurement", ["selectors", "probes", "audit", "attribution", "checkpoints", "train"]),
+    ("measurement", ["selectors", "probes", "audit", "formats", "attribution", "checkpoints", "train"]),
     ("analysis", ["compare", "failures", "executors", "miner"]),
     ("people", ["viz", "report", "widgets", "cli"]),
 ]

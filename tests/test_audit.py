@@ -13,7 +13,7 @@ import pytest
 
 import rnr_lens as R
 from rnr_lens import tasks
-from rnr_lens.audit import AuditResult, audit, check_format
+from rnr_lens.audit import AuditResult, audit
 from rnr_lens.stats import pass_at_k
 from rnr_lens.store import RunStore
 
@@ -75,12 +75,6 @@ def test_unfinished_audit_needs_resume(tiny, tmp_path):
     RunStore(db).set_status(first.id, "running")
     with pytest.raises(R.RnrLensError, match="pass --resume"):
         audit(tiny, t, ["routes:k=2"], store=db, progress=False, resume=False)
-
-
-def test_check_format_reports_extraction_and_accuracy(tiny):
-    report = check_format(tiny, tasks.get("add-small", n=5))
-    assert report["n"] == 5 and 0 <= report["extractable"] <= 1
-    assert report["accuracy"] <= report["extractable"]
 
 
 def _rows(db, aid):

@@ -1,6 +1,7 @@
 """The rnr-lens command line: real runs on a saved tiny model, and bad input."""
 
 import json
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -250,7 +251,7 @@ def test_audit_table_fits_100_columns_and_says_what_next(tiny_folder, tmp_path, 
         == 0
     )
     out = capsys.readouterr().out
-    lines = out.splitlines()
+    lines = out.split("\nnext:\n")[0].splitlines()  # the tables; the commands after "next:" hold paths
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
     for label, spec in [
         ("sampling-1", "sampling:k=2,t=0.7,top_p=1.0"),
@@ -258,7 +259,42 @@ def test_audit_table_fits_100_columns_and_says_what_next(tiny_folder, tmp_path, 
         ("search", "search:k=2,reward=confidence,algo=mcts,c=1.0,length_penalty=0.1,epsilon=0.1,protect=1"),
     ]:
         assert any(line.split() == [label, spec] for line in lines), f"{label} = {spec} listed under the table"
-    assert f"rnr-lens show {db}" in out and f"rnr-lens mine {db}" in out and "notebooks/01_quickstart.ipynb" in out
+    steps = run_next_steps(out, capsys)
+    assert steps[0] == f"rnr-lens show {db}" and any(s.startswith(f"rnr-lens export {db}") for s in steps)
+
+
+def next_steps_of(out: str) -> list[str]:
+    """The commands an audit printed under "next:"."""
+    lines = out.split("\nnext:\n", 1)[1].splitlines()
+    return [line.strip() for line in lines if line.startswith("  ") and not line.strip().startswith("#")]
+
+
+def run_next_steps(out: str, capsys) -> list[str]:
+    """Run every rnr-lens command printed under "next:", as printed; each must succeed."""
+    steps = next_steps_of(out)
+    for step in steps:
+        argv = shlex.split(step)
+        if argv[0] == "rnr-lens":
+            assert main(argv[1:]) == 0, f"printed next step failed: {step}\n{capsys.readouterr().err}"
+            capsys.readouterr()
+    return steps
+
+
+def test_every_printed_next_step_runs_without_probes_and_beside_another_audit(tiny_folder, tmp_path, capsys, monkeypatch):
+    """A no-probe audit once printed a "(none)" probe row with reachability footnotes and
+    suggested 'rnr-lens mine run.db' (0 probes: fails); a second audit in the store made
+    every suggestion without --audit fail."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["audit", "--model", str(tiny_folder), "--limit", "4", "--out", "run.db"]) == 0
+    out = capsys.readouterr().out
+    assert "(none)" not in out and "chance:" not in out and "no probe was run" in out
+    steps = run_next_steps(out, capsys)
+    assert not any(" mine " in s and "--failure-set" not in s for s in steps), steps
+    argv = ["audit", "--model", str(tiny_folder), "--limit", "4", "--probe", "sampling:k=2,t=1.0", "--probe", "routes:k=2", "--out", "run.db"]
+    assert main(argv) == 0
+    steps = run_next_steps(capsys.readouterr().out, capsys)
+    assert all("--audit" in s for s in steps if s.startswith(("rnr-lens mine", "rnr-lens export"))), steps
+    assert any(s.startswith("rnr-lens mine") for s in steps), "the tiny model fails most questions: there is a set to mine"
 
 
 @pytest.mark.parametrize("command, hint", [("audit", "rerun with --resume"), ("report", "rerun the same command")])
