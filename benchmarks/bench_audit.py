@@ -51,7 +51,7 @@ from transformers import AutoModelForCausalLM
 
 import rnr_lens as R
 from rnr_lens import tasks
-from rnr_lens.audit import audit
+from rnr_lens.audits import audit
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.model_cache import ensure_cached
 from rnr_lens.probes import Default, Probe, ProbeContext, RandomRoutes, RouteSearch
@@ -64,7 +64,7 @@ MEMORY_SCRIPT = """
 import resource, sys, tempfile, os
 import rnr_lens as R
 from rnr_lens import tasks
-from rnr_lens.audit import audit
+from rnr_lens.audits import audit
 from rnr_lens.deploy import DeploymentConfig
 model = R.tiny_model(n_layers=4)
 task = tasks.get("add-two-digit", n=int(sys.argv[1]))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import rnr_lens as R
 from rnr_lens import tasks
-from rnr_lens.train import TrainConfig, train
+from rnr_lens.training import TrainConfig, train
 
 
 def main() -> None:

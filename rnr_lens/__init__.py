@@ -7,9 +7,9 @@ The public API is small; everything else lives in the module named after its con
 from typing import Any
 
 from rnr_lens import failures, selectors, shards, stats, tasks, verdicts
-from rnr_lens.audit import AuditResult, audit
-from rnr_lens.compare import Comparison, compare
-from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.audits import AuditResult, audit
+from rnr_lens.comparison import Comparison, compare
+from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.engine import Engine, EnginePath
 from rnr_lens.errors import RnrLensError
 from rnr_lens.executors import run_audit
@@ -21,11 +21,11 @@ from rnr_lens.model_cache import DEFAULT_MODEL, KNOWN_MODELS, list_models
 from rnr_lens.models import load_model
 from rnr_lens.probes import AblationProbe, Probe, RandomRoutes, RouteSearch, Sampling, parse_probe
 from rnr_lens.prompts import ChatPrompt
-from rnr_lens.report import Grid, Report, report
+from rnr_lens.reports import Grid, Report, report
 from rnr_lens.routes import Route
 from rnr_lens.stats import Estimate
 from rnr_lens.tiny import tiny_model
-from rnr_lens.train import TrainConfig, TrainResult, train
+from rnr_lens.training import TrainConfig, TrainResult, train
 from rnr_lens.verdicts import Verdict
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "ContinuationScore",
     "DEFAULT_MODEL",
     "DeploymentConfig",
+    "deployment_for",
     "Engine",
     "EnginePath",
     "Estimate",

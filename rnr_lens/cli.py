@@ -11,6 +11,7 @@ import inspect
 import json
 import os
 import shlex
+import textwrap
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, NoReturn
 from rnr_lens.errors import RnrLensError
 
 if TYPE_CHECKING:  # the CLI imports the library lazily, so that --help answers at once
-    from rnr_lens.audit import AuditResult
+    from rnr_lens.audits import AuditResult
     from rnr_lens.deploy import DeploymentConfig
     from rnr_lens.stats import Estimate
     from rnr_lens.store import RunStore
@@ -164,9 +165,10 @@ def print_audit(result: AuditResult, header: str, store: str) -> None:
         print("each row summarizes the n questions whose tries are all stored")
     warning = result.format_warning()
     if warning:
-        print(f"warning: {warning}")
+        print(textwrap.fill(f"warning: {warning}", TERMINAL_WIDTH, subsequent_indent="  "))
         print(f"  list them: rnr-lens show {shlex.quote(store)} --misses")
-        print("  compare extractors on them: rnr-lens check-format (same --model, --task); choose one: 'extractor' in --config")
+        print("  compare extractors on them: rnr-lens check-format (same --model and --task)")
+        print("  choose one: the field 'extractor' of a --config file (docs/extractors.md)")
     print()
     if not result.probes:
         n = int(result.questions["has_default"].sum())
@@ -226,7 +228,7 @@ def print_audit(result: AuditResult, header: str, store: str) -> None:
 def cmd_audit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rnr_lens.audit import audit, check_seed, resume_mismatch
+    from rnr_lens.audits import audit, check_seed, resume_mismatch
     from rnr_lens.models import load_model
     from rnr_lens.probes import parse_probe
     from rnr_lens.store import RunStore
@@ -238,26 +240,23 @@ def cmd_audit(args: argparse.Namespace) -> int:
     check_seed(args.seed)
     task = _load_task(args)
     _note_repeats(task)
-    config = _load_config(args, task.answer_type)
     out = Path(args.out)
     if not out.parent.exists():
         raise RnrLensError(f"folder {out.parent} does not exist; create it or choose another --out path")
-    if args.resume:
-        if not out.is_file():
-            raise RnrLensError(f"nothing to resume: {out} does not exist; leave out --resume to start an audit")
-        settings = {
-            "task": task.name,
-            "task_fingerprint": task.fingerprint(),
-            "n_questions": len(task),
-            "config_hash": config.hash(),
-            "probes": [p.name for p in probes],
-            "seed": args.seed,
-        }
+    if args.resume and not out.is_file():
+        raise RnrLensError(f"nothing to resume: {out} does not exist; leave out --resume to start an audit")
+    if not args.resume and out.exists():
+        RunStore(out, mode="read").close()  # refuses a file that is not a run store, untouched
+    settings = {"task": task.name, "task_fingerprint": task.fingerprint(), "n_questions": len(task), "probes": [p.name for p in probes], "seed": args.seed}
+    if args.resume:  # what differs without the model first; the default config needs its tokenizer
         mismatch = resume_mismatch(RunStore(out, mode="read"), settings)
         if mismatch:
             raise RnrLensError(mismatch)
-    elif out.exists():
-        RunStore(out, mode="read").close()  # refuses a file that is not a run store, untouched
+    config = _load_config(args, task.answer_type)
+    if args.resume:
+        mismatch = resume_mismatch(RunStore(out, mode="read"), {**settings, "config_hash": config.hash()})
+        if mismatch:
+            raise RnrLensError(mismatch)
     load = _load_kwargs(args)
     if args.shards is not None and not args.executor:
         raise RnrLensError("--shards needs --executor local or --executor ray (to run one shard here, use --shard i/n)")
@@ -380,7 +379,7 @@ def next_steps(result: AuditResult, store: RunStore, args: argparse.Namespace) -
 
 @command("show")
 def cmd_show(args: argparse.Namespace) -> int:
-    from rnr_lens.audit import AuditResult
+    from rnr_lens.audits import AuditResult
 
     store = _existing_store(args.store, f"; create one with 'rnr-lens audit --out {args.store}'")
     results = [AuditResult.load(store, info.id) for info in store.audits()]
@@ -438,7 +437,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rnr_lens.audit import AuditResult
+    from rnr_lens.audits import AuditResult
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -497,7 +496,7 @@ def cmd_check_format(args: argparse.Namespace) -> int:
 @command("mine")
 def cmd_mine(args: argparse.Namespace) -> int:
     from rnr_lens import failures
-    from rnr_lens.audit import AuditResult
+    from rnr_lens.audits import AuditResult
     from rnr_lens.miner import mine, null_repair
     from rnr_lens.models import load_model
 
@@ -589,8 +588,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 @command("compare")
 def cmd_compare(args: argparse.Namespace) -> int:
-    from rnr_lens.audit import AuditResult
-    from rnr_lens.compare import compare
+    from rnr_lens.audits import AuditResult
+    from rnr_lens.comparison import compare
 
     store = _existing_store(args.store)
     result = compare(AuditResult.load(store, args.a), AuditResult.load(store, args.b))
@@ -630,7 +629,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from rnr_lens import tasks
     from rnr_lens.models import load_model
-    from rnr_lens.train import TrainConfig, train
+    from rnr_lens.training import TrainConfig, train
 
     config = TrainConfig(
         steps=args.steps,
@@ -691,7 +690,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rnr_lens.report import Grid, report
+    from rnr_lens.reports import Grid, report
 
     grid = Grid.load(args.grid)
     out = Path(args.out)
@@ -757,7 +756,7 @@ non_negative_int = _int_at_least(0)
 
 def seed_int(text: str) -> int:
     """An argparse type: a seed from 0 to 2**32-1."""
-    from rnr_lens.audit import MAX_SEED
+    from rnr_lens.audits import MAX_SEED
 
     try:
         value = int(text)

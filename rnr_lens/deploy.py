@@ -54,7 +54,7 @@ class DeploymentConfig:
     assistant_prefix: str = "The answer is "
     max_new_tokens: int = 16
     stop: tuple[str, ...] = ("\n",)
-    extractor: str = "number"
+    extractor: str = "concluding-number"
     temperature: float = 0.0
     version: int = field(default=CONFIG_VERSION)
 

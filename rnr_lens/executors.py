@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rnr_lens.audit import AuditResult, audit, audit_id
+from rnr_lens.audits import AuditResult, audit, audit_id
 from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.errors import RnrLensError
 from rnr_lens.lens import LensModel
@@ -81,7 +81,7 @@ def run_audit(
     Args:
         model: What :func:`rnr_lens.models.load_model` takes (every worker loads its own copy);
             under ``executor="local"`` also a loaded model, which is then used as it is.
-        task, probes, config, seed, batch_size: As for :func:`rnr_lens.audit.audit`.
+        task, probes, config, seed, batch_size: As for :func:`rnr_lens.audits.audit`.
         store: The driver's run store; finished shards are written to it as they arrive.
         shards: How many shards to cut the questions into (more shards than workers keeps
             every worker busy and makes resuming finer-grained).

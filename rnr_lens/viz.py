@@ -25,8 +25,8 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.routes import Route
 
 if TYPE_CHECKING:
-    from rnr_lens.audit import AuditResult
-    from rnr_lens.compare import Comparison
+    from rnr_lens.audits import AuditResult
+    from rnr_lens.comparison import Comparison
     from rnr_lens.miner import SweepResult
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -447,7 +447,7 @@ def route_diagram(routes: Sequence[Route | str], labels: Sequence[str] | None = 
 def comparison(result: Comparison, probe: str | None = None) -> go.Figure:
     """Left: delta realized and delta reachable per probe (b - a, paired 95% intervals).
     Right: the transition counts between realized / reachable only / unreachable for one probe."""
-    from rnr_lens.compare import STATES
+    from rnr_lens.comparison import STATES
 
     probe = probe or result.a.probes[0]
     fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], subplot_titles=["change, b - a", f"transitions ({probe.split(',')[0]})"])
@@ -483,7 +483,7 @@ def comparison(result: Comparison, probe: str | None = None) -> go.Figure:
 
 
 def reward_curve(history: Sequence[dict], window: int = 5) -> go.Figure:
-    """Training rollouts per step (:func:`rnr_lens.train.train`'s history): mean reward and
+    """Training rollouts per step (:func:`rnr_lens.training.train`'s history): mean reward and
     share correct, raw (thin) and as a trailing ``window``-step mean (thick); kept groups of
     dynamic sampling on a second panel."""
     if not history:

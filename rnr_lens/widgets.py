@@ -27,7 +27,7 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.records import DEFAULT_PROBE
 
 if TYPE_CHECKING:
-    from rnr_lens.audit import AuditResult
+    from rnr_lens.audits import AuditResult
     from rnr_lens.miner import SweepResult
 
 

@@ -11,10 +11,12 @@ Two stages:
     the extractors: the assistant prefix plus the generated text) to ``OUT``. About 10 min on
     two cores.
 ``table``
-    Reads the labelled file (``assets/extractor-labels.jsonl``: each output with ``reading``,
-    the number a person reads as the stated answer, or null where the text states none) and
-    prints each extractor's agreement with the person as a Markdown table, with Wilson 95%
-    intervals.
+    Reads the labelled file (``assets/extractor-labels.jsonl``: every collected output, its
+    ``stratum`` (``contested`` where the extractors read it differently, else ``agreed``), and
+    where ``labelled``, ``reading``: the number a person reads as the stated answer, or null
+    where the text states none; every contested output and a seeded sample of 60 agreed ones
+    were read) and prints each extractor's agreement with the person as Markdown tables, with
+    Wilson 95% intervals.
 
 Usage::
 
@@ -32,11 +34,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rnr_lens.answers import EXTRACTORS  # noqa: E402
+from rnr_lens.answers import EXTRACTORS, NUMERIC_EXTRACTORS  # noqa: E402
+from rnr_lens.stats import Estimate  # noqa: E402
 
-NUMERIC = ("concluding-number", "number", "answer-is", "first-number", "last-number")
-"""The extractors compared: the candidates for numeric answers (``gsm8k-flexible`` is
-``last-number``; ``gsm8k-strict`` and ``boxed`` read formats these prompts never ask for)."""
+NUMERIC = NUMERIC_EXTRACTORS
+LABELS = ROOT / "assets" / "extractor-labels.jsonl"
 
 MODELS = ("smollm2-135m-instruct", "gemma3-270m")
 N_PER_TASK = 25
@@ -72,38 +74,44 @@ def collect(out: Path) -> None:
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def agreement(rows: list[dict]) -> list[dict]:
-    """Per extractor: outputs read, agreement with the person (overall and where the
-    extractors disagree), as Wilson 95% intervals."""
+def agreement(rows: list[dict], extractor: str) -> Estimate:
+    """How often ``extractor`` reads what the person read, over ``rows`` (all labelled)."""
     from rnr_lens.stats import wilson
 
-    contested = [r for r in rows if len({EXTRACTORS[e](r["text"]) for e in NUMERIC}) > 1]
-    table = []
-    for name in NUMERIC:
-        read = EXTRACTORS[name]
-        agree = sum(read(r["text"]) == r["reading"] for r in rows)
-        agree_contested = sum(read(r["text"]) == r["reading"] for r in contested)
-        table.append(
-            {
-                "extractor": name,
-                "agrees": wilson(agree, len(rows)),
-                "agrees_contested": wilson(agree_contested, len(contested)),
-                "false_reads": sum(read(r["text"]) is not None and read(r["text"]) != r["reading"] for r in rows),
-                "missed": sum(read(r["text"]) is None and r["reading"] is not None for r in rows),
-            }
-        )
-    return sorted(table, key=lambda t: -t["agrees"].value)
+    read = EXTRACTORS[extractor]
+    return wilson(sum(read(r["text"]) == r["reading"] for r in rows), len(rows))
+
+
+def ranking(rows: list[dict]) -> list[tuple[str, Estimate]]:
+    """Every numeric extractor's agreement on the contested outputs (those the extractors read
+    differently, every one labelled), best first: the measurement that chooses the default."""
+    contested = [r for r in rows if r["stratum"] == "contested"]
+    return sorted(((name, agreement(contested, name)) for name in NUMERIC), key=lambda t: -t[1].value)
 
 
 def markdown(rows: list[dict]) -> str:
-    n = len(rows)
-    contested = sum(len({EXTRACTORS[e](r["text"]) for e in NUMERIC}) > 1 for r in rows)
+    """The agreement tables of ``docs/extractors.md``."""
+    contested = [r for r in rows if r["stratum"] == "contested"]
+    agreed = [r for r in rows if r["stratum"] == "agreed"]
+    checked = [r for r in agreed if r["labelled"]]
     lines = [
-        f"| extractor | agrees with the person (all {n}) | where extractors disagree ({contested}) | reads a wrong number | reads none where one is stated |",
-        "| --- | --- | --- | --- | --- |",
+        f"| extractor | agrees with the person where the extractors disagree ({len(contested)} outputs, all read) "
+        f"| where they all agree ({len(checked)} of {len(agreed)} read) |",
+        "| --- | --- | --- |",
     ]
-    for t in agreement(rows):
-        lines.append(f"| `{t['extractor']}` | {t['agrees'].text()} | {t['agrees_contested'].text()} | {t['false_reads']} | {t['missed']} |")
+    for name, est in ranking(rows):
+        lines.append(f"| `{name}` | {est.text()} | {agreement(checked, name).text()} |")
+    groups: dict[str, list[dict]] = {}
+    for r in contested:
+        source = "GSM8K, SVAMP" if r["task"].startswith(("gsm8k", "svamp")) else "built-in tasks"
+        groups.setdefault(f"{r['model']}, {source}", []).append(r)
+    lines += [
+        "",
+        "| contested outputs of | n | " + " | ".join(f"`{name}`" for name, _ in ranking(rows)) + " |",
+        "| --- | --- |" + " --- |" * len(NUMERIC),
+    ]
+    for group, members in sorted(groups.items()):
+        lines.append(f"| {group} | {len(members)} | " + " | ".join(agreement(members, name).text() for name, _ in ranking(rows)) + " |")
     return "\n".join(lines)
 
 
@@ -115,7 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="stage", required=True)
     sub.add_parser("collect").add_argument("out", type=Path)
-    sub.add_parser("table").add_argument("labels", type=Path)
+    sub.add_parser("table").add_argument("labels", type=Path, nargs="?", default=LABELS)
     args = parser.parse_args()
     if args.stage == "collect":
         collect(args.out)

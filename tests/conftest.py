@@ -81,3 +81,11 @@ def stored_record(aid: str, probes: tuple[str, ...], n_questions: int, config_js
         id=aid, model="m", model_fingerprint="f", task="t", task_fingerprint="tf", answer_type="number",
         config_hash="c", config_json=config_json, probes=probes, seed=0, n_questions=n_questions,
     )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def tiny_base_folder(tmp_path_factory) -> Path:
+    """A saved tiny model whose tokenizer has no chat template: a base model, as Gemma-3-270M is."""
+    folder = R.tiny_model(n_layers=4, seed=0).save_pretrained(tmp_path_factory.mktemp("base") / "tiny-base")
+    (folder / "chat_template.jinja").unlink(missing_ok=True)
+    return folder

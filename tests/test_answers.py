@@ -76,3 +76,46 @@ def test_holds_gold_finds_the_gold_anywhere(text, gold, kind, expected):
     from rnr_lens.answers import holds_gold
 
     assert holds_gold(text, gold, kind) is expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # the misreadings issue 24 reported on a user's own questions (gold 13, 15, 5, 1)
+        ("The answer is 7 + 6 = 13.", "13"),
+        ("The answer is 8 + 7 = 15.", "15"),
+        ("The answer is 2 + 3 = 5. Sam has 7 apples.", "5"),
+        ("The answer is 1 + 0.", None),  # an unevaluated expression states no answer (was read as 1)
+        ("The answer is 2 + 8, which is 10.", "10"),
+        ("The answer is 12 * 9, which equals 108.", "108"),
+        ("The answer is 7.5 apples.", "7.5"),
+        ("The answer is $1,234.", "1234"),
+        ("The answer is 11. To find 5 + 6, add them.", "11"),
+        ("The answer is 14 + 17 - 11.", None),
+        ("13", "13"),
+    ],
+)
+def test_concluding_number_reads_what_a_statement_concludes(text, expected):
+    assert get_extractor("concluding-number")(text) == expected
+
+
+def test_the_default_numeric_extractor_is_the_measured_best():
+    """docs/extractors.md shows the table scripts/extractor_agreement.py prints from the
+    labelled outputs, and the default numeric extractor is the one that agrees most with the
+    person where the extractors disagree."""
+    import importlib.util
+
+    from rnr_lens.deploy import DeploymentConfig
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("extractor_agreement", root / "scripts" / "extractor_agreement.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    rows = script.load_labels(script.LABELS)
+    assert sum(r["stratum"] == "contested" for r in rows) == sum(r["labelled"] for r in rows if r["stratum"] == "contested"), (
+        "every contested output read"
+    )
+    assert DeploymentConfig.default_for("number").extractor == script.ranking(rows)[0][0]
+    page = (root / "docs" / "extractors.md").read_text()
+    shown = page.split("<!-- agreement -->\n", 1)[1].split("\n<!-- /agreement -->", 1)[0]
+    assert shown == script.markdown(rows), "rerun: python scripts/extractor_agreement.py table, and paste it into docs/extractors.md"

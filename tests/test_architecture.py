@@ -20,9 +20,9 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("model", ["adapters", "engine", "interventions", "generation", "lens", "model_cache", "models", "tiny"]),
     ("questions", ["tasks", "deploy"]),
     ("store", ["store"]),
-    ("measurement", ["selectors", "probes", "audit", "formats", "attribution", "checkpoints", "train"]),
-    ("analysis", ["compare", "failures", "executors", "miner"]),
-    ("people", ["viz", "report", "widgets", "cli"]),
+    ("measurement", ["selectors", "probes", "audits", "formats", "attribution", "checkpoints", "training"]),
+    ("analysis", ["comparison", "failures", "executors", "miner"]),
+    ("people", ["viz", "reports", "widgets", "cli"]),
 ]
 
 
@@ -77,3 +77,15 @@ def test_the_readme_picture_matches_the_layers():
     drawn = [line.split(":", 1) for line in block.group(1).strip().splitlines()]
     got = [(name.strip(), [m.strip().removesuffix(".py").rstrip("/") for m in mods.split()]) for name, mods in drawn]
     assert got == list(reversed(LAYERS))
+
+
+def test_every_module_stays_reachable_as_a_module():
+    """``import rnr_lens.audit as A`` once gave the function ``audit``, which the package
+    re-exported under its module's name; no public name may shadow a module."""
+    import importlib
+
+    import rnr_lens
+
+    for name in import_graph():
+        module = importlib.import_module(f"rnr_lens.{name}")
+        assert getattr(rnr_lens, name) is module, f"rnr_lens.{name} is not the module rnr_lens/{name}: rename what shadows it"

@@ -309,3 +309,63 @@ def test_an_interrupt_says_how_to_resume(command, hint, monkeypatch, capsys):
     argv = ["audit", "--task", "add-small"] if command == "audit" else ["report", "grid.yaml", "--out", "out"]
     assert cli.main(argv) == 130
     assert hint in capsys.readouterr().err
+
+
+def test_a_base_model_audits_from_the_cli_without_a_config(tiny_base_folder, tmp_path, capsys):
+    """The CLI once chose chat prompts for every model: a base model failed after loading
+    ("this model's tokenizer has no chat template") unless given a --config with chat: false."""
+    from rnr_lens.models import load_tokenizer
+
+    assert load_tokenizer(tiny_base_folder).chat_template is None
+    db = tmp_path / "base.db"
+    assert main(["audit", "--model", str(tiny_base_folder), "--limit", "3", "--probe", "sampling:k=2,t=1.0", "--out", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["show", str(db), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)[0]
+    assert shown["config"]["chat"] is False and shown["rendered_prompt"]["text"].endswith("The answer is ")
+    assert main(["check-format", "--model", str(tiny_base_folder), "--limit", "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config_hash"] == shown["config_hash"]
+
+
+@pytest.mark.slow
+def test_gemma_audits_from_the_cli_with_no_flags(tmp_path, capsys):
+    """Gemma-3-270M (a base model) through the CLI as a new user runs it: no --config."""
+    db = tmp_path / "gemma.db"
+    assert main(["audit", "--model", "gemma3-270m", "--task", "add-small", "--limit", "6", "--out", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "model gemma3-270m" in out and "realized (greedy, default deployment)" in out
+    assert main(["show", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["config"]["chat"] is False
+
+
+def test_an_audit_warns_when_format_misses_may_decide_the_realized_rate(tiny_folder, tmp_path, capsys):
+    """A user's first audit once read 0.00 realized while the model stated several right
+    answers, with nothing but a count in a footnote. Golds planted from the model's own text: a
+    number it states, but not the one the extractor reads (format misses), for half the
+    questions, and the number it reads for the rest."""
+    from rnr_lens.answers import _numbers
+
+    model = R.load_model(tiny_folder)
+    config = R.deployment_for(model, "number")
+    base = list(R.tasks.get("add-two-digit", n=60, seed=3))
+    gens = model.generate([config.prompt(q) for q in base], max_new_tokens=config.max_new_tokens, stop=config.stop)
+    rows = []
+    for q, g in zip(base, gens):
+        read, stated = config.extract(g.text), [n for n in _numbers(g.text) if n != config.extract(g.text)]
+        if read is None or not stated:
+            continue
+        gold = stated[0] if len(rows) % 2 == 0 else read
+        rows.append({"id": q.id, "question": q.prompt, "answer": gold})
+    rows = rows[:12]
+    path = tmp_path / "planted.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    db = tmp_path / "fm.db"
+    assert main(["audit", "--model", str(tiny_folder), "--task", str(path), "--field", "id=id", "--out", str(db)]) == 0
+    out = capsys.readouterr().out
+    misses = sum(1 for i, r in enumerate(rows) if i % 2 == 0)
+    assert f"warning: {misses} of {len(rows)} greedy answers" in out and "rnr-lens show" in out and "--misses" in out
+    result = R.AuditResult.load(db)
+    assert result.format_miss_share() == (misses, len(rows))
+    assert main(["show", str(db), "--misses"]) == 0
+    listed = capsys.readouterr().out.split("format misses of the default deployment")[1]
+    assert all(r["id"] in listed for i, r in enumerate(rows) if i % 2 == 0)

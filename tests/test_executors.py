@@ -5,7 +5,7 @@ import pytest
 
 import rnr_lens as R
 from rnr_lens import tasks
-from rnr_lens.audit import AuditResult, audit
+from rnr_lens.audits import AuditResult, audit
 from rnr_lens.cli import main
 from rnr_lens.executors import CRASH_ONCE_ENV, run_audit
 from rnr_lens.store import RunStore
@@ -50,7 +50,7 @@ def test_executor_rejects_bad_input(folder, tmp_path):
 
 
 @pytest.mark.slow
-def test_ray_executor_survives_a_dying_worker(folder, single, tmp_path, monkeypatch):
+def test_ray_executor_survives_a_dying_worker(folder, single, tmp_path, monkeypatch, tiny_base_folder):
     from rnr_lens.executors import init_ray
 
     crash = tmp_path / "crashed-once"
@@ -87,6 +87,14 @@ def test_ray_executor_survives_a_dying_worker(folder, single, tmp_path, monkeypa
         ]
         assert main(argv) == 0
         assert_same_tries(AuditResult.load(RunStore(cli_db)).tries, single.tries)
+
+        # a base model (no chat template): the driver reads its tokenizer and deploys it on raw
+        # text, as a process holding the model does; the workers run that same deployment
+        base_task = tasks.get("add-small", n=4)
+        here = audit(R.load_model(tiny_base_folder), base_task, PROBES[:1], store=tmp_path / "base-here.db", progress=False)
+        there = run_audit(tiny_base_folder, base_task, PROBES[:1], store=tmp_path / "base-ray.db", shards=2, executor="ray", progress=False)
+        assert not there.config.chat and there.id == here.id
+        assert_same_tries(there.tries, here.tries)
 
         # a model the workers cannot load is one clear error, not a Ray traceback
         with pytest.raises(R.RnrLensError, match="Ray workers could not load .*missing.*: unknown model"):

@@ -9,7 +9,7 @@ import pytest
 import rnr_lens as R
 from rnr_lens import failures
 from rnr_lens.attribution import direct_logit_attribution
-from rnr_lens.audit import audit
+from rnr_lens.audits import audit
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.miner import mine
 from rnr_lens.store import RunStore

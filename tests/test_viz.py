@@ -6,7 +6,7 @@ import pytest
 import rnr_lens as R
 from rnr_lens import failures, tasks, viz
 from rnr_lens.attribution import direct_logit_attribution
-from rnr_lens.audit import audit
+from rnr_lens.audits import audit
 from rnr_lens.miner import mine
 from tests.conftest import require_chromium
 from tests.test_miner import CONFIG, PLANTED, build_planted

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from rnr_lens import failures, tasks, widgets
-from rnr_lens.audit import audit
+from rnr_lens.audits import audit
 from rnr_lens.miner import mine
 from tests.test_miner import PLANTED, build_planted
 

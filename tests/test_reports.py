@@ -10,7 +10,7 @@ import yaml
 
 import rnr_lens as R
 from rnr_lens.cli import main
-from rnr_lens.report import Grid
+from rnr_lens.reports import Grid
 from rnr_lens.store import RunStore
 
 
@@ -236,7 +236,7 @@ def test_the_example_grid_is_valid():
 
 def test_trained_checkpoints_run_right_after_their_base():
     """So a partial report answers claim 3 for a pair as soon as both its audits are done."""
-    from rnr_lens.report import _run_order
+    from rnr_lens.reports import _run_order
 
     grid = Grid(models=("a", "b"), tasks=("add-small",), pairs=({"base": "a", "trained": "a2"}, {"base": "c", "trained": "c2"}))
     assert _run_order(grid) == ["a", "a2", "b", "c", "c2"]

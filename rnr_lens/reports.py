@@ -42,8 +42,8 @@ import pandas as pd
 import yaml
 
 from rnr_lens import selectors, verdicts
-from rnr_lens.audit import AuditResult
-from rnr_lens.compare import compare
+from rnr_lens.audits import FORMAT_MISS_WARN, AuditResult
+from rnr_lens.comparison import compare
 from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.display import estimate_text, html_table
 from rnr_lens.errors import RnrLensError
@@ -197,6 +197,16 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
         judged[probe] = verdicts.retention(blind, realized, reach[probe], above[probe], prompts, gain=gain, margin=grid.retention_margin)
         gains[probe] = gain.to_dict()
         retention[probe] = {r.selector: (r.estimate.to_dict() if r.estimate is not None else None) for r in judged[probe]}
+    # read leniently (any try whose text states the gold counts as correct), would it differ?
+    stated = {p: q["question_id"].isin(result.format_misses(p)["question_id"]).to_numpy(float) for p in (random_probe, search_probe)}
+    lenient = verdicts.routes_vs_search(
+        np.maximum(reach[random_probe], stated[random_probe]),
+        np.maximum(reach[search_probe], stated[search_probe]),
+        chance[random_probe],
+        chance[search_probe],
+        prompts,
+        margin=grid.margin,
+    ).verdict
     routes = result.tries.loc[result.tries["probe"] == search_probe, "route"].dropna()
     depth = [Route.parse(str(r)).n_edits for r in routes]
     return {
@@ -218,7 +228,24 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
         "retention": retention,
         "retention_verdict": verdicts.retention_verdict(judged[random_probe], margin=grid.retention_margin).to_dict(),
         "verdict": decided.verdict.to_dict(),
+        "format_misses": _format_misses(result, decided.verdict, lenient),
     }
+
+
+def _format_misses(result: AuditResult, verdict: verdicts.Verdict, lenient: verdicts.Verdict) -> dict[str, Any]:
+    """A setting's format misses (greedy answers that state the gold but were read as another
+    number) and whether the verdict would read otherwise if every stated gold counted: a note
+    where the share passes :data:`~rnr_lens.audits.FORMAT_MISS_WARN` or the verdict would change."""
+    misses, answered = result.format_miss_share()
+    share = misses / answered if answered else 0.0
+    note = None
+    if share > FORMAT_MISS_WARN or lenient.status != verdict.status:
+        note = f"format misses: {misses} of {answered} greedy answers state the gold but read as another number; " + (
+            f"counting every stated gold as correct, the verdict would read {lenient.status}"
+            if lenient.status != verdict.status
+            else "counting them would not change the verdict"
+        )
+    return {"greedy": misses, "answered": answered, "extractor": result.config.extractor, "lenient_verdict": lenient.status, "note": note}
 
 
 def claim_bottleneck(
@@ -258,11 +285,21 @@ def claim_bottleneck(
         "break_bound": grid.break_bound,
         "null": null.to_dict() if null else None,
         "screen_vs_exhaustive": agreement,
+        "format_misses": _failure_format_misses(result, fs),
     }
     # without a bottleneck (no generated block repairs within the bound) the best other block is shown as second
     picked, rest = (blocks[0], blocks[1:]) if chosen is not None else (None, blocks)
     verdict = sweep.verdict(null, break_bound=grid.break_bound)
     return {**base, "bottleneck": picked, "second": rest[0] if rest else None, "verdict": verdict.to_dict()}
+
+
+def _failure_format_misses(result: AuditResult, fs: Any) -> dict[str, Any]:
+    """How many of a failure set's questions fail only by format (the default answer states the
+    gold, read as another number): a repair there may be a repair of the format."""
+    stated = set(result.format_misses()["question_id"])
+    n = sum(q.id in stated for q in fs.failures)
+    note = f"{n} of {len(fs.failures)} failures state the gold but read as another number: a repair may fix the format" if n else None
+    return {"failures": n, "extractor": result.config.extractor, "note": note}
 
 
 def _block_rates(sweep: Any, layer: int) -> dict[str, Any]:
@@ -530,9 +567,11 @@ def _agreement_text(a: dict[str, Any] | None) -> str:
     return f"exhaustive best MLP {a['exhaustive_block']} repairs {a['regret']:.2f} more of the discovery half{rho}"
 
 
-def _verdict_text(v: dict[str, Any]) -> str:
-    """``unresolved: … (this n resolves …)`` for a verdict record."""
-    return str(verdicts.Verdict.from_dict(v))
+def _verdict_text(v: dict[str, Any], misses: dict[str, Any] | None = None) -> str:
+    """``unresolved: … (this n resolves …)`` for a verdict record, with the setting's format-miss
+    note where it has one."""
+    note = (misses or {}).get("note")
+    return str(verdicts.Verdict.from_dict(v)) + (f" [{note}]" if note else "")
 
 
 def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]] | None = None) -> str:
@@ -563,7 +602,7 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
             e(c["chance_search"]),
             _edits_text(c),
             e(c["random_minus_search"]),
-            _verdict_text(c["verdict"]),
+            _verdict_text(c["verdict"], c.get("format_misses")),
         ]
         for c in claims["routes_vs_search"]
     ]
@@ -638,7 +677,7 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
                 e(null.get("rerun")),
                 f"{s['block']}: {e(s['repair_heldout'])}" if s else "-",
                 _agreement_text(c.get("screen_vs_exhaustive")),
-                _verdict_text(c["verdict"]),
+                _verdict_text(c["verdict"], c.get("format_misses")),
             ]
         )
     parts.append(

@@ -17,7 +17,7 @@ from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.generation import generate
 from rnr_lens.tasks import Question, Task, get
 
-T = importlib.import_module("rnr_lens.train")  # the module (R.train is the function)
+T = importlib.import_module("rnr_lens.training")  # the module (R.train is the function)
 CONFIG = DeploymentConfig.default_for("string").with_(max_new_tokens=6)
 TRAIN = T.TrainConfig(steps=2, prompts_per_step=4, group_size=4, lr=3e-3, minibatches=2, max_rounds=1, overlong_buffer=2, save_every=1)
 

@@ -1,7 +1,7 @@
 import pytest
 
 import rnr_lens as R
-from rnr_lens.compare import STATES, compare
+from rnr_lens.comparison import STATES, compare
 
 PROBES = ["sampling:k=3,t=1.0", "routes:k=2,edit_rate=0.6"]
 

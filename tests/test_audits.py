@@ -13,7 +13,7 @@ import pytest
 
 import rnr_lens as R
 from rnr_lens import tasks
-from rnr_lens.audit import AuditResult, audit
+from rnr_lens.audits import AuditResult, audit
 from rnr_lens.stats import pass_at_k
 from rnr_lens.store import RunStore
 
