@@ -57,6 +57,25 @@ pio.templates["rnr_paper"] = go.layout.Template(
 PAPER = "rnr_paper"
 
 
+def captioned(fig: go.Figure, text: str) -> go.Figure:
+    """Attach a caption to ``fig`` (in ``fig.layout.meta["caption"]``): the definitions a paper
+    puts under a figure, kept out of its axis titles. Returns ``fig``."""
+    meta = dict(fig.layout.meta) if isinstance(fig.layout.meta, dict) else {}
+    fig.update_layout(meta={**meta, "caption": text})
+    return fig
+
+
+def caption(fig: go.Figure) -> str:
+    """The caption every rnr_lens figure carries, for the paper's ``\\caption{}``.
+
+    Example:
+        >>> caption(pass_at_k(result))  # doctest: +SKIP
+        'pass@k (the unbiased estimator) for k = 1 to each probe's budget, ...'
+    """
+    meta = fig.layout.meta
+    return str(meta.get("caption", "")) if isinstance(meta, dict) else ""
+
+
 def _errors(df: pd.DataFrame, col: str) -> dict:
     return dict(
         type="data",
@@ -95,15 +114,13 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
     groups = list(table.groupby(["component", "kind"], sort=False))
     n_layers = int(table["layer"].max()) + 1
     many = len(groups) > 1
-    subtitles = []
-    for (comp, kind), _ in groups:
-        name = f"{COMPONENT_NAMES.get(comp, comp)}, {KIND_NAMES.get(kind, kind)}: " if many else ""
-        subtitles += [f"{name}{SCREEN_NAMES.get(screen, screen)}, every block", f"{name}generated: repair and break"]
+    # one group: the y-axis titles name the panels; several: a short title per group
+    subtitles = [x for (comp, kind), _ in groups for x in (f"{COMPONENT_NAMES.get(comp, comp)}, {KIND_NAMES.get(kind, kind)}", "")] if many else None
     fig = make_subplots(
         rows=2 * len(groups),
         cols=1,
         shared_xaxes=True,
-        vertical_spacing=0.12 / len(groups),
+        vertical_spacing=0.1 / len(groups),
         row_heights=[0.35, 0.65] * len(groups),
         subplot_titles=subtitles,
     )
@@ -115,7 +132,7 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
             x=df["layer"],
             y=df[screen],
             marker_color="#999",
-            name="screen score",
+            name="screen",
             legendgroup="screen",
             showlegend=g == 0,
             hovertemplate="block %{x}<br>screen %{y:.3f}<extra></extra>",
@@ -125,8 +142,8 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
         done = df.dropna(subset=["repair"]) if "repair" in df else df.iloc[0:0]
         only = df[~df["layer"].isin(done["layer"])]
         for key, name, colour, n, of in (
-            ("repair", "repair rate (failure set)", OKABE_ITO[0], "n_repaired", "n_failures"),
-            ("break", "break rate (control set)", OKABE_ITO[3], "n_broken", "n_control"),
+            ("repair", "repair", OKABE_ITO[0], "n_repaired", "n_failures"),
+            ("break", "break", OKABE_ITO[3], "n_broken", "n_control"),
         ):
             if done.empty:
                 continue
@@ -144,24 +161,12 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
                 customdata=list(zip(counts, done[f"{key}_low"], done[f"{key}_high"])),
                 hovertemplate=f"block %{{x}}<br>{key} %{{customdata[0]}} = %{{y:.2f}} [%{{customdata[1]:.2f}}, %{{customdata[2]:.2f}}]<extra></extra>",
             )
-        if not done.empty and done["break"].isna().all():
-            fig.add_annotation(
-                x=0,
-                xref="x domain",
-                y=1.19,
-                text="break rate unmeasured: the audit realized no question",
-                showarrow=False,
-                xanchor="left",
-                yanchor="top",
-                row=bottom,
-                col=1,
-            )
         if not only.empty:
             fig.add_scatter(
                 x=only["layer"],
                 y=[0.02] * len(only),
                 mode="markers",
-                name="screened only (not generated)",
+                name="screened only",
                 marker=dict(symbol="circle-open", color="#888", size=6),
                 legendgroup="only",
                 showlegend=g == 0,
@@ -172,9 +177,16 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
         if b and b.component == comp and b.kind == kind:
             for row in (top, bottom):
                 fig.add_vrect(x0=b.layer - 0.5, x1=b.layer + 0.5, fillcolor=OKABE_ITO[6], opacity=0.35, line_width=0, layer="below", row=row, col=1)
-            fig.add_annotation(x=b.layer, y=1.19, text=f"bottleneck: block {b.layer}", showarrow=False, yanchor="top", row=bottom, col=1)
-        fig.update_yaxes(title_text="Δ log p", row=top, col=1)
-        fig.update_yaxes(range=[0, 1.2], title_text="rate", row=bottom, col=1)
+            # named in the legend, never as text over the bars and ticks
+            fig.add_scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=f"bottleneck ({b.layer})",
+                marker=dict(symbol="square", size=10, color=OKABE_ITO[6], opacity=0.6),
+            )
+        fig.update_yaxes(title_text="screen", row=top, col=1)
+        fig.update_yaxes(range=[0, 1.05], title_text="rate", row=bottom, col=1)
         fig.update_xaxes(**_layer_ticks(n_layers), row=top, col=1)
         fig.update_xaxes(**_layer_ticks(n_layers), row=bottom, col=1)
     fig.update_xaxes(title_text="block (layer)", row=2 * len(groups), col=1)
@@ -192,7 +204,18 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
         margin=dict(t=90),
         legend=dict(orientation="h", yanchor="top", y=-0.18 / len(groups), x=0),
     )
-    return fig
+    generated = table.dropna(subset=["repair"]) if "repair" in table else table.iloc[0:0]
+    unmeasured = not generated.empty and bool(generated["break"].isna().all())
+    return captioned(
+        fig,
+        f"Silencing one block at a time ({', '.join(f'{COMPONENT_NAMES.get(c, c)}, {KIND_NAMES.get(k, k)}' for (c, k), _ in groups)}). "
+        f"Top: the screen ({SCREEN_NAMES.get(screen, screen)}, teacher-forced, no generation) of every block. "
+        "Bottom: for the blocks confirmed by generation, the repair rate (share of the failure set answered right) and the "
+        "break rate (share of the realized control set answered wrong), with 95% Wilson intervals; hollow marks: blocks only "
+        "screened, not generated."
+        + (" Break rates are unmeasured: the audit realized no question." if unmeasured else "")
+        + (f" Shaded: the bottleneck, block {b.layer}, the best discovery repair within the break bound." if b else ""),
+    )
 
 
 def repair_heatmap(sweep: SweepResult, component: str = "mlp", kind: str = "zero") -> go.Figure:
@@ -226,9 +249,18 @@ def repair_heatmap(sweep: SweepResult, component: str = "mlp", kind: str = "zero
             ygap=1,
             text=hover,
             hovertemplate="%{text}<br>effect %{z}<extra></extra>",
-            colorbar=dict(title="effect", tickvals=[-1, 0, 1], ticktext=["broken", "same", "repaired"]),
+            showscale=False,
         )
     )
+    # three categories: a discrete legend, not a continuous colour bar
+    for value, name in ((1, "repaired"), (0, "unchanged"), (-1, "broken")):
+        fig.add_scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            name=name,
+            marker=dict(symbol="square", size=10, color=_signed_colour(value), line=dict(color="#888", width=0.5)),
+        )
     n_fail = int((order["set"] != "control").sum())
     if 0 < n_fail < len(order):
         fig.add_vline(x=n_fail - 0.5, line_color="#222", line_width=2)
@@ -251,8 +283,22 @@ def repair_heatmap(sweep: SweepResult, component: str = "mlp", kind: str = "zero
         yaxis=dict(title="block (evaluated)", type="category"),
         margin=dict(t=90),
         height=max(300, 28 * len(layers) + (260 if show_labels else 160)),
+        legend=dict(orientation="h", x=0, y=-0.25),
     )
-    return fig
+    return captioned(
+        fig,
+        f"Per question (columns) and generated block (rows), what silencing that block's {COMPONENT_NAMES.get(component, component)} "
+        f"({KIND_NAMES.get(kind, kind)}) does: repaired (a failure answered right), broken (a realized control question answered "
+        "wrong) or unchanged. Failure-set questions first, then the control set.",
+    )
+
+
+def _signed_colour(value: int, bound: int = 1) -> str:
+    """The colour the signed scale from ``-bound`` to ``bound`` gives ``value`` (so a legend
+    matches the cells)."""
+    from plotly.colors import sample_colorscale
+
+    return str(sample_colorscale(SIGNED, [(value + bound) / (2 * bound)])[0])
 
 
 def screen_vs_repair(sweep: SweepResult, screen: str = "screen_logprob") -> go.Figure:
@@ -268,7 +314,7 @@ def screen_vs_repair(sweep: SweepResult, screen: str = "screen_logprob") -> go.F
             mode="markers+text",
             text=g["layer"].astype(str),
             textposition="top center",
-            name=f"{comp} ({kind})",
+            name=f"{COMPONENT_NAMES.get(comp, comp)} ({KIND_NAMES.get(kind, kind)})",
             marker=dict(size=9, color=OKABE_ITO[i % 8]),
         )
     agree = sweep.agreement.get(screen, {})
@@ -276,7 +322,11 @@ def screen_vs_repair(sweep: SweepResult, screen: str = "screen_logprob") -> go.F
     fig.update_layout(
         template=PAPER, title=f"Screen against generation {note}".strip(), xaxis_title=screen.replace("_", " "), yaxis_title="repair rate (discovery)"
     )
-    return fig
+    return captioned(
+        fig,
+        f"Each generated block's screen score ({SCREEN_NAMES.get(screen, screen)}) against its repair rate on the discovery half; "
+        "labels are block numbers" + (f"; {note} over every generated block." if note else "."),
+    )
 
 
 def realized_vs_reachable(results: AuditResult | Sequence[AuditResult]) -> go.Figure:
@@ -327,18 +377,16 @@ def realized_vs_reachable(results: AuditResult | Sequence[AuditResult]) -> go.Fi
                 ),
             )
     fig.update_yaxes(range=[0, 1.05], title_text="accuracy", row=1, col=1)
-    fig.update_xaxes(
-        title_text=_wrap(
-            "probe at budget k (reachable: one of its own k tries is correct; the greedy default is not "
-            "one of them, so reachable can fall below realized)",
-            60 * len(results),
-        ),
-        row=1,
-        col=1,
-    )
+    fig.update_xaxes(title_text="probe", row=1, col=1)
     head = "Realized versus reachable" + (f"<br>{results[0].info.model} / {results[0].info.task}" if one else "")
     fig.update_layout(template=PAPER, barmode="group", title=head)
-    return fig
+    return captioned(
+        fig,
+        "Per probe at its budget k: realized accuracy (the greedy default deployment), the reachable ceiling (one of the "
+        "probe's own k tries is correct; the greedy default is not one of them, so reachable can fall below realized), its "
+        "chance level (the same tries scored against other questions' gold answers) and each answer-blind selector's "
+        "accuracy, with 95% Wilson intervals.",
+    )
 
 
 def pass_at_k(result: AuditResult, probes: Sequence[str] | None = None, k: int | None = None) -> go.Figure:
@@ -355,6 +403,7 @@ def pass_at_k(result: AuditResult, probes: Sequence[str] | None = None, k: int |
         fig.add_scatter(
             x=list(curve.k) + list(curve.k[::-1]),
             y=list(curve.high) + list(curve.low[::-1]),
+            mode="lines",
             fill="toself",
             line=dict(width=0),
             fillcolor=color,
@@ -364,9 +413,12 @@ def pass_at_k(result: AuditResult, probes: Sequence[str] | None = None, k: int |
         )
         fig.add_scatter(x=curve.k, y=curve.pass_at_k, mode="lines+markers", name=probe.split(",")[0], line=dict(color=color))
     realized = float(result.questions.loc[result.questions["has_default"], "realized"].mean()) if result.questions["has_default"].any() else 0.0
-    fig.add_hline(y=realized, line_dash="dash", line_color="#444", annotation_text=f"realized {realized:.2f}")
+    # a legend entry, not a label that can sit on a curve
+    fig.add_scatter(
+        x=[0.7, budget + 0.3], y=[realized, realized], mode="lines", name=f"realized {realized:.2f}", line=dict(color="#444", dash="dash")
+    )
     if k is not None:
-        fig.add_vline(x=k, line_dash="dot", line_color=OKABE_ITO[3], annotation_text=f"k = {k}", annotation_position="bottom right")
+        fig.add_vline(x=k, line_dash="dot", line_color=OKABE_ITO[3])
     fig.update_layout(
         template=PAPER,
         title="pass@k (unbiased estimator)",
@@ -374,7 +426,11 @@ def pass_at_k(result: AuditResult, probes: Sequence[str] | None = None, k: int |
         yaxis_range=[0, 1.05],
         xaxis=dict(title="k", tickmode="linear", tick0=1, dtick=max(1, -(-budget // 10)), range=[0.7, budget + 0.3]),
     )
-    return fig
+    return captioned(
+        fig,
+        "pass@k (the unbiased estimator) for k = 1 to each probe's budget, with 95% Wilson bands; dashed: realized accuracy "
+        "of the greedy default" + (f"; dotted: k = {k}." if k is not None else "."),
+    )
 
 
 def attribution(dla: pd.DataFrame, question_id: str | None = None, bottleneck: int | None = None) -> go.Figure:
@@ -398,8 +454,9 @@ def attribution(dla: pd.DataFrame, question_id: str | None = None, bottleneck: i
             marker_color=colour,
             error_y=dict(type="data", array=part["sem"].fillna(0).tolist(), thickness=1.2, width=3) if question_id is None else None,
         )
-    if bottleneck is not None:
-        fig.add_vline(x=bottleneck, line_dash="dot", line_color="#444", annotation_text=f"bottleneck {bottleneck}")
+    if bottleneck is not None:  # named in the legend, not as text over the bars
+        fig.add_vline(x=bottleneck, line_dash="dot", line_color="#444")
+        fig.add_scatter(x=[None], y=[None], mode="lines", name=f"bottleneck ({bottleneck})", line=dict(color="#444", dash="dot"))
     n = df.question_id.nunique()
     scope = f"question {question_id}" if question_id else f"mean over {n} questions; error bars ±1 standard error of the mean"
     fig.update_layout(
@@ -409,7 +466,11 @@ def attribution(dla: pd.DataFrame, question_id: str | None = None, bottleneck: i
         xaxis=dict(title="block (layer)", **_layer_ticks(int(df.layer.max()) + 1)),
         yaxis_title="contribution",
     )
-    return fig
+    return captioned(
+        fig,
+        f"Direct logit attribution: each block's attention and MLP output projected onto logit[gold] − logit[default answer], {scope}"
+        + (f"; dotted: the bottleneck, block {bottleneck}." if bottleneck is not None else "."),
+    )
 
 
 def route_diagram(routes: Sequence[Route | str], labels: Sequence[str] | None = None) -> go.Figure:
@@ -431,17 +492,26 @@ def route_diagram(routes: Sequence[Route | str], labels: Sequence[str] | None = 
             zmax=2,
             xgap=1,
             ygap=1,
-            colorbar=dict(title="visits - 1", tickvals=[-1, 0, 1], ticktext=["skipped", "kept", "repeated"]),
+            showscale=False,
         )
     )
+    for value, name in ((-1, "skipped"), (0, "kept"), (1, "repeated")):  # categories: a discrete legend
+        fig.add_scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            name=name,
+            marker=dict(symbol="square", size=10, color=_signed_colour(value, 2), line=dict(color="#888", width=0.5)),
+        )
     fig.update_layout(
         template=PAPER,
         title="Routes: skipped and repeated blocks",
         xaxis_title="block",
         height=max(250, 28 * len(parsed) + 120),
         yaxis=dict(autorange="reversed"),
+        legend=dict(orientation="h", x=0, y=-0.3),
     )
-    return fig
+    return captioned(fig, "Each route (row) over the blocks (columns): skipped, kept, or repeated (darker red: more visits).")
 
 
 def comparison(result: Comparison, probe: str | None = None) -> go.Figure:
@@ -450,7 +520,10 @@ def comparison(result: Comparison, probe: str | None = None) -> go.Figure:
     from rnr_lens.comparison import STATES
 
     probe = probe or result.a.probes[0]
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], subplot_titles=["change, b - a", f"transitions ({probe.split(',')[0]})"])
+    # stacked, not side by side: the transition grid's row labels need the width a column has
+    fig = make_subplots(
+        rows=2, cols=1, row_heights=[0.5, 0.5], vertical_spacing=0.3, subplot_titles=["change, b − a", f"transitions ({probe.split(',')[0]})"]
+    )
     labels = [p.split(",")[0] for p in result.deltas.probe]
     for i, (key, name) in enumerate((("delta_realized", "delta realized"), ("delta_reachable", "delta reachable"))):
         est = result.deltas[key]
@@ -474,12 +547,17 @@ def comparison(result: Comparison, probe: str | None = None) -> go.Figure:
         text=counts.values,
         texttemplate="%{text}",
         showscale=False,
-        row=1,
-        col=2,
+        row=2,
+        col=1,
     )
-    fig.update_yaxes(autorange="reversed", row=1, col=2)
-    fig.update_layout(template=PAPER, barmode="group", title=f"{result.b.info.model} against {result.a.info.model}")
-    return fig
+    fig.update_yaxes(autorange="reversed", row=2, col=1)
+    fig.update_layout(template=PAPER, barmode="group", title=f"{result.b.info.model} against {result.a.info.model}", height=620)
+    return captioned(
+        fig,
+        f"Top: the change from audit a ({result.a.info.model}) to b ({result.b.info.model}) in realized accuracy and in reachability "
+        "per probe, over the questions complete in both, with paired 95% intervals. Bottom: how many questions move between "
+        "realized, reachable only and unreachable.",
+    )
 
 
 def reward_curve(history: Sequence[dict], window: int = 5) -> go.Figure:
@@ -520,7 +598,11 @@ def reward_curve(history: Sequence[dict], window: int = 5) -> go.Figure:
     fig.update_yaxes(title_text="groups", row=2, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
     fig.update_layout(template=PAPER, title="RL fine-tune (DAPO): reward curve", height=480)
-    return fig
+    return captioned(
+        fig,
+        f"Training rollouts per step of the DAPO fine-tune: mean reward (and its {window}-step mean) and accuracy above; "
+        "below, the groups sampled and the groups kept (those whose rollouts disagree, so they carry a gradient).",
+    )
 
 
 SIZES: dict[str, tuple[float, float]] = {"column": (3.5, 2.8), "full": (7.0, 3.6)}
@@ -529,9 +611,13 @@ MIN_FONT_PT = 8.0
 _PX_PER_PT = 4 / 3  # Chromium lays pages out at 96 px per inch, 72 pt per inch
 
 
-def print_layout(fig: go.Figure, size: str | tuple[float, float], *, min_font_pt: float = MIN_FONT_PT) -> tuple[go.Figure, int, int]:
+def print_layout(
+    fig: go.Figure, size: str | tuple[float, float], *, min_font_pt: float = MIN_FONT_PT, title: bool = False
+) -> tuple[go.Figure, int, int]:
     """A copy of ``fig`` laid out for print at ``size`` (a name in :data:`SIZES` or
     ``(width, height)`` in inches), every font at least ``min_font_pt`` points at that size.
+    The in-figure title is dropped unless ``title``: a paper gives the figure a caption
+    (:func:`caption`) instead.
 
     Returns the figure and its width and height in CSS pixels (at scale 1, one pixel is 0.75 pt).
     """
@@ -547,6 +633,8 @@ def print_layout(fig: go.Figure, size: str | tuple[float, float], *, min_font_pt
     # 12 px = 9 pt nominal: a capital-to-descender glyph box of 8.5 pt, so text measures >= 8 pt
     base = max(12, math.ceil(min_font_pt * _PX_PER_PT / 0.94))
     out = go.Figure(fig)
+    if not title:
+        out.update_layout(title_text="")
     # plotly never wraps text: break long titles at spaces to the width they have
     chars = int(width / (0.56 * base))
     if out.layout.title and out.layout.title.text:
@@ -665,6 +753,7 @@ def save(
     width: int = 800,
     height: int | None = None,
     scale: float | None = None,
+    title: bool | None = None,
 ) -> Path:
     """Write ``fig`` as PDF, SVG, PNG (kaleido + system Chromium) or standalone HTML, atomically,
     with the usual file permissions (0644 under a 022 umask) and, for PDF, the figure's title
@@ -677,6 +766,8 @@ def save(
             ``(width, height)`` in inches: the figure is laid out at that size with every font at
             least 8 pt when printed there (PDF and SVG at scale 1, PNG at 300 dpi).
         width, height, scale: Screen sizes in pixels, used without ``size``.
+        title: Keep the in-figure title (default: on screen, yes; at a print ``size``, no, since
+            a paper captions its figures: :func:`caption` gives the text).
 
     Example:
         >>> save(repair_break(sweep), "bottleneck.pdf", size="column")  # doctest: +SKIP
@@ -687,8 +778,9 @@ def save(
         raise RnrLensError(f"cannot save a figure as {suffix or 'a file without extension'}; use .pdf, .svg, .png or .html")
     if not path.parent.exists():
         raise RnrLensError(f"folder {path.parent} does not exist")
+    document_title = _figure_title(fig, path)
     if size is not None:
-        fig, width, height = print_layout(fig, size)
+        fig, width, height = print_layout(fig, size, title=bool(title))
         scale = scale or (300 / 96 if suffix == ".png" else 1.0)
     scale = scale or 2.0
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=suffix, dir=path.parent)
@@ -711,7 +803,7 @@ def save(
                     "install kaleido>=1 and Chromium (Debian: apt-get install chromium; or bash scripts/dev-setup)"
                 ) from exc
             if suffix == ".pdf":
-                _pdf_metadata(tmp, _figure_title(fig, path))
+                _pdf_metadata(tmp, document_title)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

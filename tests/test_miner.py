@@ -174,4 +174,4 @@ def test_unmeasured_break_reads_as_such_in_figures_and_widgets(tiny, tmp_path):
     result, store = build_planted(tiny, tmp_path / "none.db", with_realized=False)
     sweep = mine(tiny, failures.freeze(result, store, probe="ablation"), strategy="exhaustive", progress=False)
     assert "break unmeasured (no realized question to break)" in widgets.layer_summary_html(sweep, PLANTED.layer)
-    assert any("break rate unmeasured" in a.text for a in viz.repair_break(sweep).layout.annotations)
+    assert "Break rates are unmeasured" in viz.caption(viz.repair_break(sweep))
