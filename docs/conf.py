@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 project = "rnr_lens"
 author = "the rnr_lens developers"
+copyright = "2026, the rnr_lens developers"  # noqa: A001  # Sphinx reads this name
 release = version = rnr_lens.__version__
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode", "sphinxarg.ext"]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}

@@ -11,8 +11,8 @@ import inspect
 import json
 import os
 import shlex
-import textwrap
 import sys
+import textwrap
 import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
@@ -119,7 +119,7 @@ def _load_config(args: argparse.Namespace, answer_type: str) -> DeploymentConfig
 
     if args.config:
         return DeploymentConfig.load(args.config)
-    return deployment_for(load_tokenizer(args.model), answer_type)
+    return deployment_for(load_tokenizer(args.model, trust_remote_code=getattr(args, "trust_remote_code", False)), answer_type)
 
 
 def _existing_store(path: str, hint: str = "", mode: str = "read") -> RunStore:
@@ -141,6 +141,8 @@ def _load_kwargs(args: argparse.Namespace) -> dict:
         value = getattr(args, key, None)
         if value is not None:
             load[key] = value
+    if getattr(args, "trust_remote_code", False):
+        load["trust_remote_code"] = True
     return load
 
 
@@ -247,7 +249,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise RnrLensError(f"nothing to resume: {out} does not exist; leave out --resume to start an audit")
     if not args.resume and out.exists():
         RunStore(out, mode="read").close()  # refuses a file that is not a run store, untouched
-    settings = {"task": task.name, "task_fingerprint": task.fingerprint(), "n_questions": len(task), "probes": [p.name for p in probes], "seed": args.seed}
+    settings = {
+        "task": task.name,
+        "task_fingerprint": task.fingerprint(),
+        "n_questions": len(task),
+        "probes": [p.name for p in probes],
+        "seed": args.seed,
+    }
     if args.resume:  # what differs without the model first; the default config needs its tokenizer
         mismatch = resume_mismatch(RunStore(out, mode="read"), settings)
         if mismatch:
@@ -473,7 +481,7 @@ def cmd_check_format(args: argparse.Namespace) -> int:
     task = _load_task(args)
     _note_repeats(task)
     config = _load_config(args, task.answer_type)
-    check = check_format(load_model(args.model), task, config, batch_size=args.batch_size)
+    check = check_format(load_model(args.model, **_load_kwargs(args)), task, config, batch_size=args.batch_size)
     if args.json:
         print(json.dumps(check.to_dict(), indent=2))
         return 0
@@ -651,7 +659,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if not out.parent.exists():
         raise RnrLensError(f"folder {out.parent} does not exist; create it or choose another --out path")
-    model = load_model(args.model)
+    model = load_model(args.model, **_load_kwargs(args))
     base = model.name
     result = train(model, task, config, deployment, out=out, resume=not args.no_resume, progress=not args.json, batch_size=args.batch_size)
     from rnr_lens.viz import reward_curve, save
@@ -733,6 +741,11 @@ def _add_placement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", help="weight dtype: float32 (CPU default), bfloat16 (suits GPUs), float16")
     p.add_argument("--device-map", help="Hugging Face placement over several GPUs, e.g. auto")
     p.add_argument("--n-devices", type=positive_int, help="spread the model over the first N GPUs")
+    _add_trust_arg(p)
+
+
+def _add_trust_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trust-remote-code", action="store_true", help="let a hub model's own Python code run (off by default; never for offline names)")
 
 
 def _int_at_least(low: int) -> Callable[[str], int]:
@@ -862,6 +875,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="RL fine-tune with verifiable rewards (DAPO) on a task's training split")
     p.add_argument("--model", default=DEFAULT_MODEL, help="known name, HF id, local folder or .gguf file")
     _add_task_args(p)
+    _add_trust_arg(p)
     p.add_argument("--steps", type=positive_int, default=training.steps, help="policy-update steps")
     p.add_argument("--out", required=True, help="run folder: checkpoints (final/ loads with load_model), history.jsonl, reward_curve.html")
     p.add_argument("--layers", help="blocks to train, e.g. 20-29 (default: all)")
@@ -891,6 +905,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check-format", help="share of outputs from which an answer can be extracted")
     p.add_argument("--model", default=DEFAULT_MODEL)
     _add_task_args(p)
+    _add_trust_arg(p)
     p.add_argument("--json", action="store_true")
     return parser
 

@@ -43,14 +43,32 @@ def estimate_text(e: Estimate | dict[str, Any] | None) -> str:
     return (e if isinstance(e, Estimate) else Estimate.from_dict(e)).text()
 
 
-def html_table(rows: Sequence[Sequence[Any]], columns: Sequence[str], wrap: Sequence[str] = ("prompt", "text")) -> str:
-    """A plain HTML table for notebook views of results: numbers and intervals never wrap;
-    only the free-text columns named in ``wrap`` do."""
+def html_table(rows: Sequence[Sequence[Any]], columns: Sequence[str], wrap: Sequence[str] = ("prompt", "text"), below: Sequence[str] = ()) -> str:
+    """A plain HTML table for notebook views and the report: numbers and intervals never wrap;
+    the free-text columns named in ``wrap`` do, never narrower than a short sentence; a column
+    named in ``below`` (a verdict: a sentence per row) is written under its row across the whole
+    table width; headers wrap at spaces; a table wider than its page scrolls inside it."""
     style = "padding:2px 8px;text-align:left;vertical-align:top"
     nowrap = style + ";white-space:nowrap"
-    cell = [style if c in wrap else nowrap for c in columns]
-    head = "".join(f"<th style='{nowrap}'>{html.escape(str(c))}</th>" for c in columns)
+    shown = [i for i, c in enumerate(columns) if c not in below]
+    cell = {i: style + ";min-width:16em" if columns[i] in wrap else nowrap for i in shown}
+    head = "".join(f"<th style='{style}'>{html.escape(str(columns[i]))}</th>" for i in shown)
+
+    def text(v: Any) -> str:
+        return html.escape("" if v is None else str(v))
+
     body = "".join(
-        "<tr>" + "".join(f"<td style='{st}'>{html.escape('' if v is None else str(v))}</td>" for st, v in zip(cell, row)) + "</tr>" for row in rows
+        "<tr>"
+        + "".join(f"<td style='{cell[i]}'>{text(row[i])}</td>" for i in shown)
+        + "</tr>"
+        + "".join(
+            f"<tr class='rnr-below'><td colspan='{len(shown)}' style='{style};padding-bottom:8px'><b>{text(columns[i])}:</b> {text(row[i])}</td></tr>"
+            for i, c in enumerate(columns)
+            if c in below
+        )
+        for row in rows
     )
-    return f"<table class='rnr-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return (
+        "<div class='rnr-scroll' style='overflow-x:auto;max-width:100%'>"
+        f"<table class='rnr-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+    )

@@ -217,7 +217,7 @@ class SweepResult:
             for r in done.to_dict("records")
         ]
         head = f"<b>sweep of {html.escape(self.failure_set)}</b> ({self.strategy}): {len(done)} of {len(self.table)} blocks generated; "
-        head += f"bottleneck {html.escape(repr(self.bottleneck))}" if self.bottleneck else "no bottleneck within the break bound"
+        head += f"bottleneck {self.bottleneck._repr_html_()}" if self.bottleneck else "no bottleneck within the break bound"
         return (
             f"<div class='rnr-sweep'>{head}"
             + html_table(rows, ["block", "screen Δ log p", "repair discovery", "repair held-out", "break"])

@@ -542,10 +542,17 @@ HOW_TO_READ = (
 
 
 def _figures_html(figures: list[tuple[str, Any]], first: list[bool]) -> str:
-    """Plotly figures inline; plotly.js itself is embedded once, with the first figure."""
+    """Plotly figures inline, each with its caption; plotly.js itself is embedded once, with the
+    first figure."""
+    from rnr_lens.viz import caption
+
     out = []
     for title, fig in figures:
-        out.append(f"<h3>{html.escape(title)}</h3>" + fig.to_html(full_html=False, include_plotlyjs="inline" if first[0] else False))
+        out.append(
+            f"<h3>{html.escape(title)}</h3>"
+            + fig.to_html(full_html=False, include_plotlyjs="inline" if first[0] else False)
+            + f"<p class='caption'><i>{html.escape(caption(fig))}</i></p>"
+        )
         first[0] = False
     return "".join(out)
 
@@ -633,7 +640,7 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
                 "random - search",
                 "verdict",
             ],
-            wrap=("verdict",),
+            below=("verdict",),
         )
         + _figures_html(figures.get("routes", []), first)
     )
@@ -659,7 +666,7 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
                 "logprob-or-default keeps the default answer unless the probe's most confident try is more confident."
             )
             + "</p>"
-            + html_table(keep, ["model", "task", "probe", "oracle gain", *names, "verdict"], wrap=("verdict",))
+            + html_table(keep, ["model", "task", "probe", "oracle gain", *names, "verdict"], below=("verdict",))
         )
     rows = []
     for c in claims["bottleneck"]:
@@ -704,7 +711,8 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
                 "screen vs exhaustive",
                 "verdict",
             ],
-            wrap=("verdict", "screen vs exhaustive"),
+            wrap=("screen vs exhaustive",),
+            below=("verdict",),
         )
         + _figures_html(figures.get("bottleneck", []), first)
     )
@@ -731,7 +739,7 @@ def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]
         )
         + "</p>"
         + (
-            html_table(rows, ["base", "trained", "task", "probe", "n", "Δ realized", "Δ reachable", "contrast", "verdict"], wrap=("verdict",))
+            html_table(rows, ["base", "trained", "task", "probe", "n", "Δ realized", "Δ reachable", "contrast", "verdict"], below=("verdict",))
             if rows
             else "<p>No trained pairs in this grid.</p>"
         )

@@ -35,9 +35,14 @@ def _table(rows: list[dict], columns: list[str]) -> str:
     return html_table([[r.get(c, "") for c in columns] for r in rows], columns)
 
 
+def _read(answer: Any) -> str:
+    """What the extractor read, or "no answer" (a table's missing value is NaN, not None)."""
+    return "no answer" if answer is None or (isinstance(answer, float) and pd.isna(answer)) else str(answer)
+
+
 def _answer(text: Any, answer: Any) -> str:
-    """``'2 + 8, which is 10.' -> 2``: a generated text and what the extractor read from it."""
-    return f"{str(text).strip()!r} -> {answer if answer is not None else 'no answer'}"
+    """``'2 + 8, which is 10.' -> 10``: a generated text and what the extractor read from it."""
+    return f"{str(text).strip()!r} -> {_read(answer)}"
 
 
 def layer_summary_html(sweep: SweepResult, layer: int, component: str = "mlp", kind: str = "zero") -> str:
@@ -76,7 +81,12 @@ def layer_summary_html(sweep: SweepResult, layer: int, component: str = "mlp", k
         f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {kind}): "
         f"<span class='rnr-repair'>repair {r['repair']:.2f} [{r['repair_low']:.2f}, {r['repair_high']:.2f}]{counts('n_repaired', 'n_failures')}</span>, "
         f"<span class='rnr-break'>{broke}{counts('n_broken', 'n_control') if pd.notna(r['break']) else ''}</span></div>"
-        f"<p>repaired ({len(repaired)})</p>{_table(rows(repaired), cols)}"
+        + (
+            "<ul class='rnr-why'>" + "".join(f"<li>the bottleneck: {html.escape(line)}</li>" for line in b.why()) + "</ul>"
+            if (b := sweep.bottleneck) is not None and (b.layer, b.component, b.kind) == (layer, component, kind)
+            else ""
+        )
+        + f"<p>repaired ({len(repaired)})</p>{_table(rows(repaired), cols)}"
         f"<p>broken ({len(broken)})</p>{_table(rows(broken), cols)}"
     )
 
@@ -215,7 +225,7 @@ def question_html(result: AuditResult, question_id: str, probes: Sequence[str] |
                 int(t.try_index),
                 how,
                 str(t.text).strip(),
-                t.extracted if t.extracted is not None else "no answer",
+                _read(t.extracted),
                 "yes" if t.correct else "no",
             ]
         )

@@ -81,3 +81,40 @@ def run_all(page: Any) -> None:  # a Playwright Page
     page.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=120_000)  # the kernel is connected
     page.click(".lm-MenuBar-itemLabel:text-is('Run')")
     page.click(".lm-Menu-item[data-command='runmenu:run-all']")
+
+
+def overflowing(urls: list[str], width: int = 1280) -> dict[str, list[str]]:
+    """Per page opened in Chromium at ``width`` px: what makes it wider than the window (the
+    page's own scroll width, and any element reaching past the right edge that is not inside a
+    scrolling box), or nothing."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.conftest import require_chromium
+
+    found = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        for url in urls:
+            page.goto(url)
+            page.wait_for_load_state("load")
+            found[url] = page.evaluate(
+                """(width) => {
+                    const out = [];
+                    if (document.documentElement.scrollWidth > width) out.push('page ' + document.documentElement.scrollWidth + ' px wide');
+                    for (const e of document.querySelectorAll('body *')) {
+                        const r = e.getBoundingClientRect();
+                        if (r.width === 0 || r.right <= width + 1) continue;
+                        let clipped = false;
+                        for (let a = e.parentElement; a; a = a.parentElement) {
+                            const o = getComputedStyle(a).overflowX;
+                            if (o === 'auto' || o === 'scroll' || o === 'hidden') { clipped = true; break; }
+                        }
+                        if (!clipped) out.push(e.tagName.toLowerCase() + (e.className ? '.' + e.className : '') + ' to ' + Math.round(r.right) + ' px');
+                    }
+                    return out.slice(0, 8);
+                }""",
+                width,
+            )
+        browser.close()
+    return {url: problems for url, problems in found.items() if problems}

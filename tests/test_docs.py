@@ -25,6 +25,16 @@ def test_docs_build_without_warnings():
     assert "--strategy" in (site / "cli.html").read_text(), "the CLI page is generated from the parser"
     tutorial = (site / "tutorials" / "01_quickstart.html").read_text()
     assert "cell_output" in tutorial, "notebooks are executed during the build"
+    page = (site / "index.html").read_text()
+    assert "Copyright ©" not in page or "rnr_lens developers" in page, "the footer names who holds the copyright"
+
+    # every page fits a 1280 px window: code blocks and tables scroll inside it
+    from tests.jupyterlab import overflowing
+
+    pages = [
+        p for p in sorted(site.rglob("*.html")) if "_modules" not in p.parts and p.name not in ("genindex.html", "search.html", "py-modindex.html")
+    ]
+    assert not overflowing([p.as_uri() for p in pages]), overflowing([p.as_uri() for p in pages])
 
 
 def test_every_public_name_is_on_the_api_page():
@@ -52,3 +62,57 @@ def test_readme_figures_exist():
     assert figures, "the README shows the figures in assets/"
     for path in figures:
         assert (ROOT / path).stat().st_size > 1000, path
+
+
+def _cli_options() -> dict[str, set[str]]:
+    """Each rnr-lens command's long options, read from the parser itself."""
+    import argparse
+
+    from rnr_lens.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: {o for a in p._actions for o in a.option_strings if o.startswith("--")} for name, p in sub.choices.items()}
+
+
+def test_every_cli_flag_the_docs_mention_exists():
+    """The how-to once said a hub model's code runs "only with --trust-remote-code", a flag the
+    CLI did not have. Every `rnr-lens CMD ... --flag` line in the README and docs must parse
+    its flags, and every flag named alone in backticks must belong to some command."""
+    import re
+
+    options = _cli_options()
+    everywhere = set().union(*options.values())
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    wrong = []
+    for page in pages:
+        if "_build" in page.parts:
+            continue
+        text = page.read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            for command, rest in re.findall(r"rnr-lens ([a-z-]+)([^`|#\n]*)", line):
+                if command not in options:
+                    continue  # prose such as "rnr-lens reads ..."
+                wrong += [
+                    f"{page.name}: rnr-lens {command} {flag}"
+                    for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]*", rest)
+                    if flag not in options[command]
+                ]
+            wrong += [f"{page.name}: {flag}" for flag in re.findall(r"`(--[a-z][a-z-]*)`", line) if flag not in everywhere]
+    assert not wrong, wrong
+
+
+def test_code_blocks_fit_the_docs_column():
+    """Code blocks once ran past the docs' text column and scrolled sideways: every line of a
+    fenced block in the docs fits 90 characters (a shell command continues with a backslash)."""
+    long = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        if "_build" in page.parts:
+            continue
+        fenced = False
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            if line.startswith("```"):
+                fenced = not fenced
+            elif fenced and len(line) > 90:
+                long.append(f"{page.relative_to(ROOT)}:{number} ({len(line)} characters)")
+    assert not long, long

@@ -154,6 +154,53 @@ def test_sweep_evaluations_are_stored_and_reused(tiny, planted):
     assert store.conn.execute("SELECT name, body FROM artifacts WHERE kind='sweep_eval'").fetchall() == stored
     pd.testing.assert_frame_equal(first.table, again.table)
 
+    # the sweep itself reads back (a sweep made by 'rnr-lens mine' once could not be loaded)
+    loaded = R.SweepResult.load(store.path, fs.name)
+    pd.testing.assert_frame_equal(loaded.table, again.table, check_dtype=False)
+    assert loaded.bottleneck == again.bottleneck and loaded.strategy == again.strategy and len(loaded.details) == len(again.details)
+    assert list(loaded.repaired(PLANTED.layer)) == list(again.repaired(PLANTED.layer))
+    with pytest.raises(R.RnrLensError, match="no sweep of failure set 'other'"):
+        R.SweepResult.load(store.path, "other")
+
+
+def test_the_bottleneck_says_its_n_and_what_it_passed_over(tiny, planted):
+    """A bottleneck was once named from 3 failures with no warning, and a block that repaired
+    more was passed over with nothing on screen saying why."""
+    result, store = planted
+    fs = failures.freeze(result, store, probe="ablation")
+    strict = mine(tiny, fs, strategy="exhaustive", break_bound=0.2, progress=False)
+    loose = mine(tiny, fs, strategy="exhaustive", break_bound=1.0, progress=False)
+    b = loose.bottleneck
+    assert b.heldout.n == len(fs.heldout) and b.n_discovery == len(fs.discovery)
+    assert f"of {len(fs.heldout)} failures" in repr(b)
+    assert b.few == (len(fs.heldout) < 10) and ("fewer than 10 held-out failures" in repr(b)) == b.few
+    assert strict.bottleneck is None, "every block breaks the tiny model's controls (break 1.0 > 0.2)"
+
+    # notebook 02's case: block 6 repairs every discovery failure but breaks 0.4 of the controls
+    from rnr_lens.miner import _bottleneck
+
+    rows = [(6, 1.0, 0.4), (4, 0.5, 0.1), (2, 0.25, 0.0)]
+    table = pd.DataFrame(
+        [
+            {
+                "layer": layer,
+                "component": "mlp",
+                "kind": "zero",
+                "repair_discovery": d,
+                "repair_heldout": d,
+                "repair": d,
+                "break": br,
+                "n_heldout": 4,
+                "n_discovery": 4,
+            }
+            for layer, d, br in rows
+        ]
+    )
+    chosen = _bottleneck(table, 0.2)
+    assert chosen.layer == 4 and chosen.passed_over == ("mlp6:zero (discovery 1.00, break 0.40)",)
+    assert "chosen over mlp6:zero (discovery 1.00, break 0.40): they repair more but break more than 0.20" in repr(chosen)
+    assert chosen.few and chosen.heldout.n == 4
+
 
 def test_a_failure_set_without_realized_questions_reports_break_unmeasured(tiny, tmp_path):
     """mine once refused such a set ("no realized questions to serve as a control set")."""

@@ -240,3 +240,25 @@ def test_trained_checkpoints_run_right_after_their_base():
 
     grid = Grid(models=("a", "b"), tasks=("add-small",), pairs=({"base": "a", "trained": "a2"}, {"base": "c", "trained": "c2"}))
     assert _run_order(grid) == ["a", "a2", "b", "c", "c2"]
+
+
+def test_a_claim_with_no_setting_reads_not_evaluated():
+    """A grid without trained pairs once summarized claim 3 as "0 of 0 settings"."""
+    from rnr_lens.reports import _summary
+
+    lines = _summary({"grid": {"margin": 0.05, "retention_margin": 0.25}, "routes_vs_search": [], "bottleneck": [], "training": []})
+    assert all(line.endswith("not evaluated in this grid") for line in lines.values()), lines
+    assert not any("0 of 0" in line or "(of 0)" in line for line in lines.values())
+
+
+@pytest.mark.slow
+def test_the_report_fits_a_1280px_window(first_report):
+    """At 1280 px the report was 1381 px wide, its verdict column cut off or one word per line."""
+    from tests.jupyterlab import overflowing
+
+    out, _, claims = first_report
+    page = (out / "report.html").resolve().as_uri()
+    assert not overflowing([page]), overflowing([page])
+    text = (out / "report.html").read_text()
+    assert text.count("class='rnr-below'") >= len(claims["routes_vs_search"]), "each verdict under its row, across the table"
+    assert "<p class='caption'>" in text, "figures carry their captions"

@@ -202,7 +202,11 @@ def _text_collisions(page) -> list[str]:
     import itertools
 
     chars = [c for c in page.chars if c["text"].strip()]
-    out = [f"{c['text']!r} off the page" for c in chars if c["x0"] < -0.5 or c["x1"] > page.width + 0.5 or c["top"] < -0.5 or c["bottom"] > page.height + 0.5]
+    out = [
+        f"{c['text']!r} off the page"
+        for c in chars
+        if c["x0"] < -0.5 or c["x1"] > page.width + 0.5 or c["top"] < -0.5 or c["bottom"] > page.height + 0.5
+    ]
     for (i, a), (j, b) in itertools.combinations(enumerate(chars), 2):
         if (_rotated(a) or _rotated(b)) and abs(i - j) <= 2:
             continue  # neighbours in one rotated label: their axis-aligned boxes overlap by construction

@@ -22,7 +22,8 @@ def test_layer_explorer_follows_the_slider(sweep):
     slider, figure, info = box.children
     assert slider.value == PLANTED.layer and f"data-layer='{PLANTED.layer}'" in info.value
     assert "repair 1.00" in info.value
-    blocks = sorted({int(x) for t in figure.data if t.name == "screen score" for x in t.x})
+    blocks = sorted({int(x) for t in figure.data if t.name == "screen" for x in t.x})
+    assert "the bottleneck: held-out repair" in info.value, "why the bottleneck was chosen, and its n"
     assert list(slider.options) == blocks, "the slider and the chart cover the same blocks"
     selected = [s for s in figure.layout.shapes if s.name == "rnr-selected"]
     assert selected and {s.x0 for s in selected} == {PLANTED.layer - 0.5}
@@ -95,3 +96,12 @@ def test_result_views_are_compact(small, sweep):
     assert "sampling" in view and "white-space:nowrap" in view and "sampling:k=3,t=1.0,top_p=1.0" in view
     assert "0.6666666666666666" not in repr(sweep.bottleneck) and repr(sweep.bottleneck).startswith("Bottleneck(mlp")
     assert "bottleneck" in sweep._repr_html_()
+
+
+def test_a_try_with_no_answer_reads_no_answer(tiny):
+    """The question explorer once showed "nan" where the extractor read nothing."""
+    result = audit(tiny, tasks.get("add-small", n=12), ["sampling:k=2,t=1.0"], progress=False)
+    unread = result.tries[result.tries["extracted"].isna()]
+    assert len(unread), "the tiny model's text holds no number on some tries"
+    page = widgets.question_html(result, unread["question_id"].iloc[0])
+    assert "no answer" in page and ">nan<" not in page and "-> nan" not in page
