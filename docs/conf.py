@@ -21,14 +21,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 project = "rnr_lens"
 author = "the rnr_lens developers"
-copyright = "2026, the rnr_lens developers"  # noqa: A001  # Sphinx reads this name
+copyright = "2026, the rnr_lens developers"  # Sphinx reads this name
 release = version = rnr_lens.__version__
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode", "sphinxarg.ext"]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "jupyter_execute"]
 html_theme = "furo"
 html_title = f"rnr_lens {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["rnr.css"]
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 suppress_warnings = ["mystnb.unknown_mime_type"]  # widget views have no static rendering

@@ -88,7 +88,11 @@ def test_mine_names_the_planted_bottleneck(tiny_folder, tmp_path, capsys):
     assert main(["mine", str(db), "--probe", "ablation", "--model", str(tiny_folder)]) == 0
     assert "no bottleneck" in capsys.readouterr().out, "every ablation breaks the tiny model's controls (break 1.0 > 0.2)"
     assert main(["mine", str(db), "--probe", "ablation", "--model", str(tiny_folder), "--break-bound", "1"]) == 0
-    assert f"bottleneck: mlp{PLANTED.layer}:zero" in capsys.readouterr().out
+    shown = capsys.readouterr()
+    assert f"bottleneck: mlp{PLANTED.layer}:zero" in shown.out and "held-out repair" in shown.out and "failures (chosen on" in shown.out
+    # every stage shows progress (the screen once ran minutes with nothing on screen)
+    assert all(stage in shown.err for stage in ("mine: screen", "mine: generate", "mine: null")), shown.err[-500:]
+    assert R.SweepResult.load(db).bottleneck.layer == PLANTED.layer, "the CLI's sweep loads back in Python"
     other = R.tiny_model(seed=7).save_pretrained(tmp_path / "other")
     assert main(["mine", str(db), "--probe", "ablation", "--model", str(other)]) == 2
     assert "is not the checkpoint" in capsys.readouterr().err

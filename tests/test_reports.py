@@ -20,7 +20,12 @@ def grid_file(tmp_path_factory):
     R.tiny_model(n_layers=4, seed=0).save_pretrained(folder / "base")
     R.tiny_model(n_layers=4, seed=5).save_pretrained(folder / "tuned")
     (folder / "mine.jsonl").write_text("\n".join(json.dumps({"question": f"What is {i} + {i}?", "answer": 2 * i}) for i in range(6)) + "\n")
+    # the machinery under test needs failure sets on a random model's answers: the deployment is
+    # pinned (the first number after "answer is"), so a change of the default extractor cannot
+    # empty them
+    R.DeploymentConfig(extractor="number").save(folder / "deploy.yaml")
     grid = {
+        "config": "deploy.yaml",
         "models": ["base"],
         "tasks": ["add-small", "mine.jsonl"],
         "n": 5,
