@@ -27,7 +27,7 @@ import html
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from rnr_lens.records import Outcome
 from rnr_lens.routes import Route
 from rnr_lens.shards import Shard
 from rnr_lens.stats import Estimate, rate, wilson
-from rnr_lens.store import RunStore
+from rnr_lens.store import Artifact, RunStore
 from rnr_lens.tasks.core import Question
 from rnr_lens.verdicts import BREAK_BOUND, UNRESOLVED, Verdict, bottleneck_verdict
 
@@ -167,7 +167,7 @@ class SweepResult:
             "table": self.table.astype(object).where(self.table.notna(), None).to_dict("records"),
             "details": self.details.astype(object).where(self.details.notna(), None).to_dict("records"),
         }
-        store.put_artifact(audit_id, SWEEP_ARTIFACT, self.failure_set, body, overwrite=True)
+        store.put_artifact(audit_id, Artifact.SWEEP, self.failure_set, body, overwrite=True)
 
     @classmethod
     def load(cls, store: RunStore | str | Path, name: str = "main", audit: str | None = None) -> SweepResult:
@@ -183,7 +183,7 @@ class SweepResult:
             a.id: body
             for a in rs.audits()
             if (audit is None or a.id.startswith(audit))
-            for body in [rs.get_artifact(a.id, SWEEP_ARTIFACT, name)]
+            for body in [rs.get_artifact(a.id, Artifact.SWEEP, name)]
             if body
         }
         if not found:
@@ -402,8 +402,6 @@ def mine(
     if top_m < 1:
         raise RnrLensError(f"top_m must be at least 1, got {top_m}")
     if control_set is not None:
-        from dataclasses import replace
-
         from rnr_lens.tasks.core import Task
 
         failure_set = replace(failure_set, control=Task(f"{failure_set.name}:control", tuple(control_set), failure_set.discovery.answer_type))
@@ -431,13 +429,13 @@ def mine(
     else:
         chosen = sorted(candidates, key=lambda a: -screen[str(a)])[:top_m]
 
-    prefix = _prefix(model, failure_set, reference)
+    base = SweepKey.base(model, failure_set, reference)
     bar = _bar(progress, len(chosen) + 1, f"mine: generate {len(chosen)} ablations + the clean run ({strategy})", "run")
 
     part = Shard.parse(shard) if shard is not None else None
 
     def evaluated(ablation: Ablation | None) -> list[Outcome]:
-        outcomes = _stored_evaluation(model, failure_set, ablation, store, prefix, part, batch_size)
+        outcomes = _stored_evaluation(model, failure_set, ablation, store, base, part, batch_size)
         if bar is not None:
             bar.update(1)
         return outcomes
@@ -516,9 +514,49 @@ def _bar(progress: bool, total: int, desc: str, unit: str) -> Any:
     return tqdm(total=total, desc=desc, unit=unit)
 
 
-def _prefix(model: LensModel, failure_set: FailureSet, reference: tuple[str, ...]) -> str:
-    """The run-store key prefix of one failure set's evaluations on one model and config."""
-    return f"sweep/{failure_set.name}/{model.fingerprint()}/{failure_set.config.hash()}/{json.dumps(reference and reference[:1])[:32]}"
+@dataclass(frozen=True)
+class SweepKey:
+    """Where one ablation's evaluation of a failure set is kept in the run store: the failure
+    set, the model's fingerprint, the deployment's hash, the reference prompts of a mean or
+    resample ablation, the ablation (``clean`` for none) and the shard.
+
+    ``str(key)`` is the artifact's name, ``sweep/{failure set}/{model}/{config}/{reference}/
+    {ablation}`` and ``/shard i/n`` for a shard's part; stores written before this type hold
+    the same names.
+    """
+
+    failure_set: str
+    model: str
+    config: str
+    reference: str
+    ablation: str = "clean"
+    shard: Shard | None = None
+
+    @classmethod
+    def base(cls, model: LensModel, failure_set: FailureSet, reference: tuple[str, ...]) -> SweepKey:
+        """The key of one failure set's clean run on ``model`` under its deployment."""
+        return cls(failure_set.name, model.fingerprint(), failure_set.config.hash(), json.dumps(reference and reference[:1])[:32])
+
+    def of(self, ablation: Ablation | None, shard: Shard | None = None) -> SweepKey:
+        """The key of ``ablation`` (None: the clean run) on ``shard`` (None: every question)."""
+        return replace(self, ablation=str(ablation or "clean"), shard=shard)
+
+    def __str__(self) -> str:
+        whole = f"sweep/{self.failure_set}/{self.model}/{self.config}/{self.reference}/{self.ablation}"
+        return whole if self.shard is None else f"{whole}{_SHARD_SEP}{self.shard}"
+
+    @property
+    def shards_prefix(self) -> str:
+        """The name prefix every shard of this key's evaluation shares."""
+        return f"{replace(self, shard=None)}{_SHARD_SEP}"
+
+    @staticmethod
+    def shard_of(name: str) -> Shard:
+        """The shard a stored shard evaluation's name ends with."""
+        return Shard.parse(name.rsplit(_SHARD_SEP, 1)[1])
+
+
+_SHARD_SEP = "/shard "
 
 
 def _stored_evaluation(
@@ -526,26 +564,23 @@ def _stored_evaluation(
     failure_set: FailureSet,
     ablation: Ablation | None,
     store: RunStore | None,
-    prefix: str,
+    base: SweepKey,
     part: Shard | None,
     batch_size: int | None,
 ) -> list[Outcome]:
     """One candidate's evaluation: read back from the store (or its merged shards), else
     generated and stored."""
-    key = f"{prefix}/{ablation or 'clean'}" + (f"/shard {part}" if part else "")
-    stored = store.get_artifact(failure_set.audit_id, "sweep_eval", key) if store is not None else None
+    key = base.of(ablation, part)
+    stored = store.get_artifact(failure_set.audit_id, Artifact.SWEEP_EVAL, str(key)) if store is not None else None
     if stored is None and part is None and store is not None:
         stored = _from_shards(store, failure_set, key)
     if stored is not None:
         return [Outcome.from_dict(r) for r in stored]
     outcomes = _evaluate(model, failure_set, ablation, batch_size, part)
     if store is not None:
-        store.put_artifact(failure_set.audit_id, "sweep_eval", key, [o.to_dict() for o in outcomes], overwrite=True)
+        store.put_artifact(failure_set.audit_id, Artifact.SWEEP_EVAL, str(key), [o.to_dict() for o in outcomes], overwrite=True)
     return outcomes
 
-
-SWEEP_ARTIFACT = "sweep"
-"""Run-store artifact kind of a whole sweep, kept under its failure set's name."""
 
 FEW_HELDOUT = 10
 """Below this many held-out failures a repair rate's Wilson interval spans about half of
@@ -593,7 +628,7 @@ def null_repair(
     stored and reused like a sweep's."""
     import random
 
-    prefix = _prefix(model, failure_set, ())
+    base = SweepKey.base(model, failure_set, ())
     pool = [b for b in range(model.n_layers) if b != exclude]
     drawn = tuple(sorted(random.Random(f"null:{failure_set.name}:{exclude}").sample(pool, min(blocks, len(pool)))))
     heldout = {q.id for q in failure_set.heldout}
@@ -610,7 +645,7 @@ def null_repair(
     try:
         per_block, rerun = [], {}
         for ablation in [Ablation(b, component, "zero") for b in drawn] + [None]:
-            got = repaired(_stored_evaluation(model, failure_set, ablation, store, prefix, None, batch_size))
+            got = repaired(_stored_evaluation(model, failure_set, ablation, store, base, None, batch_size))
             if ablation is None:
                 rerun = got
             else:
@@ -625,13 +660,13 @@ def null_repair(
     return NullRepair(drawn, rate(shares), rate(np.array([rerun.get(i, 0.0) for i in ids])))
 
 
-def _from_shards(store: RunStore, failure_set: FailureSet, key: str) -> list[dict[str, Any]] | None:
+def _from_shards(store: RunStore, failure_set: FailureSet, key: SweepKey) -> list[dict[str, Any]] | None:
     """One candidate's evaluation assembled from merged shard evaluations, when some ``i/n``
     split is complete; rows in the failure set's own order."""
-    found = store.artifacts(failure_set.audit_id, "sweep_eval", f"{key}/shard ")
+    found = store.artifacts(failure_set.audit_id, Artifact.SWEEP_EVAL, key.shards_prefix)
     by_count: dict[int, dict[int, list[dict[str, Any]]]] = {}
     for name, body in found.items():
-        s = Shard.parse(name.rsplit("/shard ", 1)[1])
+        s = SweepKey.shard_of(name)
         by_count.setdefault(s.count, {})[s.index] = body
     for count, parts in sorted(by_count.items()):
         if len(parts) == count:
