@@ -204,7 +204,7 @@ class SweepResult:
         done = self.table.dropna(subset=["repair"]) if "repair" in self.table else self.table.iloc[0:0]
 
         def rate(r: Any, key: str) -> str:
-            return f"{r[key]:.2f} [{r[f'{key}_low']:.2f},{r[f'{key}_high']:.2f}]" if pd.notna(r.get(key)) else "-"
+            return table_estimate(r, key).text()
 
         rows = [
             [
@@ -674,6 +674,21 @@ def _from_shards(store: RunStore, failure_set: FailureSet, key: SweepKey) -> lis
             order = [q.id for _, task in failure_set.groups for q in task]
             return [rows[i] for i in order if i in rows]
     return None
+
+
+_COUNTS = {"repair": "n_failures", "repair_discovery": "n_discovery", "repair_heldout": "n_heldout", "break": "n_control"}
+
+
+def table_estimate(row: Any, key: str) -> Estimate:
+    """One rate of a sweep table's row (``repair``, ``repair_discovery``, ``repair_heldout`` or
+    ``break``) as the :class:`~rnr_lens.stats.Estimate` its flat columns (``key``,
+    ``key_low``, ``key_high``, and its count) were written from; empty where the block was not
+    generated. The table keeps flat columns for plotting and export; readers format through this.
+    """
+    if key not in row or pd.isna(row[key]):
+        return Estimate.empty("wilson")
+    n = row.get(_COUNTS[key])
+    return Estimate(float(row[key]), float(row[f"{key}_low"]), float(row[f"{key}_high"]), int(n) if pd.notna(n) else 0, "wilson")
 
 
 def _rates(after: list[Outcome], before: dict[str, Outcome]) -> dict[str, Any]:
