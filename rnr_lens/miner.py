@@ -411,28 +411,55 @@ def mine(
     ]
 
     started = time.perf_counter()
-    screen_bar = _bar(progress, len(candidates) + 1, f"mine: screen {len(candidates)} blocks on {len(failure_set.discovery)} failures", "block")
-    try:
-        screen = screen_logprob(model, list(failure_set.discovery), failure_set, candidates, screen_bar)
-        ablation_map = {(a.layer, a.component, a.kind): a for a in candidates}
-        atp = attribution_patching(model, list(failure_set.discovery), failure_set.config, components, ablation_map, kinds)
-        if screen_bar is not None:
-            screen_bar.update(1)
-    finally:
-        if screen_bar is not None:
-            screen_bar.close()
-    atp_map = {(r.layer, r.component, r.kind): r.atp_estimate for r in atp.itertuples()}
-
+    scores, atp = screen(model, failure_set, candidates, components, kinds, progress)
     screen_seconds = time.perf_counter() - started
-    if strategy == "exhaustive":
-        chosen = candidates
-    else:
-        chosen = sorted(candidates, key=lambda a: -screen[str(a)])[:top_m]
-
-    base = SweepKey.base(model, failure_set, reference)
-    bar = _bar(progress, len(chosen) + 1, f"mine: generate {len(chosen)} ablations + the clean run ({strategy})", "run")
-
+    chosen = candidates if strategy == "exhaustive" else sorted(candidates, key=lambda a: -scores[str(a)])[:top_m]
     part = Shard.parse(shard) if shard is not None else None
+    before, results = confirm(model, failure_set, chosen, SweepKey.base(model, failure_set, reference), store, part, batch_size, progress, strategy)
+    table, details = _tabulate(failure_set, candidates, scores, atp, before, results)
+    bottleneck = _bottleneck(table, break_bound)
+    agreement = _screen_agreement(table, bottleneck) if strategy == "exhaustive" else {}
+    sweep = SweepResult(table, details, bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds}, break_bound)
+    if store is not None and part is None:
+        sweep.save(store, failure_set.audit_id)
+    return sweep
+
+
+def screen(
+    model: LensModel, failure_set: FailureSet, candidates: list[Ablation], components: Sequence[str], kinds: Sequence[str], progress: bool = False
+) -> tuple[dict[str, float], dict[tuple[int, str, str], float]]:
+    """Stage 1 of mining: score every candidate without generating, on the discovery half:
+    the change of the gold answer's teacher-forced log-probability (:func:`screen_logprob`) and
+    attribution patching's linear estimate of it, keyed by ``(layer, component, kind)``."""
+    bar = _bar(progress, len(candidates) + 1, f"mine: screen {len(candidates)} blocks on {len(failure_set.discovery)} failures", "block")
+    try:
+        scores = screen_logprob(model, list(failure_set.discovery), failure_set, candidates, bar)
+        by_key = {(a.layer, a.component, a.kind): a for a in candidates}
+        atp = attribution_patching(model, list(failure_set.discovery), failure_set.config, components, by_key, kinds)
+        if bar is not None:
+            bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return scores, {(r.layer, r.component, r.kind): r.atp_estimate for r in atp.itertuples()}
+
+
+def confirm(
+    model: LensModel,
+    failure_set: FailureSet,
+    chosen: Sequence[Ablation],
+    base: SweepKey,
+    store: RunStore | None,
+    part: Shard | None,
+    batch_size: int | None,
+    progress: bool = False,
+    strategy: str = "screen+confirm",
+) -> tuple[dict[str, Outcome], dict[str, list[Outcome]]]:
+    """Stage 2 of mining: the greedy answers on every failure and control question (of
+    ``part``) before any ablation and under each chosen one, each read from the store where
+    it was kept (``base`` names them) or generated and kept. The audit's own default answers
+    are the "before" answers when it has them all (same model, config, greedy decoding)."""
+    bar = _bar(progress, len(chosen) + 1, f"mine: generate {len(chosen)} ablations + the clean run ({strategy})", "run")
 
     def evaluated(ablation: Ablation | None) -> list[Outcome]:
         outcomes = _stored_evaluation(model, failure_set, ablation, store, base, part, batch_size)
@@ -441,7 +468,6 @@ def mine(
         return outcomes
 
     try:
-        # the audit's own default outputs are the "before" answers (same model, config, greedy)
         wanted = [q.id for _, task in failure_set.groups for q in task if part is None or part.contains(q.id)]
         if all(i in failure_set.before for i in wanted):
             before = {i: failure_set.before[i] for i in wanted}
@@ -449,11 +475,22 @@ def mine(
                 bar.update(1)
         else:
             before = {o.question_id: o for o in evaluated(None)}
-        results = {str(a): evaluated(a) for a in chosen}
+        return before, {str(a): evaluated(a) for a in chosen}
     finally:
         if bar is not None:
             bar.close()
 
+
+def _tabulate(
+    failure_set: FailureSet,
+    candidates: Sequence[Ablation],
+    scores: dict[str, float],
+    atp: dict[tuple[int, str, str], float],
+    before: dict[str, Outcome],
+    results: dict[str, list[Outcome]],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stage 3 of mining: one table row per candidate (screen scores, and for the generated
+    ones their rates), and one detail row per generated candidate and question."""
     prompts = {q.id: q.prompt for _, task in failure_set.groups for q in task}
     rows, details = [], []
     for a in candidates:
@@ -461,13 +498,12 @@ def mine(
             "layer": a.layer,
             "component": a.component,
             "kind": a.kind,
-            "screen_logprob": screen[str(a)],
-            "screen_atp": atp_map.get((a.layer, a.component, a.kind)),
+            "screen_logprob": scores[str(a)],
+            "screen_atp": atp.get((a.layer, a.component, a.kind)),
         }
         if str(a) in results:
             after = results[str(a)]
-            stats = _rates(after, before)
-            row.update(stats)
+            row.update(_rates(after, before))
             for o in after:
                 b = before[o.question_id]
                 details.append(
@@ -487,22 +523,22 @@ def mine(
                     }
                 )
         rows.append(row)
-    table = pd.DataFrame(rows)
-    bottleneck = _bottleneck(table, break_bound)
+    return pd.DataFrame(rows), pd.DataFrame(details)
+
+
+def _screen_agreement(table: pd.DataFrame, bottleneck: Bottleneck | None) -> dict[str, Any]:
+    """Stage 4, after an exhaustive sweep: each screen's rank correlation with the generated
+    discovery repair, and whether its top block is the bottleneck."""
     agreement = {}
-    if strategy == "exhaustive":
-        for col in ("screen_logprob", "screen_atp"):
-            sub = table.dropna(subset=[col])
-            agreement[col] = {
-                "spearman": float(sub[col].rank().corr(sub["repair_discovery"].rank()))
-                if sub[col].nunique() > 1 and sub["repair_discovery"].nunique() > 1
-                else None,
-                "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck.layer, bottleneck.component, bottleneck.kind)),
-            }
-    sweep = SweepResult(table, pd.DataFrame(details), bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds}, break_bound)
-    if store is not None and part is None:
-        sweep.save(store, failure_set.audit_id)
-    return sweep
+    for col in ("screen_logprob", "screen_atp"):
+        sub = table.dropna(subset=[col])
+        agreement[col] = {
+            "spearman": float(sub[col].rank().corr(sub["repair_discovery"].rank()))
+            if sub[col].nunique() > 1 and sub["repair_discovery"].nunique() > 1
+            else None,
+            "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck.layer, bottleneck.component, bottleneck.kind)),
+        }
+    return agreement
 
 
 def _bar(progress: bool, total: int, desc: str, unit: str) -> Any:
