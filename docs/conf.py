@@ -47,8 +47,8 @@ autodoc_default_options = {"members": True, "undoc-members": False, "show-inheri
 nitpicky = True
 nitpick_ignore_regex = [(r"py:.*", r"(?!rnr_lens\b).*")]
 # internals that public signatures mention: the route KV cache (an HF cache subclass) and the
-# structural type generation asks of a model (LensModel is documented)
-nitpick_ignore = [("py:class", "rnr_lens.adapters.RouteCache"), ("py:class", "rnr_lens.generation.LensModel")]
+# structural type generation asks of a model (ModelLike; LensModel is documented)
+nitpick_ignore = [("py:class", "rnr_lens.adapters.RouteCache"), ("py:class", "rnr_lens.generation.ModelLike")]
 
 # Notebooks are executed at small sizes during the build (those of notebooks/small_sizes.json,
 # which tests/test_notebooks.py uses too); a cell that raises fails the build.

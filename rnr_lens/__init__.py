@@ -10,7 +10,6 @@ from rnr_lens import failures, selectors, shards, stats, tasks, verdicts
 from rnr_lens.audits import AuditResult, audit
 from rnr_lens.comparison import Comparison, compare
 from rnr_lens.deploy import DeploymentConfig, deployment_for
-from rnr_lens.engine import Engine, EnginePath
 from rnr_lens.errors import RnrLensError
 from rnr_lens.executors import run_audit
 from rnr_lens.generation import ContinuationScore, Generation
@@ -40,8 +39,6 @@ __all__ = [
     "DEFAULT_MODEL",
     "DeploymentConfig",
     "deployment_for",
-    "Engine",
-    "EnginePath",
     "Estimate",
     "Generation",
     "Grid",

@@ -30,7 +30,7 @@ from rnr_lens.probes import Default, Probe, ProbeContext, parse_probe
 from rnr_lens.records import DEFAULT_PROBE, AuditRecord, first_hit_column, reachable_column, try_from_row
 from rnr_lens.shards import Shard
 from rnr_lens.stats import Estimate, above_chance, pass_at_k, permutation_chance, rate
-from rnr_lens.store import RunStore
+from rnr_lens.store import Artifact, RunStore
 from rnr_lens.tasks.core import Question, Task
 
 ROWS_PER_UNIT = 64  # generation rows per commit unit of a probe (one full batch)
@@ -192,13 +192,13 @@ def audit(
     if existing and existing[0].status != "complete" and not resume:
         # another shard finishing is no reason to refuse; this run's own unfinished rows are
         started = {qid for qid, _ in rs.done_keys(aid, DEFAULT_PROBE)}
-        if part is None or (str(part) not in rs.artifacts(aid, "shard") and any(q.id in started for _, q in selected)):
+        if part is None or (str(part) not in rs.artifacts(aid, Artifact.SHARD) and any(q.id in started for _, q in selected)):
             raise RnrLensError(f"audit {aid} already exists in {rs.path} unfinished; pass --resume to continue it")
     rs.create_audit(record, [(i, q.id, q.prompt, q.answer) for i, q in selected])
     # what the model really sees (a null system_prompt means the chat template's own default):
     # the task's first question rendered, the same in every shard
     first = task.questions[0]
-    rs.put_artifact(aid, "deployment", "rendered", {"question_id": first.id, "text": model.render(config.prompt(first))[0]}, overwrite=True)
+    rs.put_artifact(aid, Artifact.DEPLOYMENT, "rendered", {"question_id": first.id, "text": model.render(config.prompt(first))[0]}, overwrite=True)
     questions = [q for _, q in selected]
     ctx = ProbeContext(model, config, task.answer_type, seed=seed, batch_size=batch_size)
     units: list[tuple[Probe, list[Question]]] = []

@@ -388,6 +388,7 @@ def next_steps(result: AuditResult, store: RunStore, args: argparse.Namespace) -
 @command("show")
 def cmd_show(args: argparse.Namespace) -> int:
     from rnr_lens.audits import AuditResult
+    from rnr_lens.store import Artifact
 
     store = _existing_store(args.store, f"; create one with 'rnr-lens audit --out {args.store}'")
     results = [AuditResult.load(store, info.id) for info in store.audits()]
@@ -402,7 +403,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                         "questions": r.info.n_questions,
                         "config_hash": r.info.config_hash,
                         "config": r.config.to_dict(),
-                        "rendered_prompt": store.get_artifact(r.id, "deployment", "rendered"),
+                        "rendered_prompt": store.get_artifact(r.id, Artifact.DEPLOYMENT, "rendered"),
                         "seed": r.info.seed,
                         "status": r.info.status,
                         "progress": {p: {"stored": d, "expected": e} for p, (d, e) in r.progress().items()},
@@ -802,8 +803,7 @@ def _add_executor_args(p: argparse.ArgumentParser, audits: str = "every shard") 
 
 def build_parser() -> argparse.ArgumentParser:
     # every default and choice comes from the library, so the CLI cannot drift from it
-    from rnr_lens.dapo import COMPONENTS as TRAIN_COMPONENTS
-    from rnr_lens.dapo import TrainConfig
+    from rnr_lens.dapo import TRAINABLE, TrainConfig
     from rnr_lens.failures import KINDS as FAILURE_KINDS
     from rnr_lens.interventions import COMPONENTS, KINDS
     from rnr_lens.miner import NULL_BLOCKS, STRATEGIES, mine
@@ -879,7 +879,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=positive_int, default=training.steps, help="policy-update steps")
     p.add_argument("--out", required=True, help="run folder: checkpoints (final/ loads with load_model), history.jsonl, reward_curve.html")
     p.add_argument("--layers", help="blocks to train, e.g. 20-29 (default: all)")
-    p.add_argument("--components", default=training.components, choices=TRAIN_COMPONENTS, help="what to train inside those blocks")
+    p.add_argument("--components", default=training.components, choices=TRAINABLE, help="what to train inside those blocks")
     p.add_argument("--group-size", type=positive_int, default=training.group_size, help="answers sampled per prompt")
     p.add_argument("--prompts-per-step", type=positive_int, default=training.prompts_per_step, help="groups kept per step after dynamic sampling")
     p.add_argument("--temperature", type=float, default=training.temperature, help="rollout temperature")

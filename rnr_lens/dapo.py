@@ -19,7 +19,9 @@ from jaxtyping import Float
 from rnr_lens.errors import RnrLensError
 
 #: What a run may train inside each chosen block.
-COMPONENTS = ("block", "mlp", "attn")
+TRAINABLE = ("block", "mlp", "attn")
+"""What a DAPO fine-tune may train in each chosen block (not the ablation targets of
+:data:`rnr_lens.interventions.COMPONENTS`)."""
 
 
 @dataclass(frozen=True)
@@ -77,8 +79,8 @@ class TrainConfig:
             raise RnrLensError(f"clip ranges must satisfy 0 < clip_low < 1 and clip_high > 0, got {self.clip_low}, {self.clip_high}")
         if self.lr <= 0:
             raise RnrLensError(f"TrainConfig.lr must be > 0, got {self.lr}")
-        if self.components not in COMPONENTS:
-            raise RnrLensError(f"TrainConfig.components must be one of {', '.join(COMPONENTS)}, not {self.components!r}")
+        if self.components not in TRAINABLE:
+            raise RnrLensError(f"TrainConfig.components must be one of {', '.join(TRAINABLE)}, not {self.components!r}")
         if self.max_new_tokens is not None and self.max_new_tokens <= self.overlong_buffer:
             raise RnrLensError(f"max_new_tokens ({self.max_new_tokens}) must exceed overlong_buffer ({self.overlong_buffer})")
         if self.minibatches > self.prompts_per_step:

@@ -24,7 +24,7 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.lens import LensModel
 from rnr_lens.probes import Probe, parse_probe
 from rnr_lens.shards import Shard
-from rnr_lens.store import RunStore
+from rnr_lens.store import Artifact, RunStore
 from rnr_lens.tasks.core import Task
 
 EXECUTORS = ("local", "ray")
@@ -136,7 +136,7 @@ def run_audit(
 def _pending(rs: RunStore, aid: str, parts: list[str]) -> list[str]:
     if not any(a.id == aid for a in rs.audits()):
         return parts
-    done = set(rs.artifacts(aid, "shard"))
+    done = set(rs.artifacts(aid, Artifact.SHARD))
     return [p for p in parts if p not in done]
 
 

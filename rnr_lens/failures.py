@@ -17,7 +17,7 @@ from rnr_lens.audits import AuditResult
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import Outcome
-from rnr_lens.store import RunStore
+from rnr_lens.store import Artifact, RunStore
 from rnr_lens.tasks.core import Question, Task
 
 KINDS = ("reachable-not-realized", "not-realized", "ids")
@@ -113,7 +113,7 @@ def freeze(
             raise RnrLensError(f"question {missing[0]!r} is not in audit {result.id[:12]}")
         chosen = list(ids or ())
     definition = {"kind": kind, "probe": probe, "ids": list(ids or ()) if kind == "ids" else None, "seed": seed, "control_size": control_size}
-    frozen = store.get_artifact(result.id, "failure_set", name)
+    frozen = store.get_artifact(result.id, Artifact.FAILURE_SET, name)
     if frozen is not None:
         if frozen["definition"] != definition:
             raise RnrLensError(f"failure set {name!r} of audit {result.id[:12]} is frozen with another definition; choose a new --name")
@@ -134,12 +134,12 @@ def freeze(
         "heldout": sorted(shuffled[half:], key=chosen.index),
         "control": control,
     }
-    store.put_artifact(result.id, "failure_set", name, body)
+    store.put_artifact(result.id, Artifact.FAILURE_SET, name, body)
     return _build(result, name, body)
 
 
 def load(result: AuditResult, store: RunStore, name: str = "main") -> FailureSet:
-    body = store.get_artifact(result.id, "failure_set", name)
+    body = store.get_artifact(result.id, Artifact.FAILURE_SET, name)
     if body is None:
         raise RnrLensError(f"audit {result.id[:12]} has no failure set {name!r}; freeze one first")
     return _build(result, name, body)

@@ -31,9 +31,10 @@ from rnr_lens.routes import Route, as_route
 RouteLike = Route | str | Sequence[int]
 
 
-class LensModel(Protocol):
-    """What generation needs from a model (:class:`rnr_lens.lens.LensModel` provides it; this
-    module sits below it, so ``LensModel.generate`` can call in without an import cycle)."""
+class ModelLike(Protocol):
+    """What generation needs from a model: the structural type that
+    :class:`rnr_lens.lens.LensModel` satisfies (this module sits below it, so
+    ``LensModel.generate`` can call in without an import cycle)."""
 
     name: str
     tokenizer: Any
@@ -110,7 +111,7 @@ def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 def generate(
-    model: LensModel,
+    model: ModelLike,
     prompts: Sequence[PromptLike],
     *,
     route: RouteLike | Sequence[RouteLike] | None = None,
@@ -237,7 +238,7 @@ def _per_prompt_routes(route: RouteLike | Sequence[RouteLike] | None, n_prompts:
 
 
 def _decode_routed(
-    model: LensModel, decode: Callable[[list[int]], list[_Decoded]], prompt_ids: list[int], routes: list[Route], reps: int
+    model: ModelLike, decode: Callable[[list[int]], list[_Decoded]], prompt_ids: list[int], routes: list[Route], reps: int
 ) -> list[_Decoded]:
     """Decode a batch whose prompts follow their own routes: in one batched forward where the
     engine can (:meth:`~rnr_lens.engine.Engine.routed_rows`), else one batch per distinct
@@ -281,7 +282,7 @@ class _Decoded(NamedTuple):
 
 
 def _generate_batch(
-    model: LensModel,
+    model: ModelLike,
     prompt_ids: list[list[int]],
     samples: list[int],
     *,
@@ -383,7 +384,7 @@ class Continuations:
         return logprobs.gather(-1, self.targets[..., None])[..., 0] * self.mask
 
 
-def continuations(model: LensModel, prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[int]]) -> Continuations:
+def continuations(model: ModelLike, prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[int]]) -> Continuations:
     """Token rows of each prompt followed by its continuation (token ids), for teacher forcing."""
     if len(prompts) != len(answers):
         raise RnrLensError(f"give one continuation per prompt: {len(prompts)} prompts and {len(answers)} continuations")
@@ -399,7 +400,7 @@ def continuations(model: LensModel, prompts: Sequence[Sequence[int]], answers: S
 
 
 def token_logprobs(
-    model: LensModel, prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[int]], temperature: float = 1.0
+    model: ModelLike, prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[int]], temperature: float = 1.0
 ) -> tuple[Float[torch.Tensor, "batch cont"], Float[torch.Tensor, "batch cont"]]:
     """The one teacher-forced log-probability function: each continuation token's
     log-probability given its prompt and the tokens before it, right-aligned in a
@@ -411,7 +412,7 @@ def token_logprobs(
 
 
 def score(
-    model: LensModel,
+    model: ModelLike,
     prompts: Sequence[PromptLike],
     continuations: Sequence[str],
     *,

@@ -27,7 +27,7 @@ import html
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from rnr_lens.records import Outcome
 from rnr_lens.routes import Route
 from rnr_lens.shards import Shard
 from rnr_lens.stats import Estimate, rate, wilson
-from rnr_lens.store import RunStore
+from rnr_lens.store import Artifact, RunStore
 from rnr_lens.tasks.core import Question
 from rnr_lens.verdicts import BREAK_BOUND, UNRESOLVED, Verdict, bottleneck_verdict
 
@@ -167,7 +167,7 @@ class SweepResult:
             "table": self.table.astype(object).where(self.table.notna(), None).to_dict("records"),
             "details": self.details.astype(object).where(self.details.notna(), None).to_dict("records"),
         }
-        store.put_artifact(audit_id, SWEEP_ARTIFACT, self.failure_set, body, overwrite=True)
+        store.put_artifact(audit_id, Artifact.SWEEP, self.failure_set, body, overwrite=True)
 
     @classmethod
     def load(cls, store: RunStore | str | Path, name: str = "main", audit: str | None = None) -> SweepResult:
@@ -183,7 +183,7 @@ class SweepResult:
             a.id: body
             for a in rs.audits()
             if (audit is None or a.id.startswith(audit))
-            for body in [rs.get_artifact(a.id, SWEEP_ARTIFACT, name)]
+            for body in [rs.get_artifact(a.id, Artifact.SWEEP, name)]
             if body
         }
         if not found:
@@ -204,7 +204,7 @@ class SweepResult:
         done = self.table.dropna(subset=["repair"]) if "repair" in self.table else self.table.iloc[0:0]
 
         def rate(r: Any, key: str) -> str:
-            return f"{r[key]:.2f} [{r[f'{key}_low']:.2f},{r[f'{key}_high']:.2f}]" if pd.notna(r.get(key)) else "-"
+            return table_estimate(r, key).text()
 
         rows = [
             [
@@ -402,8 +402,6 @@ def mine(
     if top_m < 1:
         raise RnrLensError(f"top_m must be at least 1, got {top_m}")
     if control_set is not None:
-        from dataclasses import replace
-
         from rnr_lens.tasks.core import Task
 
         failure_set = replace(failure_set, control=Task(f"{failure_set.name}:control", tuple(control_set), failure_set.discovery.answer_type))
@@ -413,37 +411,63 @@ def mine(
     ]
 
     started = time.perf_counter()
-    screen_bar = _bar(progress, len(candidates) + 1, f"mine: screen {len(candidates)} blocks on {len(failure_set.discovery)} failures", "block")
-    try:
-        screen = screen_logprob(model, list(failure_set.discovery), failure_set, candidates, screen_bar)
-        ablation_map = {(a.layer, a.component, a.kind): a for a in candidates}
-        atp = attribution_patching(model, list(failure_set.discovery), failure_set.config, components, ablation_map, kinds)
-        if screen_bar is not None:
-            screen_bar.update(1)
-    finally:
-        if screen_bar is not None:
-            screen_bar.close()
-    atp_map = {(r.layer, r.component, r.kind): r.atp_estimate for r in atp.itertuples()}
-
+    scores, atp = screen(model, failure_set, candidates, components, kinds, progress)
     screen_seconds = time.perf_counter() - started
-    if strategy == "exhaustive":
-        chosen = candidates
-    else:
-        chosen = sorted(candidates, key=lambda a: -screen[str(a)])[:top_m]
+    chosen = candidates if strategy == "exhaustive" else sorted(candidates, key=lambda a: -scores[str(a)])[:top_m]
+    part = Shard.parse(shard) if shard is not None else None
+    before, results = confirm(model, failure_set, chosen, SweepKey.base(model, failure_set, reference), store, part, batch_size, progress, strategy)
+    table, details = _tabulate(failure_set, candidates, scores, atp, before, results)
+    bottleneck = _bottleneck(table, break_bound)
+    agreement = _screen_agreement(table, bottleneck) if strategy == "exhaustive" else {}
+    sweep = SweepResult(table, details, bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds}, break_bound)
+    if store is not None and part is None:
+        sweep.save(store, failure_set.audit_id)
+    return sweep
 
-    prefix = _prefix(model, failure_set, reference)
+
+def screen(
+    model: LensModel, failure_set: FailureSet, candidates: list[Ablation], components: Sequence[str], kinds: Sequence[str], progress: bool = False
+) -> tuple[dict[str, float], dict[tuple[int, str, str], float]]:
+    """Stage 1 of mining: score every candidate without generating, on the discovery half:
+    the change of the gold answer's teacher-forced log-probability (:func:`screen_logprob`) and
+    attribution patching's linear estimate of it, keyed by ``(layer, component, kind)``."""
+    bar = _bar(progress, len(candidates) + 1, f"mine: screen {len(candidates)} blocks on {len(failure_set.discovery)} failures", "block")
+    try:
+        scores = screen_logprob(model, list(failure_set.discovery), failure_set, candidates, bar)
+        by_key = {(a.layer, a.component, a.kind): a for a in candidates}
+        atp = attribution_patching(model, list(failure_set.discovery), failure_set.config, components, by_key, kinds)
+        if bar is not None:
+            bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return scores, {(r.layer, r.component, r.kind): r.atp_estimate for r in atp.itertuples()}
+
+
+def confirm(
+    model: LensModel,
+    failure_set: FailureSet,
+    chosen: Sequence[Ablation],
+    base: SweepKey,
+    store: RunStore | None,
+    part: Shard | None,
+    batch_size: int | None,
+    progress: bool = False,
+    strategy: str = "screen+confirm",
+) -> tuple[dict[str, Outcome], dict[str, list[Outcome]]]:
+    """Stage 2 of mining: the greedy answers on every failure and control question (of
+    ``part``) before any ablation and under each chosen one, each read from the store where
+    it was kept (``base`` names them) or generated and kept. The audit's own default answers
+    are the "before" answers when it has them all (same model, config, greedy decoding)."""
     bar = _bar(progress, len(chosen) + 1, f"mine: generate {len(chosen)} ablations + the clean run ({strategy})", "run")
 
-    part = Shard.parse(shard) if shard is not None else None
-
     def evaluated(ablation: Ablation | None) -> list[Outcome]:
-        outcomes = _stored_evaluation(model, failure_set, ablation, store, prefix, part, batch_size)
+        outcomes = _stored_evaluation(model, failure_set, ablation, store, base, part, batch_size)
         if bar is not None:
             bar.update(1)
         return outcomes
 
     try:
-        # the audit's own default outputs are the "before" answers (same model, config, greedy)
         wanted = [q.id for _, task in failure_set.groups for q in task if part is None or part.contains(q.id)]
         if all(i in failure_set.before for i in wanted):
             before = {i: failure_set.before[i] for i in wanted}
@@ -451,11 +475,22 @@ def mine(
                 bar.update(1)
         else:
             before = {o.question_id: o for o in evaluated(None)}
-        results = {str(a): evaluated(a) for a in chosen}
+        return before, {str(a): evaluated(a) for a in chosen}
     finally:
         if bar is not None:
             bar.close()
 
+
+def _tabulate(
+    failure_set: FailureSet,
+    candidates: Sequence[Ablation],
+    scores: dict[str, float],
+    atp: dict[tuple[int, str, str], float],
+    before: dict[str, Outcome],
+    results: dict[str, list[Outcome]],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stage 3 of mining: one table row per candidate (screen scores, and for the generated
+    ones their rates), and one detail row per generated candidate and question."""
     prompts = {q.id: q.prompt for _, task in failure_set.groups for q in task}
     rows, details = [], []
     for a in candidates:
@@ -463,13 +498,12 @@ def mine(
             "layer": a.layer,
             "component": a.component,
             "kind": a.kind,
-            "screen_logprob": screen[str(a)],
-            "screen_atp": atp_map.get((a.layer, a.component, a.kind)),
+            "screen_logprob": scores[str(a)],
+            "screen_atp": atp.get((a.layer, a.component, a.kind)),
         }
         if str(a) in results:
             after = results[str(a)]
-            stats = _rates(after, before)
-            row.update(stats)
+            row.update(_rates(after, before))
             for o in after:
                 b = before[o.question_id]
                 details.append(
@@ -489,22 +523,22 @@ def mine(
                     }
                 )
         rows.append(row)
-    table = pd.DataFrame(rows)
-    bottleneck = _bottleneck(table, break_bound)
+    return pd.DataFrame(rows), pd.DataFrame(details)
+
+
+def _screen_agreement(table: pd.DataFrame, bottleneck: Bottleneck | None) -> dict[str, Any]:
+    """Stage 4, after an exhaustive sweep: each screen's rank correlation with the generated
+    discovery repair, and whether its top block is the bottleneck."""
     agreement = {}
-    if strategy == "exhaustive":
-        for col in ("screen_logprob", "screen_atp"):
-            sub = table.dropna(subset=[col])
-            agreement[col] = {
-                "spearman": float(sub[col].rank().corr(sub["repair_discovery"].rank()))
-                if sub[col].nunique() > 1 and sub["repair_discovery"].nunique() > 1
-                else None,
-                "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck.layer, bottleneck.component, bottleneck.kind)),
-            }
-    sweep = SweepResult(table, pd.DataFrame(details), bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds}, break_bound)
-    if store is not None and part is None:
-        sweep.save(store, failure_set.audit_id)
-    return sweep
+    for col in ("screen_logprob", "screen_atp"):
+        sub = table.dropna(subset=[col])
+        agreement[col] = {
+            "spearman": float(sub[col].rank().corr(sub["repair_discovery"].rank()))
+            if sub[col].nunique() > 1 and sub["repair_discovery"].nunique() > 1
+            else None,
+            "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck.layer, bottleneck.component, bottleneck.kind)),
+        }
+    return agreement
 
 
 def _bar(progress: bool, total: int, desc: str, unit: str) -> Any:
@@ -516,9 +550,49 @@ def _bar(progress: bool, total: int, desc: str, unit: str) -> Any:
     return tqdm(total=total, desc=desc, unit=unit)
 
 
-def _prefix(model: LensModel, failure_set: FailureSet, reference: tuple[str, ...]) -> str:
-    """The run-store key prefix of one failure set's evaluations on one model and config."""
-    return f"sweep/{failure_set.name}/{model.fingerprint()}/{failure_set.config.hash()}/{json.dumps(reference and reference[:1])[:32]}"
+@dataclass(frozen=True)
+class SweepKey:
+    """Where one ablation's evaluation of a failure set is kept in the run store: the failure
+    set, the model's fingerprint, the deployment's hash, the reference prompts of a mean or
+    resample ablation, the ablation (``clean`` for none) and the shard.
+
+    ``str(key)`` is the artifact's name, ``sweep/{failure set}/{model}/{config}/{reference}/
+    {ablation}`` and ``/shard i/n`` for a shard's part; stores written before this type hold
+    the same names.
+    """
+
+    failure_set: str
+    model: str
+    config: str
+    reference: str
+    ablation: str = "clean"
+    shard: Shard | None = None
+
+    @classmethod
+    def base(cls, model: LensModel, failure_set: FailureSet, reference: tuple[str, ...]) -> SweepKey:
+        """The key of one failure set's clean run on ``model`` under its deployment."""
+        return cls(failure_set.name, model.fingerprint(), failure_set.config.hash(), json.dumps(reference and reference[:1])[:32])
+
+    def of(self, ablation: Ablation | None, shard: Shard | None = None) -> SweepKey:
+        """The key of ``ablation`` (None: the clean run) on ``shard`` (None: every question)."""
+        return replace(self, ablation=str(ablation or "clean"), shard=shard)
+
+    def __str__(self) -> str:
+        whole = f"sweep/{self.failure_set}/{self.model}/{self.config}/{self.reference}/{self.ablation}"
+        return whole if self.shard is None else f"{whole}{_SHARD_SEP}{self.shard}"
+
+    @property
+    def shards_prefix(self) -> str:
+        """The name prefix every shard of this key's evaluation shares."""
+        return f"{replace(self, shard=None)}{_SHARD_SEP}"
+
+    @staticmethod
+    def shard_of(name: str) -> Shard:
+        """The shard a stored shard evaluation's name ends with."""
+        return Shard.parse(name.rsplit(_SHARD_SEP, 1)[1])
+
+
+_SHARD_SEP = "/shard "
 
 
 def _stored_evaluation(
@@ -526,26 +600,23 @@ def _stored_evaluation(
     failure_set: FailureSet,
     ablation: Ablation | None,
     store: RunStore | None,
-    prefix: str,
+    base: SweepKey,
     part: Shard | None,
     batch_size: int | None,
 ) -> list[Outcome]:
     """One candidate's evaluation: read back from the store (or its merged shards), else
     generated and stored."""
-    key = f"{prefix}/{ablation or 'clean'}" + (f"/shard {part}" if part else "")
-    stored = store.get_artifact(failure_set.audit_id, "sweep_eval", key) if store is not None else None
+    key = base.of(ablation, part)
+    stored = store.get_artifact(failure_set.audit_id, Artifact.SWEEP_EVAL, str(key)) if store is not None else None
     if stored is None and part is None and store is not None:
         stored = _from_shards(store, failure_set, key)
     if stored is not None:
         return [Outcome.from_dict(r) for r in stored]
     outcomes = _evaluate(model, failure_set, ablation, batch_size, part)
     if store is not None:
-        store.put_artifact(failure_set.audit_id, "sweep_eval", key, [o.to_dict() for o in outcomes], overwrite=True)
+        store.put_artifact(failure_set.audit_id, Artifact.SWEEP_EVAL, str(key), [o.to_dict() for o in outcomes], overwrite=True)
     return outcomes
 
-
-SWEEP_ARTIFACT = "sweep"
-"""Run-store artifact kind of a whole sweep, kept under its failure set's name."""
 
 FEW_HELDOUT = 10
 """Below this many held-out failures a repair rate's Wilson interval spans about half of
@@ -593,7 +664,7 @@ def null_repair(
     stored and reused like a sweep's."""
     import random
 
-    prefix = _prefix(model, failure_set, ())
+    base = SweepKey.base(model, failure_set, ())
     pool = [b for b in range(model.n_layers) if b != exclude]
     drawn = tuple(sorted(random.Random(f"null:{failure_set.name}:{exclude}").sample(pool, min(blocks, len(pool)))))
     heldout = {q.id for q in failure_set.heldout}
@@ -610,7 +681,7 @@ def null_repair(
     try:
         per_block, rerun = [], {}
         for ablation in [Ablation(b, component, "zero") for b in drawn] + [None]:
-            got = repaired(_stored_evaluation(model, failure_set, ablation, store, prefix, None, batch_size))
+            got = repaired(_stored_evaluation(model, failure_set, ablation, store, base, None, batch_size))
             if ablation is None:
                 rerun = got
             else:
@@ -625,13 +696,13 @@ def null_repair(
     return NullRepair(drawn, rate(shares), rate(np.array([rerun.get(i, 0.0) for i in ids])))
 
 
-def _from_shards(store: RunStore, failure_set: FailureSet, key: str) -> list[dict[str, Any]] | None:
+def _from_shards(store: RunStore, failure_set: FailureSet, key: SweepKey) -> list[dict[str, Any]] | None:
     """One candidate's evaluation assembled from merged shard evaluations, when some ``i/n``
     split is complete; rows in the failure set's own order."""
-    found = store.artifacts(failure_set.audit_id, "sweep_eval", f"{key}/shard ")
+    found = store.artifacts(failure_set.audit_id, Artifact.SWEEP_EVAL, key.shards_prefix)
     by_count: dict[int, dict[int, list[dict[str, Any]]]] = {}
     for name, body in found.items():
-        s = Shard.parse(name.rsplit("/shard ", 1)[1])
+        s = SweepKey.shard_of(name)
         by_count.setdefault(s.count, {})[s.index] = body
     for count, parts in sorted(by_count.items()):
         if len(parts) == count:
@@ -639,6 +710,21 @@ def _from_shards(store: RunStore, failure_set: FailureSet, key: str) -> list[dic
             order = [q.id for _, task in failure_set.groups for q in task]
             return [rows[i] for i in order if i in rows]
     return None
+
+
+_COUNTS = {"repair": "n_failures", "repair_discovery": "n_discovery", "repair_heldout": "n_heldout", "break": "n_control"}
+
+
+def table_estimate(row: Any, key: str) -> Estimate:
+    """One rate of a sweep table's row (``repair``, ``repair_discovery``, ``repair_heldout`` or
+    ``break``) as the :class:`~rnr_lens.stats.Estimate` its flat columns (``key``,
+    ``key_low``, ``key_high``, and its count) were written from; empty where the block was not
+    generated. The table keeps flat columns for plotting and export; readers format through this.
+    """
+    if key not in row or pd.isna(row[key]):
+        return Estimate.empty("wilson")
+    n = row.get(_COUNTS[key])
+    return Estimate(float(row[key]), float(row[f"{key}_low"]), float(row[f"{key}_high"]), int(n) if pd.notna(n) else 0, "wilson")
 
 
 def _rates(after: list[Outcome], before: dict[str, Outcome]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from rnr_lens.generation import Generation
 from rnr_lens.interventions import COMPONENTS, KINDS, Ablation
 from rnr_lens.lens import MAX_AUTO_BATCH, LensModel
 from rnr_lens.records import DEFAULT_PROBE, Try
-from rnr_lens.routes import Route
+from rnr_lens.routes import KEEP, REPEAT, SKIP, Route, distinct_edit_routes, draw_edits, draw_route
 from rnr_lens.tasks.core import Question
 
 
@@ -197,55 +197,6 @@ def question_seed(seed: int, question_id: str) -> int:
     return int.from_bytes(hashlib.sha256(f"sampling:{seed}:{question_id}".encode()).digest()[:4], "big")
 
 
-def draw_route(
-    n_layers: int, rng: random.Random, *, edit_rate: float = 0.25, max_segment: int = 4, protect: int = 1, max_length: int | None = None
-) -> Route:
-    """Draw a random route: cut the identity into segments of 1..max_segment blocks; each
-    segment is kept with probability ``1 - edit_rate``, else skipped or repeated (even odds).
-    The first and last ``protect`` blocks are always kept. Routes longer than ``max_length``
-    (default ``2 * n_layers``) and the identity route (the default deployment's, which no
-    probe's try may repeat) are redrawn.
-
-    Example:
-        >>> str(draw_route(8, random.Random(0)))  # doctest: +SKIP
-        '8:0-3,2-7'
-    """
-    limit = max_length or 2 * n_layers
-    for _ in range(1000):
-        layers = list(range(protect))
-        i = protect
-        end = n_layers - protect
-        while i < end:
-            size = min(rng.randint(1, max_segment), end - i)
-            segment = list(range(i, i + size))
-            if rng.random() < edit_rate:
-                if rng.random() < 0.5:
-                    segment = []
-                else:
-                    segment = segment * 2
-            layers.extend(segment)
-            i += size
-        layers.extend(range(end, n_layers))
-        if 0 < len(layers) <= limit and layers != list(range(n_layers)):  # the identity is the default, never a try
-            return Route(layers, n_layers, max_length=limit)
-    raise RnrLensError("could not draw a non-identity route within the length limit; raise max_length or edit_rate")
-
-
-def draw_edits(n_layers: int, rng: random.Random, edits: int, *, protect: int = 1) -> Route:
-    """A route ``edits`` single-block moves from the identity: distinct unprotected blocks drawn
-    uniformly, each skipped or repeated with even odds (the move set of :class:`RouteSearch`).
-
-    Example:
-        >>> len(draw_edits(30, random.Random(0), 2).describe().split(";")) in (1, 2)
-        True
-    """
-    blocks = rng.sample(range(protect, n_layers - protect), edits)
-    moves = [KEEP] * n_layers
-    for block in blocks:
-        moves[block] = rng.choice((SKIP, REPEAT))
-    return edits_to_route(tuple(moves))
-
-
 @dataclass(repr=False)
 class RandomRoutes(Probe):
     """``k`` random routes, greedy decoding under each, from one of two distributions named in
@@ -329,21 +280,6 @@ class RandomRoutes(Probe):
 # ---------------------------------------------------------------------------------------------
 # Route search
 # ---------------------------------------------------------------------------------------------
-
-KEEP, SKIP, REPEAT = 0, 1, 2
-
-
-def distinct_edit_routes(n_layers: int, edits: int, protect: int) -> int:
-    """How many distinct routes are exactly ``edits`` single-block skips or repeats away from
-    the identity (``C(m, edits) * 2**edits`` over the ``m`` unprotected blocks)."""
-    return math.comb(max(n_layers - 2 * protect, 0), edits) * 2**edits
-
-
-def edits_to_route(edits: tuple[int, ...]) -> Route:
-    layers: list[int] = []
-    for layer, edit in enumerate(edits):
-        layers.extend([] if edit == SKIP else [layer, layer] if edit == REPEAT else [layer])
-    return Route(layers, len(edits))
 
 
 @dataclass
@@ -437,7 +373,7 @@ class RouteSearch(Probe):
             for qid, (q, search) in searches.items():
                 while (request := requests[qid]) is not None:  # answer picks a resumed run already stored
                     index, edits = request
-                    route = edits_to_route(edits)
+                    route = Route.from_edits(edits)
                     cached = done.get((qid, index))
                     if cached is None or cached.route != str(route):
                         wanted.append((q, index, route))
@@ -498,7 +434,7 @@ class RouteSearch(Probe):
     def _ucb(self, child: _Node, parent_visits: int, n: int) -> float:
         if child.visits == 0:
             return float("inf")
-        length = len(edits_to_route(child.edits)) / n
+        length = len(Route.from_edits(child.edits)) / n
         return child.total / child.visits + self.c * math.sqrt(math.log(parent_visits + 1) / child.visits) - self.length_penalty * length
 
 

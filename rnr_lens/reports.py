@@ -115,7 +115,22 @@ class Grid:
     @property
     def probes(self) -> list[str]:
         """Sampling, random routes over the search's move set, and the search, all at ``k``."""
-        return [f"sampling:k={self.k},t={self.temperature}", f"routes:k={self.k},edits={self.edits}", f"search:k={self.k}"]
+        return [self.sampling, self.random, self.search]
+
+    @property
+    def sampling(self) -> str:
+        """The sampling probe: ``k`` samples at the grid's temperature (claim 2's failure sets)."""
+        return f"sampling:k={self.k},t={self.temperature}"
+
+    @property
+    def random(self) -> str:
+        """Random routes of exactly ``edits`` single-block edits: the search's move set."""
+        return f"routes:k={self.k},edits={self.edits}"
+
+    @property
+    def search(self) -> str:
+        """The route search at the same budget."""
+        return f"search:k={self.k}"
 
     @classmethod
     def load(cls, path: str | Path) -> Grid:
@@ -176,7 +191,7 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
     """Claim 1 for one audit: random routes against search at the matched budget, with the
     verdict (:func:`rnr_lens.verdicts.routes_vs_search`) and each answer-blind selector's
     retention of the oracle's gain, judged where reach is resolved above chance."""
-    random_probe, search_probe = result.probe_name(grid.probes[1]), result.probe_name(grid.probes[2])
+    random_probe, search_probe = result.probe_name(grid.random), result.probe_name(grid.search)
     rows = {r["probe"]: r for r in result.summary_records()}
     q, mask = _setting_columns(result, (random_probe, search_probe))
     prompts = q["prompt"].tolist()
@@ -260,7 +275,7 @@ def claim_bottleneck(
     from rnr_lens.miner import mine, null_repair, ranked
 
     figures = figures if figures is not None else []
-    probe = result.probe_name(grid.probes[0])
+    probe = result.probe_name(grid.sampling)
     n_fail = len(result.reachable_not_realized(probe))
     if n_fail < 2:
         text = f"only {n_fail} question(s) reachable but not realized under {probe}: no failure set to mine"

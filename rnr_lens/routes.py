@@ -16,6 +16,8 @@ The string is ``n_layers:`` followed by comma-separated runs; ``a-b`` is the asc
 
 from __future__ import annotations
 
+import math
+import random
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -161,6 +163,20 @@ class Route:
         visit (``Route.parse("6:0,1,2,2,4,5").n_edits == 2``: skip 3, repeat 2)."""
         return len(self.skipped) + sum(c - 1 for c in self.repeated.values())
 
+    @classmethod
+    def from_edits(cls, edits: Sequence[int]) -> Route:
+        """The route of one move per block from the identity (:data:`KEEP`, :data:`SKIP` or
+        :data:`REPEAT`): the edit vector the route search walks (``len(edits)`` blocks).
+
+        Example:
+            >>> str(Route.from_edits((KEEP, SKIP, REPEAT, KEEP)))
+            '4:0,2,2,3'
+        """
+        layers: list[int] = []
+        for layer, edit in enumerate(edits):
+            layers.extend([] if edit == SKIP else [layer, layer] if edit == REPEAT else [layer])
+        return cls(layers, len(edits))
+
     def describe(self) -> str:
         """A short human description: ``'identity'`` or ``'skip 3,4; repeat 10x2'``."""
         if self.is_identity:
@@ -244,3 +260,66 @@ def schedule(routes: Sequence[Sequence[int]]) -> list[Tick]:
         for row in rows:
             position[row] += 1
         ticks.append(Tick(block, rows))
+
+
+# ---------------------------------------------------------------------------------------------
+# Random routes and single-block edits (the move set of the route search)
+# ---------------------------------------------------------------------------------------------
+
+KEEP, SKIP, REPEAT = 0, 1, 2
+"""One block's move in an edit vector (:meth:`Route.from_edits`)."""
+
+
+def distinct_edit_routes(n_layers: int, edits: int, protect: int) -> int:
+    """How many distinct routes are exactly ``edits`` single-block skips or repeats away from
+    the identity (``C(m, edits) * 2**edits`` over the ``m`` unprotected blocks)."""
+    return math.comb(max(n_layers - 2 * protect, 0), edits) * 2**edits
+
+
+def draw_route(
+    n_layers: int, rng: random.Random, *, edit_rate: float = 0.25, max_segment: int = 4, protect: int = 1, max_length: int | None = None
+) -> Route:
+    """Draw a random route: cut the identity into segments of 1..max_segment blocks; each
+    segment is kept with probability ``1 - edit_rate``, else skipped or repeated (even odds).
+    The first and last ``protect`` blocks are always kept. Routes longer than ``max_length``
+    (default ``2 * n_layers``) and the identity route (the default deployment's, which no
+    probe's try may repeat) are redrawn.
+
+    Example:
+        >>> str(draw_route(8, random.Random(0)))  # doctest: +SKIP
+        '8:0-3,2-7'
+    """
+    limit = max_length or 2 * n_layers
+    for _ in range(1000):
+        layers = list(range(protect))
+        i = protect
+        end = n_layers - protect
+        while i < end:
+            size = min(rng.randint(1, max_segment), end - i)
+            segment = list(range(i, i + size))
+            if rng.random() < edit_rate:
+                if rng.random() < 0.5:
+                    segment = []
+                else:
+                    segment = segment * 2
+            layers.extend(segment)
+            i += size
+        layers.extend(range(end, n_layers))
+        if 0 < len(layers) <= limit and layers != list(range(n_layers)):  # the identity is the default, never a try
+            return Route(layers, n_layers, max_length=limit)
+    raise RnrLensError("could not draw a non-identity route within the length limit; raise max_length or edit_rate")
+
+
+def draw_edits(n_layers: int, rng: random.Random, edits: int, *, protect: int = 1) -> Route:
+    """A route ``edits`` single-block moves from the identity: distinct unprotected blocks drawn
+    uniformly, each skipped or repeated with even odds (the move set of :class:`RouteSearch`).
+
+    Example:
+        >>> len(draw_edits(30, random.Random(0), 2).describe().split(";")) in (1, 2)
+        True
+    """
+    blocks = rng.sample(range(protect, n_layers - protect), edits)
+    moves = [KEEP] * n_layers
+    for block in blocks:
+        moves[block] = rng.choice((SKIP, REPEAT))
+    return Route.from_edits(tuple(moves))

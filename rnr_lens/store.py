@@ -15,6 +15,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,23 @@ from rnr_lens.records import TRY_COLUMNS, AuditRecord, Try
 from rnr_lens.shards import covered
 
 SCHEMA_VERSION = 1
+
+
+class Artifact(StrEnum):
+    """The kinds of artifact an audit keeps beside its tries (the ``kind`` column of the
+    ``artifacts`` table; the values are what older stores hold, so they never change)."""
+
+    SHARD = "shard"
+    """A finished shard ``i/n`` of the audit, with its question count."""
+    DEPLOYMENT = "deployment"
+    """The first question's prompt as the model saw it (``rendered``)."""
+    FAILURE_SET = "failure_set"
+    """A frozen failure set, under its name."""
+    SWEEP_EVAL = "sweep_eval"
+    """One ablation's greedy answers on a failure set, under its :class:`~rnr_lens.miner.SweepKey`."""
+    SWEEP = "sweep"
+    """A whole sweep (screen scores, rates, details), under its failure set's name."""
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -179,7 +197,7 @@ class RunStore:
 
     def mark_shard_done(self, audit_id: str, shard: str, n_questions: int) -> str:
         """Record that shard ``i/n`` of an audit finished; return the audit's new status."""
-        self.put_artifact(audit_id, "shard", shard, {"questions": n_questions}, overwrite=True)
+        self.put_artifact(audit_id, Artifact.SHARD, shard, {"questions": n_questions}, overwrite=True)
         return self.refresh_status(audit_id)
 
     def refresh_status(self, audit_id: str) -> str:
@@ -266,7 +284,7 @@ class RunStore:
                 row = c.execute("SELECT body FROM artifacts WHERE audit_id=? AND kind=? AND name=?", (info.id, kind, name)).fetchone()
                 if row is None:
                     c.execute("INSERT INTO artifacts VALUES (?,?,?,?,?)", (info.id, kind, name, body, created))
-                elif row[0] != body and kind != "shard":
+                elif row[0] != body and kind != Artifact.SHARD:
                     raise RnrLensError(
                         f"{source} and the merged store disagree on {kind} {name!r} of audit {info.id[:12]}; merge only results of one run"
                     )

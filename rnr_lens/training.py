@@ -48,7 +48,7 @@ import torch
 
 from rnr_lens import adapters
 from rnr_lens.checkpoints import RunFolder, TrainState, read_history
-from rnr_lens.dapo import COMPONENTS, TrainConfig, clipped_token_loss, group_advantages, overlong_penalty
+from rnr_lens.dapo import TRAINABLE, TrainConfig, clipped_token_loss, group_advantages, overlong_penalty
 from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.errors import RnrLensError
 from rnr_lens.generation import Generation, generate, token_logprobs
@@ -327,5 +327,5 @@ __all__ = [
     "group_advantages",
     "clipped_token_loss",
     "read_history",
-    "COMPONENTS",
+    "TRAINABLE",
 ]

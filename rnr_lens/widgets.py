@@ -24,6 +24,7 @@ import plotly.graph_objects as go
 from rnr_lens import viz
 from rnr_lens.display import html_table, probe_labels
 from rnr_lens.errors import RnrLensError
+from rnr_lens.miner import table_estimate
 from rnr_lens.records import DEFAULT_PROBE
 
 if TYPE_CHECKING:
@@ -71,15 +72,11 @@ def layer_summary_html(sweep: SweepResult, layer: int, component: str = "mlp", k
         ]
 
     cols = ["question", "prompt", "before: text -> answer", "after: text -> answer"]
-    broke = (
-        f"break {r['break']:.2f} [{r['break_low']:.2f}, {r['break_high']:.2f}]"
-        if pd.notna(r["break"])
-        else "break unmeasured (no realized question to break)"
-    )
+    broke = f"break {table_estimate(r, 'break').text()}" if pd.notna(r["break"]) else "break unmeasured (no realized question to break)"
     counts = lambda n, of: f" ({int(r[n])}/{int(r[of])})" if n in r and pd.notna(r[n]) else ""  # noqa: E731
     return (
         f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {kind}): "
-        f"<span class='rnr-repair'>repair {r['repair']:.2f} [{r['repair_low']:.2f}, {r['repair_high']:.2f}]{counts('n_repaired', 'n_failures')}</span>, "
+        f"<span class='rnr-repair'>repair {table_estimate(r, 'repair').text()}{counts('n_repaired', 'n_failures')}</span>, "
         f"<span class='rnr-break'>{broke}{counts('n_broken', 'n_control') if pd.notna(r['break']) else ''}</span></div>"
         + (
             "<ul class='rnr-why'>" + "".join(f"<li>the bottleneck: {html.escape(line)}</li>" for line in b.why()) + "</ul>"

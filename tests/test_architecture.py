@@ -89,3 +89,11 @@ def test_every_module_stays_reachable_as_a_module():
     for name in import_graph():
         module = importlib.import_module(f"rnr_lens.{name}")
         assert getattr(rnr_lens, name) is module, f"rnr_lens.{name} is not the module rnr_lens/{name}: rename what shadows it"
+
+
+def test_the_docs_layout_page_shows_the_same_floors():
+    """docs/architecture.md's table of floors is the picture the imports are checked against."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    rows = dict(re.findall(r"^\| (\w+) \| ((?:`[\w/]+` ?)+) \|$", page, flags=re.M))
+    shown = {floor: [m.rstrip("/") for m in re.findall(r"`([\w/]+)`", mods)] for floor, mods in rows.items()}
+    assert shown == {floor: modules for floor, modules in LAYERS}, "update docs/architecture.md's floors"

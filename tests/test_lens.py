@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import rnr_lens as R
+from rnr_lens.engine import EnginePath
 from tests.conftest import prompts_for
 
 
@@ -137,7 +138,7 @@ def test_a_user_hook_sends_generation_through_the_bridge(tiny):
     point = tiny.bridge.get_hook_point("blocks.2.hook_resid_pre")
     handle = point.add_hook(lambda x, hook: seen.append(x.shape[1]))
     try:
-        assert tiny.engine.path() == R.EnginePath("bridge", "TransformerLens hooks are attached to the bridge")
+        assert tiny.engine.path() == EnginePath("bridge", "TransformerLens hooks are attached to the bridge")
         assert tiny.engine.module() is tiny.bridge.original_model
         tiny.generate(prompts_for(tiny)[:1], max_new_tokens=3)
     finally:

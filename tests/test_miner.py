@@ -222,3 +222,21 @@ def test_unmeasured_break_reads_as_such_in_figures_and_widgets(tiny, tmp_path):
     sweep = mine(tiny, failures.freeze(result, store, probe="ablation"), strategy="exhaustive", progress=False)
     assert "break unmeasured (no realized question to break)" in widgets.layer_summary_html(sweep, PLANTED.layer)
     assert "Break rates are unmeasured" in viz.caption(viz.repair_break(sweep))
+
+
+def test_sweep_keys_name_stored_evaluations_as_before(tiny, planted):
+    """Parity: the key type must write the names stores already hold (built before as an
+    f-string and parsed back with rsplit), or every stored sweep would be generated again."""
+    import json
+
+    from rnr_lens.miner import SweepKey
+    from rnr_lens.shards import Shard
+
+    result, store = planted
+    fs = failures.freeze(result, store, probe="ablation")
+    base = SweepKey.base(tiny, fs, ())
+    old = f"sweep/{fs.name}/{tiny.fingerprint()}/{fs.config.hash()}/{json.dumps(())[:32]}"
+    assert str(base) == f"{old}/clean"
+    assert str(base.of(PLANTED, Shard(1, 3))) == f"{old}/{PLANTED}/shard 1/3"
+    assert SweepKey.shard_of(str(base.of(PLANTED, Shard(1, 3)))) == Shard(1, 3)
+    assert base.of(PLANTED).shards_prefix == f"{old}/{PLANTED}/shard "

@@ -11,8 +11,6 @@ from rnr_lens.probes import (
     RandomRoutes,
     RouteSearch,
     Sampling,
-    draw_route,
-    edits_to_route,
     parse_probe,
 )
 
@@ -43,19 +41,6 @@ def test_parse_and_canonical_names():
     ]:
         with pytest.raises(RnrLensError, match=msg):
             parse_probe(bad)
-
-
-def test_draw_route_distribution_properties():
-    rng = random.Random(0)
-    routes = [draw_route(30, rng, edit_rate=0.5) for _ in range(200)]
-    assert all(r[0] == 0 and r[-1] == 29 for r in routes), "first and last blocks are protected"
-    assert all(len(r) <= 60 for r in routes)
-    assert any(r.skipped for r in routes) and any(r.repeated for r in routes)
-    assert all(draw_route(30, random.Random(5)) == draw_route(30, random.Random(5)) for _ in range(3))
-    low = [draw_route(6, random.Random(i), edit_rate=0.02) for i in range(300)]
-    assert not any(r.is_identity for r in low), "the identity (the default answer) is redrawn, never a try"
-    with pytest.raises(RnrLensError, match="edit_rate"):
-        parse_probe("routes:k=2,edit_rate=0")
 
 
 def test_random_routes_are_prefix_stable():
@@ -174,10 +159,6 @@ def test_oracle_reward_is_correctness(tiny):
     assert all(t.reward == float(t.correct) for t in tries)
 
 
-def test_edits_to_route():
-    assert edits_to_route((0, 1, 2, 0)) == Route([0, 2, 2, 3], 4)
-
-
 def test_ablation_probe_covers_every_block(tiny):
     qs = list(tasks.get("add-small", n=2))
     tries = _run(AblationProbe(), _ctx(tiny), qs)
@@ -190,7 +171,7 @@ def test_routes_from_the_search_move_set():
     skip/repeat edits), so random and structured search can be compared over the same moves."""
     from collections import Counter
 
-    from rnr_lens.probes import draw_edits
+    from rnr_lens.routes import draw_edits
 
     probe = parse_probe("routes:k=8,edits=2")
     assert probe.name == "routes:k=8,edits=2,protect=1,shared=false"
@@ -239,3 +220,9 @@ def test_sampling_seeds_differ_per_question_and_reproduce_alone(tiny, tmp_path):
     assert alone.text == t.text, "one sample reproduces alone from its stored seed"
     (row,) = result.summary_records()
     assert row["prompts"] == 1 and row["reachable"]["n"] == 1, "the interval resamples the one distinct prompt"
+
+
+def test_random_routes_refuse_an_edit_rate_of_zero():
+    """edit_rate=0 could draw only the identity, which is the default answer, never a try."""
+    with pytest.raises(RnrLensError, match="edit_rate"):
+        parse_probe("routes:k=2,edit_rate=0")

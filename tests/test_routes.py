@@ -1,7 +1,9 @@
+import random
+
 import pytest
 
 from rnr_lens import RnrLensError, Route
-from rnr_lens.routes import as_route
+from rnr_lens.routes import as_route, draw_route
 
 
 def test_identity_skip_repeat_layers():
@@ -76,3 +78,18 @@ def test_as_route_accepts_strings_and_lists():
     assert as_route("4:0,1,1,3", 4) == Route([0, 1, 1, 3], n_layers=4)
     assert as_route([0, 2], 4) == Route([0, 2], n_layers=4)
     assert as_route(None, 4) is None
+
+
+def test_draw_route_distribution_properties():
+    rng = random.Random(0)
+    routes = [draw_route(30, rng, edit_rate=0.5) for _ in range(200)]
+    assert all(r[0] == 0 and r[-1] == 29 for r in routes), "first and last blocks are protected"
+    assert all(len(r) <= 60 for r in routes)
+    assert any(r.skipped for r in routes) and any(r.repeated for r in routes)
+    assert all(draw_route(30, random.Random(5)) == draw_route(30, random.Random(5)) for _ in range(3))
+    low = [draw_route(6, random.Random(i), edit_rate=0.02) for i in range(300)]
+    assert not any(r.is_identity for r in low), "the identity (the default answer) is redrawn, never a try"
+
+
+def test_route_from_an_edit_vector():
+    assert Route.from_edits((0, 1, 2, 0)) == Route([0, 2, 2, 3], 4)
