@@ -56,6 +56,11 @@ def canonical_number(text: str) -> str | None:
     return f"{float(value):.6g}"
 
 
+def numbers_in(text: str) -> list[str]:
+    """Every number ``text`` states, canonical, in order (what a lenient reading would accept)."""
+    return _numbers(text)
+
+
 def _numbers(text: str) -> list[str]:
     out = []
     for match in _NUMBER_RE.finditer(text):

@@ -102,9 +102,17 @@ def resume_mismatch(store: RunStore, settings: dict[str, Any]) -> str | None:
             return None
         diffs.append((a, differ))
     closest, differ = min(diffs, key=lambda d: len(d[1]))
-    what = "; ".join(
-        f"{label} differ" if key.endswith("fingerprint") else f"{label} {getattr(closest, key)!r} there, {record[key]!r} now" for key, label in differ
-    )
+
+    def said(key: str, label: str) -> str:
+        if key.endswith("fingerprint"):
+            return f"{label} differ"
+        if key == "config_hash" and "config_json" in record:  # name the fields, not two hashes
+            there, now = DeploymentConfig.from_json(closest.config_json).to_dict(), json.loads(record["config_json"])
+            fields = [f"{f} {there.get(f)!r} there, {now.get(f)!r} now" for f in sorted(set(there) | set(now)) if there.get(f) != now.get(f)]
+            return f"{label} ({', '.join(fields)})"
+        return f"{label} {getattr(closest, key)!r} there, {record[key]!r} now"
+
+    what = "; ".join(said(key, label) for key, label in differ)
     hint = (
         " (other weights, or an audit made before rnr_lens fingerprinted every weight: those read, but do not resume)"
         if [key for key, _ in differ] == ["model_fingerprint"]
@@ -259,7 +267,7 @@ class AuditResult:
     tries: pd.DataFrame
     questions: pd.DataFrame
     seed: int = 0
-    _chance: dict[tuple[str, int], np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _chance: dict[tuple[str, int, bool], np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def load(cls, store: RunStore | str | Path, audit_id: str | None = None) -> AuditResult:
@@ -424,17 +432,19 @@ class AuditResult:
             )
         return pd.DataFrame(rows)
 
-    def chance(self, probe: str, n_perm: int = 200) -> np.ndarray:
+    def chance(self, probe: str, n_perm: int = 200, *, lenient: bool = False) -> np.ndarray:
         """Per question (aligned with :attr:`questions`), its chance of counting as reached:
         the probe's own tries scored against the other questions' gold answers, over
         ``n_perm`` seeded derangements (:func:`rnr_lens.stats.permutation_chance`). Its mean is
         the chance level beside the oracle reachability; reachable minus chance is what the
-        probe found beyond answering the task's common answers."""
-        from rnr_lens.answers import canonical_gold
+        probe found beyond answering the task's common answers. ``lenient`` scores every
+        number a numeric try states, as a reach that counts format misses must be matched."""
+        from rnr_lens.answers import canonical_gold, numbers_in
 
         probe = self.probe_name(probe)
-        if (probe, n_perm) in self._chance:  # the summary and the claims both read it: derange once
-            return self._chance[(probe, n_perm)].copy()
+        key = (probe, n_perm, lenient)
+        if key in self._chance:  # the summary and the claims both read it: derange once
+            return self._chance[key].copy()
         kind = self.info.answer_type
         ids = self.questions["question_id"].tolist()
         golds = [canonical_gold(str(g), kind) for g in self.questions["gold"]]
@@ -444,9 +454,11 @@ class AuditResult:
                 value = canonical_gold(t.extracted, kind)
                 if value is not None:
                     said[t.question_id].add(value)
+            if lenient and kind == "number":
+                said[t.question_id].update(numbers_in(str(t.text)))
         match = np.array([[g is not None and g in said[qid] for g in golds] for qid in ids], dtype=bool)
-        self._chance[(probe, n_perm)] = permutation_chance(match, n_perm=n_perm, seed=self.seed)
-        return self._chance[(probe, n_perm)].copy()
+        self._chance[key] = permutation_chance(match, n_perm=n_perm, seed=self.seed)
+        return self._chance[key].copy()
 
     def format_misses(self, probe: str | None = None) -> pd.DataFrame:
         """Wrong tries whose text states the gold answer elsewhere (the extractor read another
@@ -470,10 +482,11 @@ class AuditResult:
 
     def format_warning(self) -> str | None:
         """One line when format misses exceed :data:`FORMAT_MISS_WARN` of the greedy answers
-        (the realized rate is then understated by up to that share), else None."""
+        (the realized rate is then understated by up to that share), else None; numeric tasks
+        only."""
         misses, answered = self.format_miss_share()
-        if not answered or misses / answered <= FORMAT_MISS_WARN:
-            return None
+        if self.info.answer_type != "number" or not answered or misses / answered <= FORMAT_MISS_WARN:
+            return None  # a choice letter alone in prose ("A cat ...") is no stated answer
         return (
             f"{misses} of {answered} greedy answers ({misses / answered:.0%}) state the gold answer but were read as another: "
             f"realized may be understated by up to {misses / answered:.2f} (extractor {self.config.extractor!r})"

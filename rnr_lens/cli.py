@@ -262,7 +262,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             raise RnrLensError(mismatch)
     config = _load_config(args, task.answer_type)
     if args.resume:
-        mismatch = resume_mismatch(RunStore(out, mode="read"), {**settings, "config_hash": config.hash()})
+        mismatch = resume_mismatch(RunStore(out, mode="read"), {**settings, "config_hash": config.hash(), "config_json": config.to_json()})
         if mismatch:
             raise RnrLensError(mismatch)
     load = _load_kwargs(args)
@@ -360,7 +360,13 @@ def next_steps(result: AuditResult, store: RunStore, args: argparse.Namespace) -
     several = len(store.audits()) > 1
     pick = f" --audit {result.id[:12]}" if several else ""
     steps = [("every audit in this store, with its summary", f"rnr-lens show {path}")]
+    # the model as the audit loaded it: its name or path, and the flags its fingerprint depends on
     model = "" if args.model == result.info.model else f" --model {q(str(args.model))}"
+    for flag in ("dtype", "device", "device_map", "n_devices"):
+        if getattr(args, flag, None) is not None:
+            model += f" --{flag.replace('_', '-')} {q(str(getattr(args, flag)))}"
+    if getattr(args, "trust_remote_code", False):
+        model += " --trust-remote-code"
     from rnr_lens.failures import MIN_FAILURES
 
     gaps = {p: len(result.reachable_not_realized(p)) for p in result.probes}

@@ -27,7 +27,10 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.prompts import ChatPrompt, PromptLike
 from rnr_lens.tasks.core import Question
 
-CONFIG_VERSION = 1
+CONFIG_VERSION = 2
+"""Version 2 made ``concluding-number`` the default extractor for numbers; a version-1 config
+that names no extractor meant ``number`` and is read so (its hash stays what it was)."""
+READABLE_VERSIONS = (1, 2)
 MAX_NEW_TOKENS = 8192
 """Longest generation budget a config may ask for (the model's context is checked per audit)."""
 
@@ -85,7 +88,7 @@ class DeploymentConfig:
             and self.temperature >= 0,
             "a finite number >= 0",
         )
-        need("version", self.version == CONFIG_VERSION, f"{CONFIG_VERSION} (this rnr_lens reads deployment configs of version {CONFIG_VERSION})")
+        need("version", self.version in READABLE_VERSIONS, f"one of {READABLE_VERSIONS} (the deployment config versions this rnr_lens reads)")
         get_extractor(self.extractor)  # validates the name
 
     @classmethod
@@ -140,6 +143,8 @@ class DeploymentConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise RnrLensError(f"unknown deployment config field {unknown[0]!r}; known fields: {', '.join(sorted(known))}")
+        if data.get("version") == 1 and "extractor" not in data:
+            data = {**data, "extractor": "number"}  # version 1's default: the file means what it meant
         return cls(**data)
 
     @classmethod

@@ -127,7 +127,7 @@ def run_audit(
     if config is None:
         from rnr_lens.models import load_tokenizer
 
-        config = deployment_for(load_tokenizer(os.fspath(model)), task.answer_type)
+        config = deployment_for(load_tokenizer(os.fspath(model), trust_remote_code=bool((load or {}).get("trust_remote_code"))), task.answer_type)
     return _run_on_ray(
         os.fspath(model), task, probe_objs, config, rs, seed, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries
     )

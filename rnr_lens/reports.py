@@ -214,11 +214,11 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
         retention[probe] = {r.selector: (r.estimate.to_dict() if r.estimate is not None else None) for r in judged[probe]}
     # read leniently (any try whose text states the gold counts as correct), would it differ?
     stated = {p: q["question_id"].isin(result.format_misses(p)["question_id"]).to_numpy(float) for p in (random_probe, search_probe)}
-    lenient = verdicts.routes_vs_search(
+    lenient = verdicts.routes_vs_search(  # reach and its chance level both read leniently: matched
         np.maximum(reach[random_probe], stated[random_probe]),
         np.maximum(reach[search_probe], stated[search_probe]),
-        chance[random_probe],
-        chance[search_probe],
+        result.chance(random_probe, lenient=True)[mask],
+        result.chance(search_probe, lenient=True)[mask],
         prompts,
         margin=grid.margin,
     ).verdict
@@ -243,24 +243,37 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
         "retention": retention,
         "retention_verdict": verdicts.retention_verdict(judged[random_probe], margin=grid.retention_margin).to_dict(),
         "verdict": decided.verdict.to_dict(),
-        "format_misses": _format_misses(result, decided.verdict, lenient),
+        "format_misses": _format_misses(result, {p: int(stated[p].sum()) for p in (random_probe, search_probe)}, decided.verdict, lenient),
     }
 
 
-def _format_misses(result: AuditResult, verdict: verdicts.Verdict, lenient: verdicts.Verdict) -> dict[str, Any]:
-    """A setting's format misses (greedy answers that state the gold but were read as another
-    number) and whether the verdict would read otherwise if every stated gold counted: a note
-    where the share passes :data:`~rnr_lens.audits.FORMAT_MISS_WARN` or the verdict would change."""
+def _format_misses(result: AuditResult, probes: dict[str, int], verdict: verdicts.Verdict, lenient: verdicts.Verdict) -> dict[str, Any]:
+    """A setting's format misses: greedy answers, and questions where one of each probe's
+    tries, that state the gold but were read as another number; and claim 1's verdict read
+    leniently (every stated number counts, for reach and its chance level alike). A note where
+    the greedy share passes :data:`~rnr_lens.audits.FORMAT_MISS_WARN` or the lenient verdict
+    differs; numeric tasks only."""
     misses, answered = result.format_miss_share()
     share = misses / answered if answered else 0.0
     note = None
-    if share > FORMAT_MISS_WARN or lenient.status != verdict.status:
-        note = f"format misses: {misses} of {answered} greedy answers state the gold but read as another number; " + (
-            f"counting every stated gold as correct, the verdict would read {lenient.status}"
-            if lenient.status != verdict.status
-            else "counting them would not change the verdict"
+    if result.info.answer_type == "number" and (share > FORMAT_MISS_WARN or lenient.status != verdict.status):
+        tries = ", ".join(f"{p.split(',')[0]} {n}" for p, n in probes.items())
+        note = (
+            f"format misses: {misses} of {answered} greedy answers, and on {tries} questions a try, state the gold but read as another number; "
+            + (
+                f"read leniently (every stated number counts, for reach and chance alike) the verdict would be {lenient.status}"
+                if lenient.status != verdict.status
+                else "read leniently the verdict is the same"
+            )
         )
-    return {"greedy": misses, "answered": answered, "extractor": result.config.extractor, "lenient_verdict": lenient.status, "note": note}
+    return {
+        "greedy": misses,
+        "answered": answered,
+        "probes": probes,
+        "extractor": result.config.extractor,
+        "lenient_verdict": lenient.status,
+        "note": note,
+    }
 
 
 def claim_bottleneck(

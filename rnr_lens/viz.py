@@ -511,7 +511,7 @@ def route_diagram(routes: Sequence[Route | str], labels: Sequence[str] | None = 
         yaxis=dict(autorange="reversed"),
         legend=dict(orientation="h", x=0, y=-0.3),
     )
-    return captioned(fig, "Each route (row) over the blocks (columns): skipped, kept, or repeated (darker red: more visits).")
+    return captioned(fig, "Each route (row) over the blocks (columns): skipped (red), kept (white) or repeated (blue; darker: more visits).")
 
 
 def comparison(result: Comparison, probe: str | None = None) -> go.Figure:

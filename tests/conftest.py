@@ -89,3 +89,23 @@ def tiny_base_folder(tmp_path_factory) -> Path:
     folder = R.tiny_model(n_layers=4, seed=0).save_pretrained(tmp_path_factory.mktemp("base") / "tiny-base")
     (folder / "chat_template.jinja").unlink(missing_ok=True)
     return folder
+
+
+def format_miss_rows(model: R.LensModel, n: int = 12) -> list[dict]:
+    """Question records whose golds are planted from the model's own greedy text: for even
+    rows a number it states but not the one the default extractor reads (format misses), for
+    odd rows the number it reads (realized). JSON-lines records with ``id``."""
+    from rnr_lens.answers import numbers_in
+
+    config = R.deployment_for(model, "number")
+    base = list(R.tasks.get("add-two-digit", n=60, seed=3))
+    gens = model.generate([config.prompt(q) for q in base], max_new_tokens=config.max_new_tokens, stop=config.stop)
+    rows: list[dict] = []
+    for q, g in zip(base, gens):
+        read = config.extract(g.text)
+        stated = [x for x in numbers_in(g.text) if x != read]
+        if read is None or not stated:
+            continue
+        rows.append({"id": q.id, "question": q.prompt, "answer": stated[0] if len(rows) % 2 == 0 else read})
+    assert len(rows) >= n, "the tiny model states numbers on most questions"
+    return rows[:n]

@@ -194,3 +194,15 @@ def test_resume_with_other_weights_says_so(tiny, tmp_path):
     with pytest.raises(R.RnrLensError, match=r"differs in: model weights differ \(other weights, or an audit made before"):
         R.audit(other, task, ["sampling:k=2"], store=db, progress=False, require_existing=True)
     assert len(R.store.RunStore(db, mode="read").audits()) == 1
+
+
+def test_resume_under_another_config_names_the_fields(tiny_folder, tmp_path, capsys):
+    """A resume whose config differed said only "deployment config differs" (two hashes); the
+    default extractor's change made that the commonest case."""
+    db, old = str(tmp_path / "run.db"), tmp_path / "v1.yaml"
+    old.write_text("version: 1\n")  # a version-1 file naming no extractor: the old default
+    assert main(["audit", "--model", str(tiny_folder), "--limit", "2", "--config", str(old), "--out", db]) == 0
+    capsys.readouterr()
+    assert main(["audit", "--model", str(tiny_folder), "--limit", "2", "--out", db, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "extractor 'number' there, 'concluding-number' now" in err and "version 1 there, 2 now" in err, err

@@ -12,6 +12,7 @@ import pytest
 
 import rnr_lens as R
 from rnr_lens.cli import main
+from tests.conftest import format_miss_rows
 
 
 @pytest.fixture(scope="module")
@@ -347,20 +348,7 @@ def test_an_audit_warns_when_format_misses_may_decide_the_realized_rate(tiny_fol
     answers, with nothing but a count in a footnote. Golds planted from the model's own text: a
     number it states, but not the one the extractor reads (format misses), for half the
     questions, and the number it reads for the rest."""
-    from rnr_lens.answers import _numbers
-
-    model = R.load_model(tiny_folder)
-    config = R.deployment_for(model, "number")
-    base = list(R.tasks.get("add-two-digit", n=60, seed=3))
-    gens = model.generate([config.prompt(q) for q in base], max_new_tokens=config.max_new_tokens, stop=config.stop)
-    rows = []
-    for q, g in zip(base, gens):
-        read, stated = config.extract(g.text), [n for n in _numbers(g.text) if n != config.extract(g.text)]
-        if read is None or not stated:
-            continue
-        gold = stated[0] if len(rows) % 2 == 0 else read
-        rows.append({"id": q.id, "question": q.prompt, "answer": gold})
-    rows = rows[:12]
+    rows = format_miss_rows(R.load_model(tiny_folder))
     path = tmp_path / "planted.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     db = tmp_path / "fm.db"

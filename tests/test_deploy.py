@@ -55,3 +55,15 @@ def test_bad_config_file(tmp_path):
         DeploymentConfig.load(f)
     with pytest.raises(RnrLensError, match="does not exist"):
         DeploymentConfig.load(tmp_path / "none.yaml")
+
+
+def test_a_version_1_config_reads_as_it_always_did():
+    """Version 2 changed the default extractor; a version-1 file that names none meant the old
+    one. Parity: the version-1 default keeps the hash old stores hold (494b6cc75e41221e, the
+    README's example audit before the change), so resuming them still finds them."""
+    old = DeploymentConfig.from_dict({"version": 1})
+    assert old.extractor == "number" and old.hash() == "494b6cc75e41221e"
+    assert DeploymentConfig.from_dict({}).extractor == "concluding-number"
+    assert DeploymentConfig.from_json(old.to_json()) == old
+    with pytest.raises(RnrLensError, match="version must be one of"):
+        DeploymentConfig.from_dict({"version": 3})

@@ -267,3 +267,23 @@ def test_the_report_fits_a_1280px_window(first_report):
     text = (out / "report.html").read_text()
     assert text.count("class='rnr-below'") >= len(claims["routes_vs_search"]), "each verdict under its row, across the table"
     assert "<p class='caption'>" in text, "figures carry their captions"
+
+
+def test_a_setting_says_when_format_misses_could_change_its_verdict(tiny, tmp_path):
+    """Golds planted from the tiny model's own text: half are numbers it states but the
+    extractor does not read. The setting's note counts them, and claim 1 read leniently uses
+    a lenient chance level too (a lenient reach against a strict chance would be unmatched)."""
+    from rnr_lens.audits import audit
+    from rnr_lens.reports import Grid, claim_routes
+    from rnr_lens.tasks.core import Question, Task
+    from tests.conftest import format_miss_rows
+
+    rows = format_miss_rows(tiny)
+    task = Task("planted", tuple(Question(r["id"], r["question"], r["answer"]) for r in rows), "number")
+    grid = Grid(models=("x",), tasks=("planted",), n=len(rows), k=2, edits=1, temperature=1.0)
+    result = audit(tiny, task, [grid.random, grid.search], store=tmp_path / "fm.db", progress=False)
+    claim = claim_routes(result, grid)["format_misses"]
+    assert claim["greedy"] == len(rows[::2]) and claim["answered"] == len(rows)
+    assert claim["note"] and claim["note"].startswith(f"format misses: {len(rows[::2])} of {len(rows)} greedy answers")
+    strict, lenient = result.chance(grid.random), result.chance(grid.random, lenient=True)
+    assert (lenient >= strict - 1e-12).all() and lenient.sum() > strict.sum(), "every stated number counts toward chance too"
