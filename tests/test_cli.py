@@ -296,9 +296,10 @@ def test_every_printed_next_step_runs_without_probes_and_beside_another_audit(ti
     steps = run_next_steps(out, capsys)
     assert not any(" mine " in s and "--failure-set" not in s for s in steps), steps
     argv = ["audit", "--model", str(tiny_folder), "--limit", "4", "--probe", "sampling:k=2,t=1.0", "--probe", "routes:k=2", "--out", "run.db"]
-    assert main(argv) == 0
+    assert main([*argv, "--dtype", "float32"]) == 0
     steps = run_next_steps(capsys.readouterr().out, capsys)
     assert all("--audit" in s for s in steps if s.startswith(("rnr-lens mine", "rnr-lens export"))), steps
+    assert all("--dtype float32" in s for s in steps if s.startswith("rnr-lens mine")), "the fingerprint depends on the dtype"
     assert any(s.startswith("rnr-lens mine") for s in steps), "the tiny model fails most questions: there is a set to mine"
 
 
