@@ -170,7 +170,7 @@ class Route:
 
         Example:
             >>> str(Route.from_edits((KEEP, SKIP, REPEAT, KEEP)))
-            '4:0,2,2,3'
+            '4:0,2,2-3'
         """
         layers: list[int] = []
         for layer, edit in enumerate(edits):
