@@ -107,7 +107,7 @@ def resume_mismatch(store: RunStore, settings: dict[str, Any]) -> str | None:
         if key.endswith("fingerprint"):
             return f"{label} differ"
         if key == "config_hash" and "config_json" in record:  # name the fields, not two hashes
-            there, now = DeploymentConfig.from_json(closest.config_json).to_dict(), json.loads(record["config_json"])
+            there, now = DeploymentConfig.from_json(closest.config_json).to_dict(), json.loads(str(record["config_json"]))
             fields = [f"{f} {there.get(f)!r} there, {now.get(f)!r} now" for f in sorted(set(there) | set(now)) if there.get(f) != now.get(f)]
             return f"{label} ({', '.join(fields)})"
         return f"{label} {getattr(closest, key)!r} there, {record[key]!r} now"
