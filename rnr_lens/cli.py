@@ -175,11 +175,10 @@ def print_audit(result: AuditResult, header: str, store: str) -> None:
     if not result.probes:
         n = int(result.questions["has_default"].sum())
         print(f"realized (greedy, default deployment): {_est(records[0].get('realized'))} over {n} questions")
-        print("no probe was run, so nothing here measures reachability: add --probe (e.g. sampling:k=8) to an audit to measure it")
+        print("no probe was run: reachability is not measured (add --probe, e.g. sampling:k=8)")
         misses, _ = result.format_miss_share()
-        print(
-            f"format misses (wrong answers whose text states the gold elsewhere): {misses} of {n - int(result.questions['realized'].sum())} wrong greedy answers"
-        )
+        wrong = n - int(result.questions["realized"].sum())
+        print(f"format misses (wrong answers stating the gold elsewhere): {misses} of {wrong} wrong greedy answers")
         return
     print_table(
         [
