@@ -17,8 +17,9 @@ from pathlib import Path
 
 import rnr_lens as R
 from rnr_lens import failures, tasks
-from rnr_lens.audits import AuditResult, audit
+from rnr_lens.audits import audit
 from rnr_lens.miner import mine
+from rnr_lens.results import AuditResult
 from rnr_lens.store import RunStore
 
 

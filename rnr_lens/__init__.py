@@ -7,7 +7,7 @@ The public API is small; everything else lives in the module named after its con
 from typing import Any
 
 from rnr_lens import failures, selectors, shards, stats, tasks, verdicts
-from rnr_lens.audits import AuditResult, audit
+from rnr_lens.audits import audit
 from rnr_lens.comparison import Comparison, compare
 from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.errors import RnrLensError
@@ -21,6 +21,7 @@ from rnr_lens.models import load_model
 from rnr_lens.probes import AblationProbe, Probe, RandomRoutes, RouteSearch, Sampling, parse_probe
 from rnr_lens.prompts import ChatPrompt
 from rnr_lens.reports import Grid, Report, report
+from rnr_lens.results import AuditResult
 from rnr_lens.routes import Route
 from rnr_lens.stats import Estimate
 from rnr_lens.tiny import tiny_model

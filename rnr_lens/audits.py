@@ -10,35 +10,24 @@ give the same per-question results.
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
-from rnr_lens import selectors as sel
 from rnr_lens.deploy import DeploymentConfig, deployment_for
-from rnr_lens.display import estimate_text, html_table, probe_labels, short_text
+from rnr_lens.display import probe_labels, short_text
 from rnr_lens.errors import RnrLensError
 from rnr_lens.lens import LensModel
 from rnr_lens.probes import Default, Probe, ProbeContext, parse_probe
-from rnr_lens.records import DEFAULT_PROBE, AuditRecord, first_hit_column, reachable_column, try_from_row
+from rnr_lens.records import DEFAULT_PROBE, AuditRecord
+from rnr_lens.results import AuditResult
 from rnr_lens.shards import Shard
-from rnr_lens.stats import Estimate, above_chance, pass_at_k, permutation_chance, rate
-from rnr_lens.store import Artifact, RunStore
+from rnr_lens.store import Artifact, RunStore, open_store
 from rnr_lens.tasks.core import Question, Task
 
 ROWS_PER_UNIT = 64  # generation rows per commit unit of a probe (one full batch)
-
-
-FORMAT_MISS_WARN = 0.1
-"""Share of greedy answers that are format misses above which an audit warns that its
-extractor, not the model, may be deciding the realized rate."""
 
 
 def audit_id(model_fingerprint: str, task: Task, config: DeploymentConfig, probes: Sequence[Probe], seed: int) -> str:
@@ -47,12 +36,6 @@ def audit_id(model_fingerprint: str, task: Task, config: DeploymentConfig, probe
 
 
 MAX_SEED = 2**32 - 1
-
-
-def _open_store(store: RunStore | str | Path | None, mode: str = "create") -> RunStore:
-    if isinstance(store, RunStore):
-        return store
-    return RunStore(":memory:" if store is None else store, mode=mode)
 
 
 def check_seed(seed: object) -> None:
@@ -177,7 +160,7 @@ def audit(
     if note:
         warnings.warn(note, stacklevel=2)
     # everything above is checked before the store is touched: bad input leaves nothing behind
-    rs = _open_store(store)
+    rs = open_store(store)
     fingerprint = model.fingerprint()
     aid = audit_id(fingerprint, task, config, probe_objs, seed)
     record = AuditRecord(
@@ -245,312 +228,3 @@ def audit(
         if bar is not None:
             bar.close()
     return AuditResult.load(rs, aid)
-
-
-# ---------------------------------------------------------------------------------------------
-# Results
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class AuditResult:
-    """Everything an audit found, read back from the run store.
-
-    Attributes:
-        info: The audit's record (model, task, config hash, probes, seed...).
-        tries: One row per try (probe ``default`` holds the realized answers).
-        questions: One row per question: realized flag and default output, and per probe the
-            reachable flag and the first try that hit.
-    """
-
-    info: AuditRecord
-    tries: pd.DataFrame
-    questions: pd.DataFrame
-    seed: int = 0
-    _chance: dict[tuple[str, int, bool], np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    @classmethod
-    def load(cls, store: RunStore | str | Path, audit_id: str | None = None) -> AuditResult:
-        rs = _open_store(store, mode="read")
-        if audit_id is None:
-            audits = rs.audits()
-            if len(audits) != 1:
-                raise RnrLensError(f"{rs.path} holds {len(audits)} audits; name one with --audit ID (see 'rnr-lens show')")
-            audit_id = audits[0].id
-        info = rs.audit(audit_id)
-        tries = rs.tries(info.id)
-        qs = rs.questions(info.id)
-        return cls(info, tries, _question_table(qs, tries, info.probes), seed=info.seed)
-
-    @property
-    def id(self) -> str:
-        return self.info.id
-
-    @property
-    def probes(self) -> list[str]:
-        return list(self.info.probes)
-
-    @property
-    def config(self) -> DeploymentConfig:
-        return DeploymentConfig.from_json(self.info.config_json)
-
-    def probe_tries(self, probe: str) -> pd.DataFrame:
-        probe = self.probe_name(probe)
-        return self.tries[self.tries["probe"] == probe]
-
-    def probe_name(self, probe: str) -> str:
-        """The full name of ``probe`` in this audit (a unique prefix such as ``"routes"`` works)."""
-        if probe in self.probes or probe == DEFAULT_PROBE:
-            return probe
-        matches = [p for p in self.probes if p.startswith(probe)]
-        if len(matches) == 1:
-            return matches[0]
-        raise RnrLensError(f"audit {self.id[:12]} has no probe {probe!r}; it has {', '.join(self.probes) or 'none'}")
-
-    def realized_ids(self) -> list[str]:
-        return self.questions.loc[self.questions["realized"], "question_id"].tolist()
-
-    def reachable_not_realized(self, probe: str) -> list[str]:
-        probe = self.probe_name(probe)
-        q = self.questions
-        return q.loc[q[reachable_column(probe)] & ~q["realized"], "question_id"].tolist()
-
-    def selections(self, probe: str, k: int | None = None) -> pd.DataFrame:
-        """Each selector's pick per question for ``probe`` (question, selector, try, correct),
-        among the first ``k`` tries (default: all of them); ``try_index`` -1 where a selector
-        kept the default answer."""
-        probe = self.probe_name(probe)
-        names = sel.names_for(probe)
-        tries = self.probe_tries(probe)
-        if k is not None:
-            tries = tries[tries["try_index"] < k]
-        defaults = {r["question_id"]: try_from_row(r) for r in self.tries[self.tries["probe"] == DEFAULT_PROBE].to_dict("records")}
-        rows = []
-        for qid, group in tries.groupby("question_id", sort=False):
-            tries = [try_from_row(r) for r in group.to_dict("records")]
-            for s in names:
-                pick = sel.pick(s, tries, defaults.get(qid))
-                index = -1 if pick.probe == DEFAULT_PROBE else pick.try_index  # -1: the default answer kept
-                rows.append({"question_id": qid, "selector": s, "try_index": index, "extracted": pick.extracted, "correct": bool(pick.correct)})
-        return pd.DataFrame(rows, columns=["question_id", "selector", "try_index", "extracted", "correct"])
-
-    def pass_at_k(self, probe: str) -> pd.DataFrame:
-        """Unbiased pass@k for k = 1..budget with Wilson 95% intervals (conservative for a mean
-        of fractional values; over prompts where questions repeat one)."""
-        probe = self.probe_name(probe)
-        counts = self.probe_tries(probe).groupby("question_id")["correct"].agg(["size", "sum"])
-        budget = int(counts["size"].min()) if len(counts) else 0
-        prompts = self.questions.set_index("question_id")["prompt"].reindex(counts.index).tolist()
-        rows = []
-        for k in range(1, budget + 1):
-            values = [pass_at_k(int(n), int(c), k) for n, c in zip(counts["size"], counts["sum"])]
-            est = rate(values, prompts)
-            rows.append({"k": k, "pass_at_k": est.value, "low": est.low, "high": est.high})
-        return pd.DataFrame(rows)
-
-    def budget(self, probe: str) -> int:
-        """Tries per question the probe's spec asks for (an ablation over every block: the
-        most any question holds, since the spec does not name the model's depth)."""
-        probe = self.probe_name(probe)
-        if probe == DEFAULT_PROBE:
-            return 1
-        spec = parse_probe(probe).budget
-        if spec is not None:
-            return spec
-        counts = self.probe_tries(probe).groupby("question_id").size()
-        return int(counts.max()) if len(counts) else 0
-
-    def complete_mask(self, probe: str) -> pd.Series:
-        """Per question (aligned with :attr:`questions`): its realized answer and all of the
-        probe's tries are stored. Every question of a finished audit is complete; an
-        unfinished one (still running, or killed) is summarized over its complete questions."""
-        probe = self.probe_name(probe)
-        counts = self.probe_tries(probe).groupby("question_id").size()
-        have = self.questions["question_id"].map(counts).fillna(0).to_numpy()
-        budget = self.budget(probe)
-        return pd.Series((have >= max(budget, 1)) & self.questions["has_default"].to_numpy(), index=self.questions.index)
-
-    def progress(self) -> dict[str, tuple[int, int]]:
-        """``(stored, expected)`` tries per probe, the realized answers (``default``) first."""
-        n = len(self.questions)
-        out = {DEFAULT_PROBE: (int(self.questions["has_default"].sum()), n)}
-        for probe in self.probes:
-            out[probe] = (int(len(self.probe_tries(probe))), n * self.budget(probe))
-        return out
-
-    @property
-    def finished(self) -> bool:
-        return self.info.status == "complete"
-
-    def summary(self) -> pd.DataFrame:
-        """Per probe: realized accuracy, reachable ceiling, its chance level and each selector's
-        accuracy (Wilson 95% intervals, over prompts where questions repeat one), and
-        reachability above chance (paired per question, with the exact test against chance).
-
-        An unfinished audit is summarized over the questions whose tries are all stored
-        (``questions`` says how many); a probe with none yet has empty estimates.
-        """
-        rows = []
-        for probe in self.probes:
-            mask = self.complete_mask(probe).to_numpy()
-            q = self.questions[mask]
-            realized = q["realized"].to_numpy(float)
-            reach = q[reachable_column(probe)].to_numpy(float)
-            prompts = q["prompt"].tolist()
-
-            def est(values: np.ndarray, prompts: list[str] = prompts) -> Estimate:  # questions sharing a prompt count as one
-                return rate(values, prompts)
-
-            row: dict[str, Any] = {
-                "probe": probe,
-                "budget": self.budget(probe),
-                "questions": len(q),
-                "prompts": len(set(prompts)),
-                "realized": est(realized),
-                "reachable": est(reach),
-                "reachable_not_realized": int(((reach == 1) & (realized == 0)).sum()),
-                "format_misses": int(self.format_misses(probe)["question_id"].isin(set(q["question_id"])).sum()),
-            }
-            chance = self.chance(probe)[mask]
-            row["chance"] = est(chance)
-            row["above_chance"] = above_chance(reach, chance, prompts)
-            # every complete question has each selector's pick: one column per selector, in q's order
-            picks = self.selections(probe).pivot(index="question_id", columns="selector", values="correct").reindex(q["question_id"])
-            for s in sel.names_for(probe):
-                row[f"select:{s}"] = est(picks[s].to_numpy(float) if s in picks else np.array([]))
-            rows.append(row)
-        if not rows:
-            done = self.questions[self.questions["has_default"]]
-            rows.append(
-                {
-                    "probe": "(none)",
-                    "budget": 1,
-                    "questions": len(done),
-                    "prompts": done["prompt"].nunique(),
-                    "realized": rate(done["realized"].to_numpy(float), done["prompt"].tolist()),
-                }
-            )
-        return pd.DataFrame(rows)
-
-    def chance(self, probe: str, n_perm: int = 200, *, lenient: bool = False) -> np.ndarray:
-        """Per question (aligned with :attr:`questions`), its chance of counting as reached:
-        the probe's own tries scored against the other questions' gold answers, over
-        ``n_perm`` seeded derangements (:func:`rnr_lens.stats.permutation_chance`). Its mean is
-        the chance level beside the oracle reachability; reachable minus chance is what the
-        probe found beyond answering the task's common answers. ``lenient`` scores every
-        number a numeric try states, as a reach that counts format misses must be matched."""
-        from rnr_lens.answers import canonical_gold, numbers_in
-
-        probe = self.probe_name(probe)
-        key = (probe, n_perm, lenient)
-        if key in self._chance:  # the summary and the claims both read it: derange once
-            return self._chance[key].copy()
-        kind = self.info.answer_type
-        ids = self.questions["question_id"].tolist()
-        golds = [canonical_gold(str(g), kind) for g in self.questions["gold"]]
-        said: dict[str, set[str]] = {qid: set() for qid in ids}
-        for t in self.probe_tries(probe).itertuples():
-            if isinstance(t.extracted, str):
-                value = canonical_gold(t.extracted, kind)
-                if value is not None:
-                    said[t.question_id].add(value)
-            if lenient and kind == "number":
-                said[t.question_id].update(numbers_in(str(t.text)))
-        match = np.array([[g is not None and g in said[qid] for g in golds] for qid in ids], dtype=bool)
-        self._chance[key] = permutation_chance(match, n_perm=n_perm, seed=self.seed)
-        return self._chance[key].copy()
-
-    def format_misses(self, probe: str | None = None) -> pd.DataFrame:
-        """Wrong tries whose text states the gold answer elsewhere (the extractor read another
-        number): format misses rather than capability misses. ``probe`` None: the default
-        deployment's (realized) answers; else that probe's tries."""
-        from rnr_lens.answers import holds_gold
-
-        name = DEFAULT_PROBE if probe is None else self.probe_name(probe)
-        tries = self.tries[(self.tries["probe"] == name) & ~self.tries["correct"]]
-        gold = self.questions.set_index("question_id")["gold"]
-        kind = self.info.answer_type
-        hit = [holds_gold(str(t.text), str(gold.get(t.question_id, "")), kind) for t in tries.itertuples()]
-        out = tries[hit] if len(tries) else tries
-        return out.assign(gold=out["question_id"].map(gold))[["question_id", "probe", "try_index", "text", "extracted", "gold"]]
-
-    def format_miss_share(self) -> tuple[int, int]:
-        """``(format misses, answered)`` among the default deployment's greedy answers: wrong
-        answers whose text states the gold elsewhere, over the questions answered so far."""
-        answered = int(self.questions["has_default"].sum())
-        return len(self.format_misses()), answered
-
-    def format_warning(self) -> str | None:
-        """One line when format misses exceed :data:`FORMAT_MISS_WARN` of the greedy answers
-        (the realized rate is then understated by up to that share), else None; numeric tasks
-        only."""
-        misses, answered = self.format_miss_share()
-        if self.info.answer_type != "number" or not answered or misses / answered <= FORMAT_MISS_WARN:
-            return None  # a choice letter alone in prose ("A cat ...") is no stated answer
-        return (
-            f"{misses} of {answered} greedy answers ({misses / answered:.0%}) state the gold answer but were read as another: "
-            f"realized may be understated by up to {misses / answered:.2f} (extractor {self.config.extractor!r})"
-        )
-
-    def _repr_html_(self) -> str:
-        """A compact summary for notebooks: short probe labels, intervals on one line."""
-        i = self.info
-        records = self.summary_records()
-        labels = probe_labels([r["probe"] for r in records])
-        cells = ["probe", "k", "n", "realized", "reachable", "chance", "above chance", "reach-not-real", "format misses"]
-        rows = [
-            [
-                labels[r["probe"]],
-                r.get("budget"),
-                r.get("questions"),
-                estimate_text(r.get("realized")),
-                estimate_text(r.get("reachable")),
-                estimate_text(r.get("chance")),
-                estimate_text(r.get("above_chance")),
-                r.get("reachable_not_realized"),
-                r.get("format_misses"),
-            ]
-            for r in records
-        ]
-        blind = sorted({k[7:] for r in records for k in r if k.startswith("select:")})
-        for row, r in zip(rows, records):
-            row += [estimate_text(r.get(f"select:{b}")) for b in blind]
-        specs = "".join(f"<li><code>{html.escape(labels[r['probe']])}</code> = <code>{html.escape(r['probe'])}</code></li>" for r in records)
-        status = "" if self.finished else " — unfinished: " + ", ".join(f"{d}/{e}" for d, e in self.progress().values()) + " tries"
-        return (
-            f"<div class='rnr-audit'><b>audit {self.id}</b> [{html.escape(i.status)}]{status}<br>"
-            f"model <code>{html.escape(i.model)}</code>, task <code>{html.escape(i.task)}</code> ({i.n_questions} questions), "
-            f"config {i.config_hash}, seed {i.seed}"
-            + html_table(rows, cells + [f"blind: {b}" for b in blind])
-            + "<p>reachable: one of the probe's own k tries is correct (the default answer is never counted); chance: the same tries "
-            "scored against the other questions' gold answers.</p>" + f"<ul>{specs}</ul></div>"
-        )
-
-    def summary_records(self) -> list[dict[str, Any]]:
-        """The summary as plain JSON-ready dicts (estimates as value/low/high; an estimate
-        over no questions has ``null`` values)."""
-        out = []
-        for row in self.summary().to_dict("records"):
-            rec: dict[str, Any] = {}
-            for k, v in row.items():
-                if isinstance(v, Estimate):
-                    rec[k] = v.to_dict()
-                elif not (isinstance(v, float) and np.isnan(v)):
-                    rec[k] = v
-            out.append(rec)
-        return out
-
-
-def _question_table(questions: pd.DataFrame, tries: pd.DataFrame, probes: Sequence[str]) -> pd.DataFrame:
-    table = questions[["question_id", "prompt", "gold"]].copy()
-    default = tries[tries["probe"] == DEFAULT_PROBE].set_index("question_id")
-    table["has_default"] = table["question_id"].isin(default.index)
-    table["realized"] = table["question_id"].map(default["correct"]).fillna(False).astype(bool)
-    table["default_text"] = table["question_id"].map(default["text"])
-    table["default_extracted"] = table["question_id"].map(default["extracted"])
-    for probe in probes:
-        t = tries[tries["probe"] == probe]
-        hit = t[t["correct"]].groupby("question_id")["try_index"].min()
-        table[reachable_column(probe)] = table["question_id"].isin(hit.index)
-        table[first_hit_column(probe)] = table["question_id"].map(hit).astype("Int64")
-    return table

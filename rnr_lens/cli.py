@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, NoReturn
 from rnr_lens.errors import RnrLensError
 
 if TYPE_CHECKING:  # the CLI imports the library lazily, so that --help answers at once
-    from rnr_lens.audits import AuditResult
     from rnr_lens.deploy import DeploymentConfig
+    from rnr_lens.results import AuditResult
     from rnr_lens.stats import Estimate
     from rnr_lens.store import RunStore
     from rnr_lens.tasks.core import Task
@@ -157,8 +157,8 @@ def print_audit(result: AuditResult, header: str, store: str) -> None:
     a warning line above them where format misses may decide the realized rate."""
     from rnr_lens.display import probe_labels
 
-    records = result.summary_records()
-    labels = probe_labels([r["probe"] for r in records])
+    summaries = result.probe_summaries()
+    labels = probe_labels([s.probe for s in summaries])
     print(header)
     if not result.finished:
         done = result.progress()
@@ -174,7 +174,7 @@ def print_audit(result: AuditResult, header: str, store: str) -> None:
     print()
     if not result.probes:
         n = int(result.questions["has_default"].sum())
-        print(f"realized (greedy, default deployment): {_est(records[0].get('realized'))} over {n} questions")
+        print(f"realized (greedy, default deployment): {_est(summaries[0].realized)} over {n} questions")
         print("no probe was run: reachability is not measured (add --probe, e.g. sampling:k=8)")
         misses, _ = result.format_miss_share()
         wrong = n - int(result.questions["realized"].sum())
@@ -183,43 +183,38 @@ def print_audit(result: AuditResult, header: str, store: str) -> None:
     print_table(
         [
             {
-                "probe": labels[r["probe"]],
-                "k": r.get("budget"),
-                "n": r.get("questions"),
-                "realized": _est(r.get("realized")),
-                "reachable": _est(r.get("reachable")),
-                "chance": _est(r.get("chance")),
-                "above chance": _est(r.get("above_chance")),
+                "probe": labels[s.probe],
+                "k": s.budget,
+                "n": s.questions,
+                "realized": _est(s.realized),
+                "reachable": _est(s.reachable),
+                "chance": _est(s.chance),
+                "above chance": _est(s.above_chance),
             }
-            for r in records
+            for s in summaries
         ]
     )
     print("reachable: one of the probe's own k tries is correct (the default answer is never counted);")
     print("chance: the same tries scored against other questions' gold answers (a derangement of the golds)")
     print("95% Wilson intervals; above chance paired per question, resolved where the exact test agrees at 5%")
-    probed = [r for r in records if r.get("above_chance")]
-    if probed:
-        from rnr_lens.stats import Estimate
-
-        resolved = {labels[r["probe"]]: Estimate.from_dict(r["above_chance"]).resolved for r in probed}
+    resolved = {labels[s.probe]: s.above_chance.resolved for s in summaries if s.above_chance is not None}
+    if resolved:
         print(
             "above chance, resolved: "
             + (", ".join(k for k, v in resolved.items() if v == "above") or "none")
             + "; not resolved: "
             + (", ".join(k for k, v in resolved.items() if v != "above") or "none")
         )
-    if records and "reachable_not_realized" in records[0]:
-        print("reachable, not realized: " + ", ".join(f"{labels[r['probe']]} {r['reachable_not_realized']}" for r in records))
+    print("reachable, not realized: " + ", ".join(f"{labels[s.probe]} {s.reachable_not_realized}" for s in summaries))
     misses = result.format_misses()
     wrong = int((~result.questions["realized"] & result.questions["has_default"]).sum())
     print(f"format misses (wrong answers whose text states the gold elsewhere): {len(misses)} of {wrong} wrong greedy answers")
-    if records and "format_misses" in records[0]:
-        print("  among each probe's wrong tries: " + ", ".join(f"{labels[r['probe']]} {r['format_misses']}" for r in records))
-    blind = [{"probe": labels[r["probe"]], **{k[7:]: _est(v) for k, v in r.items() if k.startswith("select:")}} for r in records]
+    print("  among each probe's wrong tries: " + ", ".join(f"{labels[s.probe]} {s.format_misses}" for s in summaries))
+    blind = [{"probe": labels[s.probe], **{name: _est(e) for name, e in s.selectors.items()}} for s in summaries]
     if any(len(row) > 1 for row in blind):
         print("\naccuracy of each selector's pick (oracle: any try correct; the others never see the gold answer)")
         print_table(blind)
-    if any(labels[r["probe"]] != r["probe"] for r in records):
+    if any(labels[s.probe] != s.probe for s in summaries):
         print("\nprobes:")
         for probe, label in labels.items():
             print(f"  {label:<10} {probe}")
@@ -392,7 +387,7 @@ def next_steps(result: AuditResult, store: RunStore, args: argparse.Namespace) -
 
 @command("show")
 def cmd_show(args: argparse.Namespace) -> int:
-    from rnr_lens.audits import AuditResult
+    from rnr_lens.results import AuditResult
     from rnr_lens.store import Artifact
 
     store = _existing_store(args.store, f"; create one with 'rnr-lens audit --out {args.store}'")
@@ -451,7 +446,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rnr_lens.audits import AuditResult
+    from rnr_lens.results import AuditResult
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -510,9 +505,9 @@ def cmd_check_format(args: argparse.Namespace) -> int:
 @command("mine")
 def cmd_mine(args: argparse.Namespace) -> int:
     from rnr_lens import failures
-    from rnr_lens.audits import AuditResult
     from rnr_lens.miner import mine, null_repair
     from rnr_lens.models import load_model
+    from rnr_lens.results import AuditResult
 
     store = _existing_store(args.store, f"; run 'rnr-lens audit --out {args.store}' first", mode="write")
     result = AuditResult.load(store, args.audit)
@@ -602,8 +597,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 @command("compare")
 def cmd_compare(args: argparse.Namespace) -> int:
-    from rnr_lens.audits import AuditResult
     from rnr_lens.comparison import compare
+    from rnr_lens.results import AuditResult
 
     store = _existing_store(args.store)
     result = compare(AuditResult.load(store, args.a), AuditResult.load(store, args.b))

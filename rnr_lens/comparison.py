@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rnr_lens.audits import AuditResult
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import reachable_column
+from rnr_lens.results import AuditResult
 from rnr_lens.stats import Estimate, contrast, paired_difference
 from rnr_lens.verdicts import MARGIN, TrainingVerdict, training_verdict
 

@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rnr_lens.audits import AuditResult, audit, audit_id
+from rnr_lens.audits import audit, audit_id
 from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.errors import RnrLensError
 from rnr_lens.lens import LensModel
 from rnr_lens.probes import Probe, parse_probe
+from rnr_lens.results import AuditResult
 from rnr_lens.shards import Shard
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.tasks.core import Task

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rnr_lens.audits import AuditResult
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import Outcome
+from rnr_lens.results import AuditResult
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.tasks.core import Question, Task
 

@@ -42,12 +42,12 @@ import pandas as pd
 import yaml
 
 from rnr_lens import selectors, verdicts
-from rnr_lens.audits import FORMAT_MISS_WARN, AuditResult
 from rnr_lens.comparison import compare
 from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.display import estimate_text, html_table
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import reachable_column
+from rnr_lens.results import FORMAT_MISS_WARN, AuditResult
 from rnr_lens.routes import Route
 from rnr_lens.stats import paired_difference, rate
 from rnr_lens.store import RunStore
@@ -251,7 +251,7 @@ def _format_misses(result: AuditResult, probes: dict[str, int], verdict: verdict
     """A setting's format misses: greedy answers, and questions where one of each probe's
     tries, that state the gold but were read as another number; and claim 1's verdict read
     leniently (every stated number counts, for reach and its chance level alike). A note where
-    the greedy share passes :data:`~rnr_lens.audits.FORMAT_MISS_WARN` or the lenient verdict
+    the greedy share passes :data:`~rnr_lens.results.FORMAT_MISS_WARN` or the lenient verdict
     differs; numeric tasks only."""
     misses, answered = result.format_miss_share()
     share = misses / answered if answered else 0.0

@@ -363,6 +363,14 @@ class RunStore:
         return json.loads(row[0]) if row else None
 
 
+def open_store(store: RunStore | str | Path | None, mode: str = "create") -> RunStore:
+    """``store`` itself when it is a :class:`RunStore`, else the store at that path in ``mode``
+    (None: a new one in memory)."""
+    if isinstance(store, RunStore):
+        return store
+    return RunStore(":memory:" if store is None else store, mode=mode)
+
+
 def _insert_audit(c: sqlite3.Connection, record: AuditRecord, *, created: float, status: str) -> None:
     c.execute(
         "INSERT INTO audits (id, created, model, model_fingerprint, task, task_fingerprint, answer_type, config_hash,"

@@ -25,9 +25,9 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.routes import Route
 
 if TYPE_CHECKING:
-    from rnr_lens.audits import AuditResult
     from rnr_lens.comparison import Comparison
     from rnr_lens.miner import SweepResult
+    from rnr_lens.results import AuditResult
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 SIGNED = "RdBu"
@@ -337,32 +337,25 @@ def realized_vs_reachable(results: AuditResult | Sequence[AuditResult]) -> go.Fi
     fig = make_subplots(
         rows=1, cols=len(results), shared_yaxes=True, subplot_titles=None if one else [f"{r.info.model} / {r.info.task}" for r in results]
     )
-    series = ["realized", "reachable", "chance", "select:majority", "select:logprob", "select:entropy", "select:reward"]
-    names = {"realized": "realized (greedy)", "reachable": "reachable (oracle)", "chance": "chance (permuted golds)"}
-    colours = {
-        "realized": OKABE_ITO[0],
-        "reachable": OKABE_ITO[1],
-        "chance": "#bbbbbb",
-        "select:majority": OKABE_ITO[2],
-        "select:logprob": OKABE_ITO[3],
-        "select:entropy": OKABE_ITO[4],
-        "select:reward": OKABE_ITO[5],
+    measured = {
+        "realized": ("realized (greedy)", OKABE_ITO[0]),
+        "reachable": ("reachable (oracle)", OKABE_ITO[1]),
+        "chance": ("chance (permuted golds)", "#bbbbbb"),
     }
+    blind = {s: (f"blind: {s}", OKABE_ITO[2 + i]) for i, s in enumerate(("majority", "logprob", "entropy", "reward"))}
     for col, result in enumerate(results, start=1):
-        summary = result.summary()
-        short = probe_labels(list(summary["probe"]))
-        labels = [short.get(p, p) for p in summary["probe"]]
-        for key in series:
-            if key not in summary:
+        summaries = result.probe_summaries()
+        short = probe_labels([s.probe for s in summaries])
+        for key, (name, colour) in {**measured, **blind}.items():
+            points = [(short.get(s.probe, s.probe), s.selectors.get(key) if key in blind else getattr(s, key)) for s in summaries]
+            shown = [(label, e) for label, e in points if e is not None and not e.is_empty]
+            if not shown:
                 continue
-            est = summary[key]
-            keep = est.notna()
-            values = [e.value for e in est[keep]]
             fig.add_bar(
-                x=[label for label, k in zip(labels, keep) if k],
-                y=values,
-                name=names.get(key, key.replace("select:", "blind: ")),
-                marker_color=colours[key],
+                x=[label for label, _ in shown],
+                y=[e.value for _, e in shown],
+                name=name,
+                marker_color=colour,
                 legendgroup=key,
                 showlegend=col == 1,
                 row=1,
@@ -370,8 +363,8 @@ def realized_vs_reachable(results: AuditResult | Sequence[AuditResult]) -> go.Fi
                 error_y=dict(
                     type="data",
                     symmetric=False,
-                    array=[e.high - e.value for e in est[keep]],
-                    arrayminus=[e.value - e.low for e in est[keep]],
+                    array=[e.high - e.value for _, e in shown],
+                    arrayminus=[e.value - e.low for _, e in shown],
                     thickness=1.2,
                     width=3,
                 ),

@@ -28,8 +28,8 @@ from rnr_lens.miner import table_estimate
 from rnr_lens.records import DEFAULT_PROBE
 
 if TYPE_CHECKING:
-    from rnr_lens.audits import AuditResult
     from rnr_lens.miner import SweepResult
+    from rnr_lens.results import AuditResult
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:

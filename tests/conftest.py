@@ -27,6 +27,15 @@ def smol() -> R.LensModel:
     return R.load_model("smollm2-135m-instruct")
 
 
+AUDIT_PROBES = ["sampling:k=4,t=1.0", "routes:k=3,edit_rate=0.6", "search:k=3,reward=oracle,protect=0"]
+
+
+@pytest.fixture(scope="module")
+def tiny_audit(tiny) -> R.AuditResult:
+    """Eight add-small questions on the tiny model under one probe of each family."""
+    return R.audit(tiny, R.tasks.get("add-small", n=8), AUDIT_PROBES, progress=False, seed=1)
+
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 

@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("model", ["adapters", "engine", "interventions", "generation", "lens", "model_cache", "models", "tiny"]),
     ("questions", ["tasks", "deploy"]),
     ("store", ["store"]),
-    ("measurement", ["selectors", "probes", "audits", "formats", "attribution", "checkpoints", "training"]),
+    ("measurement", ["selectors", "probes", "results", "audits", "formats", "attribution", "checkpoints", "training"]),
     ("analysis", ["comparison", "failures", "executors", "miner"]),
     ("people", ["viz", "reports", "widgets", "cli"]),
 ]

@@ -5,9 +5,10 @@ import pytest
 
 import rnr_lens as R
 from rnr_lens import tasks
-from rnr_lens.audits import AuditResult, audit
+from rnr_lens.audits import audit
 from rnr_lens.cli import main
 from rnr_lens.executors import CRASH_ONCE_ENV, run_audit
+from rnr_lens.results import AuditResult
 from rnr_lens.store import RunStore
 from tests.test_shards import assert_same_tries
 

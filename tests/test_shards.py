@@ -10,8 +10,9 @@ import pytest
 import rnr_lens as R
 from rnr_lens import failures, tasks
 from rnr_lens import miner as M
-from rnr_lens.audits import AuditResult, audit
+from rnr_lens.audits import audit
 from rnr_lens.cli import main
+from rnr_lens.results import AuditResult
 from rnr_lens.shards import Shard, covered
 from rnr_lens.store import RunStore, merge
 
