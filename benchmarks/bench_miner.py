@@ -47,7 +47,7 @@ def main() -> None:
             timings[strategy] = time.perf_counter() - start
 
     ex, fast = sweeps["exhaustive"], sweeps["screen+confirm"]
-    name = lambda b: "none" if b is None else f"{b['component']}{b['layer']}:{b['kind']}"  # noqa: E731
+    name = lambda b: "none" if b is None else f"{b['component']}{b['layer']}:{b['method']}"  # noqa: E731
     speedup = timings["exhaustive"] / timings["screen+confirm"]
     same = name(ex.bottleneck) == name(fast.bottleneck)
     print(f"exhaustive     : {timings['exhaustive']:7.1f} s  bottleneck {name(ex.bottleneck)}  {ex.bottleneck}")

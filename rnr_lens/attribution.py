@@ -104,7 +104,7 @@ def attribution_patching(
     config: DeploymentConfig,
     components: Sequence[str] = ("mlp",),
     ablations: dict[tuple[int, str, str], Ablation] | None = None,
-    kinds: Sequence[str] = ("zero",),
+    methods: Sequence[str] = ("zero",),
 ) -> pd.DataFrame:
     """Gradient x activation estimate of each ablation's effect on the mean gold log-probability.
 
@@ -112,7 +112,7 @@ def attribution_patching(
     replacing activation ``a`` by ``r`` is ``sum((r - a) * dmetric/da)``.
 
     Returns:
-        DataFrame (layer, component, kind, atp_estimate).
+        DataFrame (layer, component, method, atp_estimate).
     """
     batch = gold_batch(model, questions, config)
     sites: dict[tuple[int, str], torch.Tensor] = {}
@@ -142,7 +142,7 @@ def attribution_patching(
     valid = batch.attention_mask.bool()[..., None]
     for i in range(model.n_layers):
         for comp in components:
-            for kind in kinds:
+            for method in methods:
                 if comp == "block":
                     act = (sites[(i, "block_out")] - sites[(i, "block_in")]).detach()
                     grad = grads[(i, "block_out")]
@@ -151,8 +151,8 @@ def attribution_patching(
                 if grad is None:
                     continue
                 replacement = torch.zeros_like(act)
-                if kind != "zero" and ablations is not None and (i, comp, kind) in ablations:
-                    replacement = model.replacement(ablations[(i, comp, kind)])(act)
+                if method != "zero" and ablations is not None and (i, comp, method) in ablations:
+                    replacement = model.replacement(ablations[(i, comp, method)])(act)
                 estimate = float((((replacement - act) * grad) * valid).sum())
-                rows.append({"layer": i, "component": comp, "kind": kind, "atp_estimate": estimate})
+                rows.append({"layer": i, "component": comp, "method": method, "atp_estimate": estimate})
     return pd.DataFrame(rows)

@@ -512,7 +512,9 @@ def cmd_mine(args: argparse.Namespace) -> int:
     store = _existing_store(args.store, f"; run 'rnr-lens audit --out {args.store}' first", mode="write")
     result = AuditResult.load(store, args.audit)
     ids = [i for i in (args.ids or "").split(",") if i]
-    fs = failures.freeze(result, store, kind="ids" if ids else args.failure_set, probe=args.probe, ids=ids or None, name=args.name, seed=args.seed)
+    fs = failures.freeze(
+        result, store, selection="ids" if ids else args.failure_set, probe=args.probe, ids=ids or None, name=args.name, seed=args.seed
+    )
     if args.shard:
         from rnr_lens.shards import Shard
 
@@ -524,7 +526,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
         model,
         fs,
         components=args.component or inspect.signature(mine).parameters["components"].default,
-        kinds=args.kind or inspect.signature(mine).parameters["kinds"].default,
+        methods=args.method or inspect.signature(mine).parameters["methods"].default,
         strategy=args.strategy,
         top_m=args.top_m,
         break_bound=args.break_bound,
@@ -551,7 +553,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
         print(json.dumps({**sweep.to_json(), "null": null.to_dict() if null else None, "verdict": verdict.to_dict()}, indent=2, default=str))
         return 0
     print(fs.describe())
-    cols = ["layer", "component", "kind", "screen_logprob", "screen_atp", "repair", "repair_discovery", "repair_heldout", "break"]
+    cols = ["layer", "component", "method", "screen_logprob", "screen_atp", "repair", "repair_discovery", "repair_heldout", "break"]
     print_table(sweep.table[[c for c in cols if c in sweep.table]].astype(object).where(sweep.table.notna(), None).to_dict("records"))
     b = sweep.bottleneck
     if b is None:
@@ -804,8 +806,8 @@ def _add_executor_args(p: argparse.ArgumentParser, audits: str = "every shard") 
 def build_parser() -> argparse.ArgumentParser:
     # every default and choice comes from the library, so the CLI cannot drift from it
     from rnr_lens.dapo import TRAINABLE, TrainConfig
-    from rnr_lens.failures import KINDS as FAILURE_KINDS
-    from rnr_lens.interventions import COMPONENTS, KINDS
+    from rnr_lens.failures import SELECTIONS
+    from rnr_lens.interventions import COMPONENTS, METHODS
     from rnr_lens.miner import NULL_BLOCKS, STRATEGIES, mine
     from rnr_lens.model_cache import DEFAULT_MODEL
 
@@ -844,14 +846,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mine", help="sweep single-block ablations over a frozen failure set; name the bottleneck")
     p.add_argument("store")
     p.add_argument("--audit", help="audit id (may be left out when the store holds one)")
-    p.add_argument("--failure-set", default=FAILURE_KINDS[0], choices=[k for k in FAILURE_KINDS if k != "ids"])
+    p.add_argument("--failure-set", default=SELECTIONS[0], choices=[k for k in SELECTIONS if k != "ids"], help="how the failures are chosen")
     p.add_argument("--probe", help="probe for reachable-not-realized (may be left out when the audit has one)")
     p.add_argument("--ids", help="explicit comma-separated question ids instead")
     p.add_argument("--name", default="main", help="name of the frozen failure set")
     p.add_argument("--seed", type=seed_int, default=0, help="seeds the discovery/held-out split")
     p.add_argument("--model", help="the audited model (default: the audit's model name)")
     p.add_argument("--component", action="append", choices=COMPONENTS, help=f"default: {' '.join(mining['components'])}")
-    p.add_argument("--kind", action="append", choices=KINDS, help=f"default: {' '.join(mining['kinds'])}")
+    p.add_argument("--method", action="append", choices=METHODS, help=f"ablation method (default: {' '.join(mining['methods'])})")
+    p.add_argument("--kind", dest="method", action="append", choices=METHODS, help=argparse.SUPPRESS)  # the old name, still read
     p.add_argument("--strategy", default=mining["strategy"], choices=STRATEGIES)
     p.add_argument("--top-m", type=positive_int, default=mining["top_m"])
     p.add_argument("--break-bound", type=float, default=mining["break_bound"])

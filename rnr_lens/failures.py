@@ -20,7 +20,8 @@ from rnr_lens.results import AuditResult
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.tasks.core import Question, Task
 
-KINDS = ("reachable-not-realized", "not-realized", "ids")
+SELECTIONS = ("reachable-not-realized", "not-realized", "ids")
+"""How a failure set chooses its questions (its definition's ``selection``)."""
 MIN_FAILURES = 2
 """The smallest failure set: one discovery and one held-out question."""
 
@@ -54,7 +55,7 @@ class FailureSet:
 
     def describe(self) -> str:
         d = self.definition
-        what = d["kind"] + (f" under {d['probe']}" if d.get("probe") else "")
+        what = d["selection"] + (f" under {d['probe']}" if d.get("probe") else "")
         control = (
             f"{len(self.control)} control (realized) questions"
             if self.control is not None
@@ -73,7 +74,7 @@ def freeze(
     result: AuditResult,
     store: RunStore,
     *,
-    kind: str = "reachable-not-realized",
+    selection: str = "reachable-not-realized",
     probe: str | None = None,
     ids: Sequence[str] | None = None,
     name: str = "main",
@@ -85,42 +86,48 @@ def freeze(
     Args:
         result: The audit.
         store: The run store the audit lives in (the set is stored beside it).
-        kind: ``reachable-not-realized`` (under ``probe``, oracle selector), ``not-realized``,
-            or ``ids`` (the explicit list ``ids``).
+        selection: ``reachable-not-realized`` (under ``probe``, oracle selector),
+            ``not-realized``, or ``ids`` (the explicit list ``ids``).
         probe: The probe for ``reachable-not-realized`` (may be left out when the audit has one).
-        ids: Question ids for kind ``ids``.
+        ids: Question ids for selection ``ids``.
         name: The set's name within the audit.
         seed: Seeds the discovery/held-out split and the control sample.
         control_size: Realized questions kept as the control set (default: all of them).
     """
-    if kind not in KINDS:
-        raise RnrLensError(f"unknown failure-set kind {kind!r}; choose one of {', '.join(KINDS)}")
-    if kind == "reachable-not-realized":
+    if selection not in SELECTIONS:
+        raise RnrLensError(f"unknown failure-set selection {selection!r}; choose one of {', '.join(SELECTIONS)}")
+    if selection == "reachable-not-realized":
         if probe is None:
             if len(result.probes) != 1:
                 raise RnrLensError(f"audit {result.id[:12]} has {len(result.probes)} probes; name one with --probe for reachable-not-realized")
             probe = result.probes[0]
         probe = result.probe_name(probe)
         chosen = result.reachable_not_realized(probe)
-    elif kind == "not-realized":
+    elif selection == "not-realized":
         chosen = result.questions.loc[~result.questions["realized"], "question_id"].tolist()
     else:
         if not ids:
-            raise RnrLensError("a failure set of kind 'ids' needs the question ids")
+            raise RnrLensError("a failure set of selection 'ids' needs the question ids")
         known = set(result.questions["question_id"])
         missing = [i for i in ids if i not in known]
         if missing:
             raise RnrLensError(f"question {missing[0]!r} is not in audit {result.id[:12]}")
         chosen = list(ids or ())
-    definition = {"kind": kind, "probe": probe, "ids": list(ids or ()) if kind == "ids" else None, "seed": seed, "control_size": control_size}
-    frozen = store.get_artifact(result.id, Artifact.FAILURE_SET, name)
+    definition = {
+        "selection": selection,
+        "probe": probe,
+        "ids": list(ids or ()) if selection == "ids" else None,
+        "seed": seed,
+        "control_size": control_size,
+    }
+    frozen = _read(store.get_artifact(result.id, Artifact.FAILURE_SET, name))
     if frozen is not None:
         if frozen["definition"] != definition:
             raise RnrLensError(f"failure set {name!r} of audit {result.id[:12]} is frozen with another definition; choose a new --name")
         return _build(result, name, frozen)
     if len(chosen) < MIN_FAILURES:
         raise RnrLensError(
-            f"only {len(chosen)} question(s) are {kind} in audit {result.id[:12]}; a failure set needs at least {MIN_FAILURES} (audit more questions or a larger budget)"
+            f"only {len(chosen)} question(s) are {selection} in audit {result.id[:12]}; a failure set needs at least {MIN_FAILURES} (audit more questions or a larger budget)"
         )
     rng = random.Random(f"failure-set:{seed}")
     shuffled = chosen[:]
@@ -139,21 +146,30 @@ def freeze(
 
 
 def load(result: AuditResult, store: RunStore, name: str = "main") -> FailureSet:
-    body = store.get_artifact(result.id, Artifact.FAILURE_SET, name)
+    body = _read(store.get_artifact(result.id, Artifact.FAILURE_SET, name))
     if body is None:
         raise RnrLensError(f"audit {result.id[:12]} has no failure set {name!r}; freeze one first")
     return _build(result, name, body)
 
 
+def _read(body: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A stored failure set as this version writes it: sets frozen before the definition's
+    ``kind`` was named ``selection`` read the same."""
+    if body is None or "kind" not in body["definition"]:
+        return body
+    definition = {("selection" if k == "kind" else k): v for k, v in body["definition"].items()}
+    return {**body, "definition": definition}
+
+
 def _build(result: AuditResult, name: str, body: dict[str, Any]) -> FailureSet:
-    kind = result.info.answer_type
+    answer_type = result.info.answer_type
     return FailureSet(
         name,
         result.id,
         body["definition"],
-        _questions(result, body["discovery"], kind, f"{name}:discovery"),
-        _questions(result, body["heldout"], kind, f"{name}:heldout"),
-        _questions(result, body["control"], kind, f"{name}:control") if body["control"] else None,
+        _questions(result, body["discovery"], answer_type, f"{name}:discovery"),
+        _questions(result, body["heldout"], answer_type, f"{name}:heldout"),
+        _questions(result, body["control"], answer_type, f"{name}:control") if body["control"] else None,
         result.config,
         {r.question_id: Outcome(r.question_id, r.default_text, r.default_extracted, bool(r.realized)) for r in result.questions.itertuples()},
     )

@@ -5,7 +5,7 @@ An :class:`Ablation` silences one component of one block:
 - ``component``: ``"mlp"`` (hook ``blocks.{i}.hook_mlp_out``), ``"attn"``
   (``blocks.{i}.hook_attn_out``) or ``"block"`` (the block's whole update,
   ``hook_resid_post - hook_resid_pre``);
-- ``kind``: ``"zero"``; ``"mean"`` (the component's mean output over a reference set of
+- ``method``: ``"zero"``; ``"mean"`` (the component's mean output over a reference set of
   prompts, every position of every prompt, computed once per model and cached); or
   ``"resample"`` (the component's output on a donor prompt, aligned to the end of the prompt;
   positions before the donor's start take its first position, and generated tokens take its
@@ -31,7 +31,7 @@ from torch import Tensor
 from rnr_lens.errors import RnrLensError
 
 COMPONENTS = ("mlp", "attn", "block")
-KINDS = ("zero", "mean", "resample")
+METHODS = ("zero", "mean", "resample")
 
 #: ``references(hook_name, prompts)`` -> one ``(pos, d_model)`` activation per prompt.
 References = Callable[[str, Sequence[str]], "list[Float[Tensor, 'pos d_model']]"]
@@ -44,7 +44,7 @@ class Ablation:
     Args:
         layer: Block index (as in the identity route).
         component: ``"mlp"``, ``"attn"`` or ``"block"``.
-        kind: ``"zero"``, ``"mean"`` or ``"resample"``.
+        method: ``"zero"``, ``"mean"`` or ``"resample"``.
         reference: Prompts (rendered text) for ``mean``; the donor prompt (first entry) for
             ``resample``.
 
@@ -55,29 +55,29 @@ class Ablation:
 
     layer: int
     component: str = "mlp"
-    kind: str = "zero"
+    method: str = "zero"
     reference: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.component not in COMPONENTS:
             raise RnrLensError(f"unknown ablation component {self.component!r}; use one of {', '.join(COMPONENTS)}")
-        if self.kind not in KINDS:
-            raise RnrLensError(f"unknown ablation kind {self.kind!r}; use one of {', '.join(KINDS)}")
-        if self.kind != "zero" and not self.reference:
-            raise RnrLensError(f"a {self.kind} ablation needs reference prompts (reference=(...)) to take its activations from")
+        if self.method not in METHODS:
+            raise RnrLensError(f"unknown ablation method {self.method!r}; use one of {', '.join(METHODS)}")
+        if self.method != "zero" and not self.reference:
+            raise RnrLensError(f"a {self.method} ablation needs reference prompts (reference=(...)) to take its activations from")
         object.__setattr__(self, "reference", tuple(self.reference))
 
     def __str__(self) -> str:
-        return f"{self.component}{self.layer}:{self.kind}"
+        return f"{self.component}{self.layer}:{self.method}"
 
     @classmethod
     def parse(cls, text: str) -> Ablation:
         """Parse ``'mlp12'`` or ``'mlp12:zero'`` (mean and resample need reference prompts, so
         they are built in Python)."""
-        name, _, kind = text.partition(":")
+        name, _, method = text.partition(":")
         for comp in COMPONENTS:
             if name.startswith(comp) and name[len(comp) :].isdigit():
-                return cls(int(name[len(comp) :]), comp, kind or "zero")
+                return cls(int(name[len(comp) :]), comp, method or "zero")
         raise RnrLensError(f"cannot parse ablation {text!r}; write it like 'mlp12' or 'attn3:zero'")
 
     def hook_names(self) -> tuple[str, ...]:
@@ -97,15 +97,15 @@ class Ablation:
             references: ``references(hook_name, prompts)`` -> the activations at that hook for
                 each prompt (``LensModel.reference_activations``); unused by ``zero``.
         """
-        if self.kind == "zero":
+        if self.method == "zero":
             return torch.zeros_like
-        prompts = self.reference if self.kind == "mean" else self.reference[:1]
+        prompts = self.reference if self.method == "mean" else self.reference[:1]
         if self.component == "block":
             pre_name, post_name = self.hook_names()
             acts = [b - a for a, b in zip(references(pre_name, prompts), references(post_name, prompts))]
         else:
             acts = references(self.hook_names()[0], prompts)
-        if self.kind == "mean":
+        if self.method == "mean":
             mean = torch.cat(acts).mean(0)
             return lambda x: mean.to(x.dtype).expand_as(x).clone()
         donor = acts[0]

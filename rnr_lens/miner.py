@@ -1,11 +1,11 @@
 """The failure-set miner: which single block, silenced, repairs the most of a failure set?
 
-For every block and each requested component and ablation kind, the **repair rate** (share of
+For every block and each requested component and ablation method, the **repair rate** (share of
 the failure set the default deployment now answers correctly) and the **break rate** (share
 of the control set it now gets wrong), each with a 95% Wilson interval, and the questions
 repaired and broken with their answers before and after.
 
-The exhaustive sweep costs blocks x components x kinds greedy generations over the whole set.
+The exhaustive sweep costs blocks x components x methods greedy generations over the whole set.
 ``strategy="screen+confirm"`` gets the same answer far cheaper:
 
 1. **screen** every candidate without generating: the change in the gold answer's
@@ -39,7 +39,7 @@ from rnr_lens.attribution import attribution_patching, gold_batch
 from rnr_lens.display import html_table
 from rnr_lens.errors import RnrLensError
 from rnr_lens.failures import FailureSet
-from rnr_lens.interventions import COMPONENTS, KINDS, Ablation
+from rnr_lens.interventions import COMPONENTS, METHODS, Ablation
 from rnr_lens.lens import LensModel
 from rnr_lens.records import Outcome
 from rnr_lens.routes import Route
@@ -57,7 +57,7 @@ class Bottleneck:
     """The chosen block and its rates; prints them to three digits.
 
     Attributes:
-        layer, component, kind: The ablation (``mlp``, ``zero`` for the paper's silencing).
+        layer, component, method: The ablation (``mlp``, ``zero`` for the paper's silencing).
         repair_discovery: Repair rate on the discovery half (where it was chosen).
         repair_heldout: Repair rate on the held-out half (its confirmation).
         repair: Repair rate on the whole failure set.
@@ -71,7 +71,7 @@ class Bottleneck:
 
     layer: int
     component: str
-    kind: str
+    method: str
     repair_discovery: float
     repair_heldout: float
     repair: float
@@ -103,14 +103,14 @@ class Bottleneck:
     @property
     def ablation(self) -> str:
         """The ablation's string form, e.g. ``mlp4:zero``."""
-        return f"{self.component}{self.layer}:{self.kind}"
+        return f"{self.component}{self.layer}:{self.method}"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with the table's column names (``break`` for the break rate)."""
         return {
             "layer": self.layer,
             "component": self.component,
-            "kind": self.kind,
+            "method": self.method,
             "repair_discovery": self.repair_discovery,
             "repair_heldout": self.repair_heldout,
             "repair": self.repair,
@@ -138,10 +138,10 @@ class SweepResult:
     """What a sweep found.
 
     Attributes:
-        table: One row per (layer, component, kind): screen scores, and for evaluated rows the
+        table: One row per (layer, component, method): screen scores, and for evaluated rows the
             repair and break rates with intervals, on all failures and per half.
         details: One row per evaluated candidate and question: set, before/after answers.
-        bottleneck: The chosen candidate (layer, component, kind, repair on each half,
+        bottleneck: The chosen candidate (layer, component, method, repair on each half,
             break rate), or None when no candidate repairs anything within the break bound.
         agreement: For each screen, Spearman rank correlation with the evaluated repair rates
             and whether its top candidate is the evaluated top, when all were evaluated.
@@ -192,10 +192,11 @@ class SweepResult:
         if len(found) > 1:
             raise RnrLensError(f"{len(found)} audits in {rs.path} have a sweep of {name!r}; pass audit= one of {', '.join(i[:12] for i in found)}")
         body = next(iter(found.values()))
-        table = pd.DataFrame(body["table"])
-        for column in table.columns.difference(["component", "kind"]):
+        old = {"kind": "method"}  # sweeps kept before the ablation's kind was named method
+        table = pd.DataFrame(body["table"]).rename(columns=old)
+        for column in table.columns.difference(["component", "method"]):
             table[column] = pd.to_numeric(table[column])
-        details = pd.DataFrame(body["details"])
+        details = pd.DataFrame(body["details"]).rename(columns=old)
         bound = float(body["break_bound"])
         return cls(table, details, _bottleneck(table, bound), body["agreement"], body["strategy"], name, body["timings"], bound)
 
@@ -208,7 +209,7 @@ class SweepResult:
 
         rows = [
             [
-                f"{r['component']}{int(r['layer'])}:{r['kind']}",
+                f"{r['component']}{int(r['layer'])}:{r['method']}",
                 f"{r['screen_logprob']:.3f}",
                 rate(r, "repair_discovery"),
                 rate(r, "repair_heldout"),
@@ -278,7 +279,7 @@ class SweepResult:
         out: list[dict[str, Any]] = []
         if self.details.empty:
             return out
-        for (layer, comp, kind), d in self.details.groupby(["layer", "component", "kind"], sort=True):
+        for (layer, comp, method), d in self.details.groupby(["layer", "component", "method"], sort=True):
 
             def rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
                 return [
@@ -295,7 +296,7 @@ class SweepResult:
 
             repaired = d[(d.set != "control") & d.after_correct & ~d.before_correct]
             broken = d[(d.set == "control") & ~d.after_correct & d.before_correct]
-            out.append({"layer": int(layer), "component": comp, "kind": kind, "repaired": rows(repaired), "broken": rows(broken)})
+            out.append({"layer": int(layer), "component": comp, "method": method, "repaired": rows(repaired), "broken": rows(broken)})
         return out
 
 
@@ -358,7 +359,7 @@ def mine(
     control_set: Sequence[Question] | None = None,
     *,
     components: Sequence[str] = ("mlp",),
-    kinds: Sequence[str] = ("zero",),
+    methods: Sequence[str] = ("zero",),
     strategy: str = "screen+confirm",
     top_m: int = 3,
     break_bound: float = BREAK_BOUND,
@@ -374,7 +375,7 @@ def mine(
         failure_set: A frozen :class:`~rnr_lens.failures.FailureSet`.
         control_set: Realized questions for the break rate (default: the set's own control).
         components: Any of ``mlp``, ``attn``, ``block``.
-        kinds: Any of ``zero``, ``mean``, ``resample`` (statistics from the control prompts).
+        methods: Any of ``zero``, ``mean``, ``resample`` (statistics from the control prompts).
         strategy: ``screen+confirm`` or ``exhaustive``.
         top_m: Candidates the screen sends to full generation.
         break_bound: Largest break rate a bottleneck may have.
@@ -396,22 +397,25 @@ def mine(
     for c in components:
         if c not in COMPONENTS:
             raise RnrLensError(f"unknown component {c!r}; choose from {', '.join(COMPONENTS)}")
-    for k in kinds:
-        if k not in KINDS:
-            raise RnrLensError(f"unknown ablation kind {k!r}; choose from {', '.join(KINDS)}")
+    for k in methods:
+        if k not in METHODS:
+            raise RnrLensError(f"unknown ablation method {k!r}; choose from {', '.join(METHODS)}")
     if top_m < 1:
         raise RnrLensError(f"top_m must be at least 1, got {top_m}")
     if control_set is not None:
         from rnr_lens.tasks.core import Task
 
         failure_set = replace(failure_set, control=Task(f"{failure_set.name}:control", tuple(control_set), failure_set.discovery.answer_type))
-    reference = _reference(failure_set, model) if any(k != "zero" for k in kinds) else ()
+    reference = _reference(failure_set, model) if any(k != "zero" for k in methods) else ()
     candidates = [
-        Ablation(layer, comp, kind, reference if kind != "zero" else ()) for comp in components for kind in kinds for layer in range(model.n_layers)
+        Ablation(layer, comp, method, reference if method != "zero" else ())
+        for comp in components
+        for method in methods
+        for layer in range(model.n_layers)
     ]
 
     started = time.perf_counter()
-    scores, atp = screen(model, failure_set, candidates, components, kinds, progress)
+    scores, atp = screen(model, failure_set, candidates, components, methods, progress)
     screen_seconds = time.perf_counter() - started
     chosen = candidates if strategy == "exhaustive" else sorted(candidates, key=lambda a: -scores[str(a)])[:top_m]
     part = Shard.parse(shard) if shard is not None else None
@@ -426,22 +430,22 @@ def mine(
 
 
 def screen(
-    model: LensModel, failure_set: FailureSet, candidates: list[Ablation], components: Sequence[str], kinds: Sequence[str], progress: bool = False
+    model: LensModel, failure_set: FailureSet, candidates: list[Ablation], components: Sequence[str], methods: Sequence[str], progress: bool = False
 ) -> tuple[dict[str, float], dict[tuple[int, str, str], float]]:
     """Stage 1 of mining: score every candidate without generating, on the discovery half:
     the change of the gold answer's teacher-forced log-probability (:func:`screen_logprob`) and
-    attribution patching's linear estimate of it, keyed by ``(layer, component, kind)``."""
+    attribution patching's linear estimate of it, keyed by ``(layer, component, method)``."""
     bar = _bar(progress, len(candidates) + 1, f"mine: screen {len(candidates)} blocks on {len(failure_set.discovery)} failures", "block")
     try:
         scores = screen_logprob(model, list(failure_set.discovery), failure_set, candidates, bar)
-        by_key = {(a.layer, a.component, a.kind): a for a in candidates}
-        atp = attribution_patching(model, list(failure_set.discovery), failure_set.config, components, by_key, kinds)
+        by_key = {(a.layer, a.component, a.method): a for a in candidates}
+        atp = attribution_patching(model, list(failure_set.discovery), failure_set.config, components, by_key, methods)
         if bar is not None:
             bar.update(1)
     finally:
         if bar is not None:
             bar.close()
-    return scores, {(r.layer, r.component, r.kind): r.atp_estimate for r in atp.itertuples()}
+    return scores, {(r.layer, r.component, r.method): r.atp_estimate for r in atp.itertuples()}
 
 
 def confirm(
@@ -497,9 +501,9 @@ def _tabulate(
         row: dict[str, Any] = {
             "layer": a.layer,
             "component": a.component,
-            "kind": a.kind,
+            "method": a.method,
             "screen_logprob": scores[str(a)],
-            "screen_atp": atp.get((a.layer, a.component, a.kind)),
+            "screen_atp": atp.get((a.layer, a.component, a.method)),
         }
         if str(a) in results:
             after = results[str(a)]
@@ -510,7 +514,7 @@ def _tabulate(
                     {
                         "layer": a.layer,
                         "component": a.component,
-                        "kind": a.kind,
+                        "method": a.method,
                         "question_id": o.question_id,
                         "prompt": prompts.get(o.question_id, ""),
                         "set": o.set,
@@ -536,7 +540,7 @@ def _screen_agreement(table: pd.DataFrame, bottleneck: Bottleneck | None) -> dic
             "spearman": float(sub[col].rank().corr(sub["repair_discovery"].rank()))
             if sub[col].nunique() > 1 and sub["repair_discovery"].nunique() > 1
             else None,
-            "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck.layer, bottleneck.component, bottleneck.kind)),
+            "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck.layer, bottleneck.component, bottleneck.method)),
         }
     return agreement
 
@@ -776,14 +780,14 @@ def _bottleneck(table: pd.DataFrame, bound: float) -> Bottleneck | None:
     order = ranked(table)
     above = order.iloc[: list(order.index).index(best.name)]
     passed = tuple(
-        f"{r.component}{int(r.layer)}:{r.kind} (discovery {r.repair_discovery:.2f}, break {r['break']:.2f})"
+        f"{r.component}{int(r.layer)}:{r.method} (discovery {r.repair_discovery:.2f}, break {r['break']:.2f})"
         for _, r in above.iterrows()
         if r.repair_discovery > best.repair_discovery and pd.notna(r["break"]) and r["break"] > bound
     )
     return Bottleneck(
         layer=int(best.layer),
         component=str(best.component),
-        kind=str(best.kind),
+        method=str(best.method),
         repair_discovery=float(best.repair_discovery),
         repair_heldout=float(best.repair_heldout),
         repair=float(best.repair),
@@ -799,4 +803,4 @@ def _bottleneck(table: pd.DataFrame, bound: float) -> Bottleneck | None:
 
 def _top(table: pd.DataFrame, column: str) -> tuple[int, str, str]:
     best = table.sort_values([column, "layer"], ascending=[False, True]).iloc[0]
-    return int(best.layer), best.component, best.kind
+    return int(best.layer), best.component, best.method

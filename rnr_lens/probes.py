@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.generation import Generation
-from rnr_lens.interventions import COMPONENTS, KINDS, Ablation
+from rnr_lens.interventions import COMPONENTS, METHODS, Ablation
 from rnr_lens.lens import MAX_AUTO_BATCH, LensModel
 from rnr_lens.records import DEFAULT_PROBE, Try
 from rnr_lens.routes import KEEP, REPEAT, SKIP, Route, distinct_edit_routes, draw_edits, draw_route
@@ -465,8 +465,8 @@ class AblationProbe(Probe):
     def __post_init__(self) -> None:
         if self.component not in COMPONENTS:
             raise RnrLensError(f"ablation probe: component {self.component!r} is not one of {', '.join(COMPONENTS)}")
-        if self.ablation not in KINDS:
-            raise RnrLensError(f"ablation probe: kind {self.ablation!r} is not one of {', '.join(KINDS)}")
+        if self.ablation not in METHODS:
+            raise RnrLensError(f"ablation probe: kind {self.ablation!r} is not one of {', '.join(METHODS)}")
         if self.layers is not None and (not self.layers or len(set(self.layers)) != len(self.layers)):
             raise RnrLensError(f"ablation probe: layers {self.layers} must name each block once, e.g. layers=3+4+12")
 
@@ -480,7 +480,7 @@ class AblationProbe(Probe):
         return len(self.layers) if self.layers is not None else None  # every block of the model
 
     def params(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"component": self.component, "kind": self.ablation}
+        out: dict[str, Any] = {"component": self.component, "kind": self.ablation}  # spec key "kind": part of stored audit ids
         if self.layers is not None:
             out["layers"] = "+".join(map(str, self.layers))
         return out

@@ -302,16 +302,16 @@ class AuditResult:
         key = (probe, n_perm, lenient)
         if key in self._chance:  # the summary and the claims both read it: derange once
             return self._chance[key].copy()
-        kind = self.info.answer_type
+        answer_type = self.info.answer_type
         ids = self.questions["question_id"].tolist()
-        golds = [canonical_gold(str(g), kind) for g in self.questions["gold"]]
+        golds = [canonical_gold(str(g), answer_type) for g in self.questions["gold"]]
         said: dict[str, set[str]] = {qid: set() for qid in ids}
         for t in self.probe_tries(probe).itertuples():
             if isinstance(t.extracted, str):
-                value = canonical_gold(t.extracted, kind)
+                value = canonical_gold(t.extracted, answer_type)
                 if value is not None:
                     said[t.question_id].add(value)
-            if lenient and kind == "number":
+            if lenient and answer_type == "number":
                 said[t.question_id].update(numbers_in(str(t.text)))
         match = np.array([[g is not None and g in said[qid] for g in golds] for qid in ids], dtype=bool)
         self._chance[key] = permutation_chance(match, n_perm=n_perm, seed=self.seed)
@@ -326,8 +326,8 @@ class AuditResult:
         name = DEFAULT_PROBE if probe is None else self.probe_name(probe)
         tries = self.tries[(self.tries["probe"] == name) & ~self.tries["correct"]]
         gold = self.questions.set_index("question_id")["gold"]
-        kind = self.info.answer_type
-        hit = [holds_gold(str(t.text), str(gold.get(t.question_id, "")), kind) for t in tries.itertuples()]
+        answer_type = self.info.answer_type
+        hit = [holds_gold(str(t.text), str(gold.get(t.question_id, "")), answer_type) for t in tries.itertuples()]
         out = tries[hit] if len(tries) else tries
         return out.assign(gold=out["question_id"].map(gold))[["question_id", "probe", "try_index", "text", "extracted", "gold"]]
 

@@ -88,7 +88,7 @@ def _errors(df: pd.DataFrame, col: str) -> dict:
 
 
 COMPONENT_NAMES = {"mlp": "MLP", "attn": "attention", "block": "whole block"}
-KIND_NAMES = {"zero": "zeroed", "mean": "mean-ablated", "resample": "resampled"}
+METHOD_NAMES = {"zero": "zeroed", "mean": "mean-ablated", "resample": "resampled"}
 SCREEN_NAMES = {"screen_logprob": "screen: Δ log p(gold)", "screen_atp": "screen: attribution patching"}
 
 
@@ -100,7 +100,7 @@ def _layer_ticks(n_layers: int) -> dict:
 def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "screen_logprob") -> go.Figure:
     """Repair rates per block, the design card's figure.
 
-    Per component and ablation kind, two panels over every block: the screen score of every
+    Per component and ablation method, two panels over every block: the screen score of every
     block (teacher-forced, no generation), and for the blocks confirmed by generation the
     repair rate on the failure set and the break rate on the control set with 95% Wilson
     intervals (hover: n/N). Blocks that were only screened are drawn as hollow grey marks, never
@@ -111,11 +111,13 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
         raise RnrLensError("the sweep holds no blocks; run mine() first")
     if screen not in table:
         raise RnrLensError(f"the sweep has no {screen} column; use one of {', '.join(c for c in SCREEN_NAMES if c in table)}")
-    groups = list(table.groupby(["component", "kind"], sort=False))
+    groups = list(table.groupby(["component", "method"], sort=False))
     n_layers = int(table["layer"].max()) + 1
     many = len(groups) > 1
     # one group: the y-axis titles name the panels; several: a short title per group
-    subtitles = [x for (comp, kind), _ in groups for x in (f"{COMPONENT_NAMES.get(comp, comp)}, {KIND_NAMES.get(kind, kind)}", "")] if many else None
+    subtitles = (
+        [x for (comp, method), _ in groups for x in (f"{COMPONENT_NAMES.get(comp, comp)}, {METHOD_NAMES.get(method, method)}", "")] if many else None
+    )
     fig = make_subplots(
         rows=2 * len(groups),
         cols=1,
@@ -125,7 +127,7 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
         subplot_titles=subtitles,
     )
     b = sweep.bottleneck
-    for g, ((comp, kind), df) in enumerate(groups):
+    for g, ((comp, method), df) in enumerate(groups):
         top, bottom = 2 * g + 1, 2 * g + 2
         df = df.sort_values("layer")
         fig.add_bar(
@@ -174,7 +176,7 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
                 row=bottom,
                 col=1,
             )
-        if b and b.component == comp and b.kind == kind:
+        if b and b.component == comp and b.method == method:
             for row in (top, bottom):
                 fig.add_vrect(x0=b.layer - 0.5, x1=b.layer + 0.5, fillcolor=OKABE_ITO[6], opacity=0.35, line_width=0, layer="below", row=row, col=1)
             # named in the legend, never as text over the bars and ticks
@@ -190,11 +192,11 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
         fig.update_xaxes(**_layer_ticks(n_layers), row=top, col=1)
         fig.update_xaxes(**_layer_ticks(n_layers), row=bottom, col=1)
     fig.update_xaxes(title_text="block (layer)", row=2 * len(groups), col=1)
-    (comp, kind), _ = groups[0]
+    (comp, method), _ = groups[0]
     default = (
         "Silencing one block's component: repair and break"
         if many
-        else f"Silencing one {COMPONENT_NAMES.get(comp, comp)} block ({KIND_NAMES.get(kind, kind)})"
+        else f"Silencing one {COMPONENT_NAMES.get(comp, comp)} block ({METHOD_NAMES.get(method, method)})"
     )
     fig.update_layout(
         template=PAPER,
@@ -208,7 +210,7 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
     unmeasured = not generated.empty and bool(generated["break"].isna().all())
     return captioned(
         fig,
-        f"Silencing one block at a time ({', '.join(f'{COMPONENT_NAMES.get(c, c)}, {KIND_NAMES.get(k, k)}' for (c, k), _ in groups)}). "
+        f"Silencing one block at a time ({', '.join(f'{COMPONENT_NAMES.get(c, c)}, {METHOD_NAMES.get(k, k)}' for (c, k), _ in groups)}). "
         f"Top: the screen ({SCREEN_NAMES.get(screen, screen)}, teacher-forced, no generation) of every block. "
         "Bottom: for the blocks confirmed by generation, the repair rate (share of the failure set answered right) and the "
         "break rate (share of the realized control set answered wrong), with 95% Wilson intervals; hollow marks: blocks only "
@@ -218,7 +220,7 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
     )
 
 
-def repair_heatmap(sweep: SweepResult, component: str = "mlp", kind: str = "zero") -> go.Figure:
+def repair_heatmap(sweep: SweepResult, component: str = "mlp", method: str = "zero") -> go.Figure:
     """Block x question: +1 repaired (a failure now correct), -1 broken (a control now wrong),
     0 unchanged; RdBu centred at zero. Only the blocks evaluated by generation are rows (a
     categorical axis: no row stands for blocks in between); the failure-set questions come
@@ -226,9 +228,9 @@ def repair_heatmap(sweep: SweepResult, component: str = "mlp", kind: str = "zero
     d = sweep.details
     if d.empty:
         raise RnrLensError("the sweep has no evaluated candidates to show")
-    d = d[(d.component == component) & (d.kind == kind)].copy()
+    d = d[(d.component == component) & (d.method == method)].copy()
     if d.empty:
-        raise RnrLensError(f"the sweep evaluated no {component} ({kind}) ablation by generation")
+        raise RnrLensError(f"the sweep evaluated no {component} ({method}) ablation by generation")
     d["effect"] = d.after_correct.astype(int) - d.before_correct.astype(int)
     rank = {"discovery": 0, "heldout": 1, "control": 2}
     order = d.drop_duplicates("question_id").assign(r=lambda f: f["set"].map(rank)).sort_values(["r", "question_id"])
@@ -270,7 +272,7 @@ def repair_heatmap(sweep: SweepResult, component: str = "mlp", kind: str = "zero
     show_labels = len(order) <= 40
     fig.update_layout(
         template=PAPER,
-        title=dict(text=f"Repairs and breaks per question ({COMPONENT_NAMES.get(component, component)}, {KIND_NAMES.get(kind, kind)})", y=0.97),
+        title=dict(text=f"Repairs and breaks per question ({COMPONENT_NAMES.get(component, component)}, {METHOD_NAMES.get(method, method)})", y=0.97),
         xaxis=dict(
             title="question",
             tickmode="array",
@@ -288,7 +290,7 @@ def repair_heatmap(sweep: SweepResult, component: str = "mlp", kind: str = "zero
     return captioned(
         fig,
         f"Per question (columns) and generated block (rows), what silencing that block's {COMPONENT_NAMES.get(component, component)} "
-        f"({KIND_NAMES.get(kind, kind)}) does: repaired (a failure answered right), broken (a realized control question answered "
+        f"({METHOD_NAMES.get(method, method)}) does: repaired (a failure answered right), broken (a realized control question answered "
         "wrong) or unchanged. Failure-set questions first, then the control set.",
     )
 
@@ -307,14 +309,14 @@ def screen_vs_repair(sweep: SweepResult, screen: str = "screen_logprob") -> go.F
     if df.empty:
         raise RnrLensError("no candidate was evaluated; run mine() with strategy='exhaustive' to compare screens")
     fig = go.Figure()
-    for i, ((comp, kind), g) in enumerate(df.groupby(["component", "kind"], sort=False)):
+    for i, ((comp, method), g) in enumerate(df.groupby(["component", "method"], sort=False)):
         fig.add_scatter(
             x=g[screen],
             y=g["repair_discovery"],
             mode="markers+text",
             text=g["layer"].astype(str),
             textposition="top center",
-            name=f"{COMPONENT_NAMES.get(comp, comp)} ({KIND_NAMES.get(kind, kind)})",
+            name=f"{COMPONENT_NAMES.get(comp, comp)} ({METHOD_NAMES.get(method, method)})",
             marker=dict(size=9, color=OKABE_ITO[i % 8]),
         )
     agree = sweep.agreement.get(screen, {})

@@ -46,17 +46,17 @@ def _answer(text: Any, answer: Any) -> str:
     return f"{str(text).strip()!r} -> {_read(answer)}"
 
 
-def layer_summary_html(sweep: SweepResult, layer: int, component: str = "mlp", kind: str = "zero") -> str:
+def layer_summary_html(sweep: SweepResult, layer: int, component: str = "mlp", method: str = "zero") -> str:
     """The HTML the layer explorer shows for one block."""
-    row = sweep.table[(sweep.table.layer == layer) & (sweep.table.component == component) & (sweep.table.kind == kind)]
+    row = sweep.table[(sweep.table.layer == layer) & (sweep.table.component == component) & (sweep.table.method == method)]
     if row.empty or "repair" not in row or row["repair"].isna().all():
         screen = float(row["screen_logprob"].iloc[0]) if not row.empty else float("nan")
         return (
-            f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {kind}): screened only, not "
+            f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {method}): screened only, not "
             f"confirmed by generation; screen Δ log p(gold) = {screen:.3f}</div>"
         )
     r = row.iloc[0]
-    d = sweep.details[(sweep.details.layer == layer) & (sweep.details.component == component) & (sweep.details.kind == kind)]
+    d = sweep.details[(sweep.details.layer == layer) & (sweep.details.component == component) & (sweep.details.method == method)]
     repaired = d[(d.set != "control") & d.after_correct & ~d.before_correct]
     broken = d[(d.set == "control") & ~d.after_correct & d.before_correct]
 
@@ -75,12 +75,12 @@ def layer_summary_html(sweep: SweepResult, layer: int, component: str = "mlp", k
     broke = f"break {table_estimate(r, 'break').text()}" if pd.notna(r["break"]) else "break unmeasured (no realized question to break)"
     counts = lambda n, of: f" ({int(r[n])}/{int(r[of])})" if n in r and pd.notna(r[n]) else ""  # noqa: E731
     return (
-        f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {kind}): "
+        f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {method}): "
         f"<span class='rnr-repair'>repair {table_estimate(r, 'repair').text()}{counts('n_repaired', 'n_failures')}</span>, "
         f"<span class='rnr-break'>{broke}{counts('n_broken', 'n_control') if pd.notna(r['break']) else ''}</span></div>"
         + (
             "<ul class='rnr-why'>" + "".join(f"<li>the bottleneck: {html.escape(line)}</li>" for line in b.why()) + "</ul>"
-            if (b := sweep.bottleneck) is not None and (b.layer, b.component, b.kind) == (layer, component, kind)
+            if (b := sweep.bottleneck) is not None and (b.layer, b.component, b.method) == (layer, component, method)
             else ""
         )
         + f"<p>repaired ({len(repaired)})</p>{_table(rows(repaired), cols)}"
@@ -110,23 +110,23 @@ def _highlight(figure: go.FigureWidget, layer: int) -> None:
     figure.layout.shapes = tuple(keep) + tuple(picked)
 
 
-def layer_explorer(sweep: SweepResult, component: str = "mlp", kind: str = "zero") -> W.VBox:
+def layer_explorer(sweep: SweepResult, component: str = "mlp", method: str = "zero") -> W.VBox:
     """A block slider (or a click on a bar) showing that block's repairs and breaks.
 
     The slider and the figure cover the same blocks (every block of the sweep); the selected
     one is outlined in the figure.
     """
-    layers = sorted(int(x) for x in sweep.table[(sweep.table.component == component) & (sweep.table.kind == kind)].layer.unique())
+    layers = sorted(int(x) for x in sweep.table[(sweep.table.component == component) & (sweep.table.method == method)].layer.unique())
     if not layers:
-        raise RnrLensError(f"the sweep has no {component} ({kind}) blocks to explore")
+        raise RnrLensError(f"the sweep has no {component} ({method}) blocks to explore")
     start = sweep.bottleneck.layer if sweep.bottleneck and sweep.bottleneck.layer in layers else layers[0]
     slider = W.SelectionSlider(options=layers, value=start, description="block", continuous_update=False)
     figure = go.FigureWidget(viz.repair_break(sweep))
-    info = W.HTML(layer_summary_html(sweep, start, component, kind))
+    info = W.HTML(layer_summary_html(sweep, start, component, method))
     _highlight(figure, start)
 
     def show(change: dict) -> None:
-        info.value = layer_summary_html(sweep, int(change["new"]), component, kind)
+        info.value = layer_summary_html(sweep, int(change["new"]), component, method)
         _highlight(figure, int(change["new"]))
 
     slider.observe(show, names="value")

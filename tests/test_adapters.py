@@ -6,7 +6,7 @@ for ten tiny random models of the real Hugging Face code, saved as local folders
 through ``load_model``, KV-cached generation on the twin under the identity, a skip+repeat
 route and ablations must give exactly the tokens of a no-cache reference that recomputes the
 whole sequence through the bridge at every step, and every ablation (each component, each
-kind) must give the bridge's logits on the twin.
+method) must give the bridge's logits on the twin.
 
 (A resample ablation is left out of the no-cache comparison by definition: its donor is aligned
 to the end of the prompt at prefill and generated tokens take the donor's last position, so a
@@ -113,9 +113,9 @@ def test_cached_generation_on_the_twin_matches_the_no_cache_reference(arch_model
 
 
 ABLATIONS = [
-    R.Ablation(layer, component, kind, reference=() if kind == "zero" else REFERENCE)
+    R.Ablation(layer, component, method, reference=() if method == "zero" else REFERENCE)
     for layer, component in ((1, "mlp"), (2, "attn"), (1, "block"))
-    for kind in ("zero", "mean", "resample")
+    for method in ("zero", "mean", "resample")
 ]
 
 

@@ -362,3 +362,17 @@ def test_an_audit_warns_when_format_misses_may_decide_the_realized_rate(tiny_fol
     assert main(["show", str(db), "--misses"]) == 0
     listed = capsys.readouterr().out.split("format misses of the default deployment")[1]
     assert all(r["id"] in listed for i, r in enumerate(rows) if i % 2 == 0)
+
+
+def test_mine_reads_the_ablation_method_under_its_old_flag_too(capsys):
+    """``--kind`` was the flag's name before the ablation's kind became its ``method``: scripts
+    written with it keep working, and --help shows only the new name."""
+    from rnr_lens.cli import build_parser
+
+    parser = build_parser()
+    new, old = (parser.parse_args(["mine", "run.db", flag, "mean"]) for flag in ("--method", "--kind"))
+    assert new.method == old.method == ["mean"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["mine", "--help"])
+    shown = capsys.readouterr().out
+    assert "--method" in shown and "--kind" not in shown

@@ -1,4 +1,4 @@
-"""Ablations: each kind and component against hand-written TransformerLens hooks."""
+"""Ablations: each method and component against hand-written TransformerLens hooks."""
 
 import pytest
 import torch
@@ -86,7 +86,7 @@ def test_mean_block_ablation_adds_the_mean_update(tiny):
     "make, message",
     [
         (lambda: R.Ablation(1, "ffn"), "unknown ablation component"),
-        (lambda: R.Ablation(1, "mlp", "noise"), "unknown ablation kind"),
+        (lambda: R.Ablation(1, "mlp", "noise"), "unknown ablation method"),
         (lambda: R.Ablation(1, "mlp", "mean"), "needs reference prompts"),
         (lambda: R.Ablation.parse("mlpx"), "cannot parse ablation"),
     ],

@@ -148,6 +148,6 @@ def test_sweep_shards_merge_into_the_whole_sweep(tiny, tmp_path, monkeypatch):
 
     monkeypatch.setattr(M, "_evaluate", no_generation)
     again = M.mine(tiny, fs, strategy="exhaustive", break_bound=1.0, store=merged, progress=False)
-    cols = ["layer", "component", "kind", "repair", "repair_discovery", "repair_heldout", "break"]
+    cols = ["layer", "component", "method", "repair", "repair_discovery", "repair_heldout", "break"]
     pd.testing.assert_frame_equal(again.table[cols], whole.table[cols])
     assert again.bottleneck == whole.bottleneck and again.bottleneck.layer == PLANTED.layer

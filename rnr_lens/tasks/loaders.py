@@ -113,7 +113,7 @@ def load_file(
     name = name or path.stem
     hint = "pass the field names with question=/answer= (CLI: --field answer=NAME)"
     questions: list[Question] = []
-    kind = answer_type or ("choice" if format == "arc" or choices else "number")
+    answer_type = answer_type or ("choice" if format == "arc" or choices else "number")
     options: tuple[str, ...]
     for where, rec in _records(path):
         meta = {"source": str(path), "line": where}
@@ -156,11 +156,11 @@ def load_file(
                 raw = _field(path, where, rec, choices, hint)
                 options = tuple(json.loads(raw) if isinstance(raw, str) else raw)
                 text = str(text).strip() + "\n" + "\n".join(f"{chr(65 + i)}. {t}" for i, t in enumerate(options))
-        if canonical_gold(gold, kind) is None:
+        if canonical_gold(gold, answer_type) is None:
             raise RnrLensError(
-                f"{path}:{where}: gold answer {gold!r} cannot be read as a {kind} answer; fix it or load the file with answer_type='string'"
+                f"{path}:{where}: gold answer {gold!r} cannot be read as a {answer_type} answer; fix it or load the file with answer_type='string'"
             )
         questions.append(Question(qid, str(text), gold, options, meta))
     if not questions:
         raise RnrLensError(f"{path} holds no questions")
-    return Task(name, tuple(questions), kind, str(path))
+    return Task(name, tuple(questions), answer_type, str(path))
