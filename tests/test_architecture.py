@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("store", ["store"]),
     ("measurement", ["selectors", "probes", "results", "audits", "formats", "attribution", "checkpoints", "training"]),
     ("analysis", ["comparison", "failures", "executors", "miner"]),
-    ("people", ["viz", "reports", "widgets", "cli"]),
+    ("people", ["viz_export", "viz", "reports", "widgets", "cli"]),
 ]
 
 
