@@ -137,7 +137,10 @@ def build_twin(bridge: Any) -> nn.Module:
 
 
 def route_config_values(config: Any, layers: tuple[int, ...]) -> dict[str, Any]:
-    """Config values that make an HF decoder run ``layers`` in that order."""
+    """Config values that make an HF decoder run ``layers`` in that order. The engine sets them
+    on the live config while a route is in force and restores them after
+    (:meth:`rnr_lens.engine.Engine.routed`): a forward of the same model in another thread
+    meanwhile would see them."""
     values: dict[str, Any] = {"num_hidden_layers": len(layers), "use_cache": False}
     for name in _PER_LAYER_CONFIG_FIELDS:
         per_layer = getattr(config, name, None)
@@ -204,9 +207,13 @@ class RowRouteCache(RouteCache):
 
     ``rows[slot]`` lists the batch rows a slot holds, in the batch's current numbering: it is
     renumbered when finished rows are dropped (:meth:`select_rows`) and when rows are copied
-    for several samples (:meth:`batch_repeat_interleave`). The engine sets :attr:`slot` before
-    each tick's block runs. A slot whose rows have all finished is empty; lengths and mask
-    sizes are then read from a live slot of the same attention kind (all rows grow together).
+    for several samples (:meth:`batch_repeat_interleave`). A slot whose rows have all finished
+    is empty; lengths and mask sizes are then read from a live slot of the same attention kind
+    (all rows grow together).
+
+    The hand-off with the engine: each tick of :meth:`rnr_lens.engine.Engine.routed_rows`
+    calls :meth:`enter` before its block runs, and the block's attention then writes to that
+    tick's slot (:meth:`next_slot`). That call is the only writer of :attr:`slot`.
     """
 
     def __init__(self, rows: Sequence[Sequence[int]], n_rows: int, config: Any | None = None) -> None:
@@ -215,8 +222,14 @@ class RowRouteCache(RouteCache):
         self.n_rows = n_rows
         self.slot = 0
 
+    def enter(self, slot: int) -> torch.Tensor:
+        """Tick ``slot`` runs next: its attention's ``update`` writes to that slot. Returns the
+        batch rows the slot holds."""
+        self.slot = slot
+        return self.rows[slot]
+
     def next_slot(self) -> int:
-        return self.slot
+        return self.slot  # set by enter(): under per-row routes a slot is a tick, not a call count
 
     def select_rows(self, rows: torch.Tensor) -> None:
         renumber = torch.full((self.n_rows,), -1, dtype=torch.long)

@@ -136,9 +136,8 @@ class _Tick(nn.Module):
 
     def forward(self, hidden_states: Tensor, *args: Any, **kwargs: Any) -> Any:
         n_rows = hidden_states.shape[0]
-        if self.state.cache is not None:
-            self.state.cache.slot = self.slot
-            rows = self.state.cache.rows[self.slot]
+        if self.state.cache is not None:  # decoding: the cache's slot for this tick, and the rows it holds
+            rows = self.state.cache.enter(self.slot)
         else:  # a forward without a cache (teacher forcing): the batch is the routes' rows
             rows = torch.tensor(self.state.rows[self.slot], dtype=torch.long)
         if len(rows) == n_rows:
@@ -322,7 +321,12 @@ class Engine:
     @contextlib.contextmanager
     def _layer_list(self, graph: Graph, modules: Sequence[nn.Module], blocks: tuple[int, ...]) -> Iterator[None]:
         """Make ``graph`` run ``modules`` as its decoder layers, with each position's per-layer
-        config (attention kind, window) taken from block ``blocks[position]``."""
+        config (attention kind, window) taken from block ``blocks[position]``.
+
+        Hidden state, said here where both sides can see it: the Hugging Face config object is
+        shared by the whole graph, so inside this block it describes the route's positions
+        (:func:`rnr_lens.adapters.route_config_values`), not the model's blocks; both the layer
+        list and the config are restored on exit, even on an error."""
         parent, attr = self._live_layers(graph)
         saved_list = getattr(parent, attr)
         saved_config: list[tuple[Any, str, Any]] = []
