@@ -13,6 +13,7 @@ import hashlib
 import json
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,101 @@ def check_context(model: LensModel, config: DeploymentConfig, questions: Sequenc
                 f"question {q.id}: its prompt is {n} tokens, plus max_new_tokens {config.max_new_tokens} that exceeds {model.name}'s context "
                 f"of {limit} positions; shorten or drop that question, or lower max_new_tokens"
             )
+
+
+@dataclass(frozen=True)
+class AuditPlan:
+    """What identifies an audit, checked before any work is done: the task, the probes, the
+    seed, the shard and (once the model or its tokenizer has chosen it) the deployment config.
+
+    :func:`plan` builds one; :func:`audit`, :func:`rnr_lens.executors.run_audit` and the CLI all
+    go through it, so the identity and the pre-flight checks have one owner.
+
+    Example:
+        >>> p = plan(tasks.get("add-small", n=4), ["sampling:k=2"], seed=1)  # doctest: +SKIP
+        >>> p.settings()["probes"]  # doctest: +SKIP
+        ['sampling:k=2,t=0.7,top_p=1.0']
+    """
+
+    task: Task
+    probes: tuple[Probe, ...]
+    seed: int = 0
+    config: DeploymentConfig | None = None
+    shard: Shard | None = None
+
+    def with_config(self, config: DeploymentConfig) -> AuditPlan:
+        return replace(self, config=config)
+
+    def deployed(self, model: Any) -> AuditPlan:
+        """This plan with its config: the one given, else the default for ``model`` (a model or
+        a tokenizer; :func:`~rnr_lens.deploy.deployment_for`)."""
+        return self if self.config is not None else self.with_config(deployment_for(model, self.task.answer_type))
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.probes]
+
+    def id(self, model_fingerprint: str) -> str:
+        """The audit's id for a model with these weights (the plan needs its config)."""
+        return audit_id(model_fingerprint, self.task, self.deployment, self.probes, self.seed)
+
+    @property
+    def deployment(self) -> DeploymentConfig:
+        """The config (raises where the plan has none yet)."""
+        if self.config is None:
+            raise RnrLensError("this audit plan has no deployment config yet; give one, or call .deployed(model)")
+        return self.config
+
+    def settings(self) -> dict[str, Any]:
+        """The :class:`~rnr_lens.records.AuditRecord` fields known without the model's weights
+        (what a ``--resume`` compares before loading them)."""
+        out: dict[str, Any] = {
+            "task": self.task.name,
+            "task_fingerprint": self.task.fingerprint(),
+            "n_questions": len(self.task),
+            "probes": self.names,
+            "seed": self.seed,
+        }
+        if self.config is not None:
+            out |= {"config_hash": self.config.hash(), "config_json": self.config.to_json()}
+        return out
+
+    def selected(self) -> list[tuple[int, Question]]:
+        """The questions this plan audits (this shard's, or all of them), with their positions
+        in the task."""
+        return [(i, q) for i, q in enumerate(self.task.questions) if self.shard is None or self.shard.contains(q.id)]
+
+    def questions(self) -> list[Question]:
+        return [q for _, q in self.selected()]
+
+    def check_model(self, model: LensModel) -> None:
+        """Refuse a probe that names a block the model lacks, or a prompt that does not fit."""
+        for probe in self.probes:
+            probe.check(model.n_layers)
+        check_context(model, self.deployment, self.questions())
+
+    def resume_mismatch(self, store: RunStore) -> str | None:
+        """Why no audit in ``store`` matches this plan, or None when one does."""
+        return resume_mismatch(store, self.settings())
+
+
+def plan(
+    task: Task,
+    probes: Sequence[Probe | str] = (),
+    *,
+    seed: int = 0,
+    config: DeploymentConfig | None = None,
+    shard: str | Shard | None = None,
+) -> AuditPlan:
+    """Parse and check an audit's settings before any model is loaded or store touched: probe
+    specs, no probe twice, the seed, the shard."""
+    probe_objs = tuple(p if isinstance(p, Probe) else parse_probe(p) for p in probes)
+    names = [p.name for p in probe_objs]
+    if len(set(names)) != len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise RnrLensError(f"the same probe is given twice ({twice}); give each probe (--probe) once")
+    check_seed(seed)
+    return AuditPlan(task, probe_objs, seed, config, Shard.parse(shard) if isinstance(shard, str) else shard)
 
 
 _IDENTITY_FIELDS = (
@@ -145,24 +241,17 @@ def audit(
         >>> result = audit(model, tasks.get("add-small", n=10), ["sampling:k=4,t=0.7"])  # doctest: +SKIP
         >>> result.summary()  # doctest: +SKIP
     """
-    config = config or deployment_for(model, task.answer_type)
-    probe_objs = [p if isinstance(p, Probe) else parse_probe(p) for p in probes]
-    names = [p.name for p in probe_objs]
-    if len(set(names)) != len(names):
-        raise RnrLensError("the same probe is given twice; give each probe once")
-    check_seed(seed)
-    for probe in probe_objs:
-        probe.check(model.n_layers)
-    part = Shard.parse(shard) if shard is not None else None
-    selected = [(i, q) for i, q in enumerate(task.questions) if part is None or part.contains(q.id)]
-    check_context(model, config, [q for _, q in selected])
+    planned = plan(task, probes, seed=seed, config=config, shard=shard).deployed(model)
+    planned.check_model(model)
+    config, probe_objs, part, selected = planned.deployment, planned.probes, planned.shard, planned.selected()
+    names = planned.names
     note = task.repeated_prompts()
     if note:
         warnings.warn(note, stacklevel=2)
     # everything above is checked before the store is touched: bad input leaves nothing behind
     rs = open_store(store)
     fingerprint = model.fingerprint()
-    aid = audit_id(fingerprint, task, config, probe_objs, seed)
+    aid = planned.id(fingerprint)
     record = AuditRecord(
         id=aid,
         model=model.name,
@@ -172,7 +261,7 @@ def audit(
         answer_type=task.answer_type,
         config_hash=config.hash(),
         config_json=config.to_json(),
-        probes=tuple(names),
+        probes=tuple(planned.names),
         seed=seed,
         n_questions=len(task),
         label=label,

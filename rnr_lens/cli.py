@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, NoReturn
 from rnr_lens.errors import RnrLensError
 
 if TYPE_CHECKING:  # the CLI imports the library lazily, so that --help answers at once
+    from pathlib import Path
+
+    from rnr_lens.audits import AuditPlan
     from rnr_lens.deploy import DeploymentConfig
     from rnr_lens.results import AuditResult
     from rnr_lens.stats import Estimate
@@ -180,20 +183,7 @@ def print_audit(result: AuditResult, header: str, store: str) -> None:
         wrong = n - int(result.questions["realized"].sum())
         print(f"format misses (wrong answers stating the gold elsewhere): {misses} of {wrong} wrong greedy answers")
         return
-    print_table(
-        [
-            {
-                "probe": labels[s.probe],
-                "k": s.budget,
-                "n": s.questions,
-                "realized": _est(s.realized),
-                "reachable": _est(s.reachable),
-                "chance": _est(s.chance),
-                "above chance": _est(s.above_chance),
-            }
-            for s in summaries
-        ]
-    )
+    print_table([s.cells(labels[s.probe]) for s in summaries])  # the notebook view's columns
     print("reachable: one of the probe's own k tries is correct (the default answer is never counted);")
     print("chance: the same tries scored against other questions' gold answers (a derangement of the golds)")
     print("95% Wilson intervals; above chance paired per question, resolved where the exact test agrees at 5%")
@@ -220,21 +210,28 @@ def print_audit(result: AuditResult, header: str, store: str) -> None:
             print(f"  {label:<10} {probe}")
 
 
+def _refuse_mismatch(planned: AuditPlan, out: Path) -> None:
+    """Stop a --resume whose settings match no audit in ``out``, naming what differs."""
+    from rnr_lens.store import RunStore
+
+    mismatch = planned.resume_mismatch(RunStore(out, mode="read"))
+    if mismatch:
+        raise RnrLensError(mismatch)
+
+
 @command("audit")
 def cmd_audit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rnr_lens.audits import audit, check_seed, resume_mismatch
+    from rnr_lens.audits import audit, plan
     from rnr_lens.models import load_model
     from rnr_lens.probes import parse_probe
     from rnr_lens.store import RunStore
 
     # validate everything cheap before loading a model or touching the store
-    probes = [parse_probe(p) for p in args.probe]
-    if len({p.name for p in probes}) != len(probes):
-        raise RnrLensError("the same probe is given twice; give each --probe once")
-    check_seed(args.seed)
+    probes = [parse_probe(p) for p in args.probe]  # a bad spec is named before the task is read
     task = _load_task(args)
+    planned = plan(task, probes, seed=args.seed, shard=args.shard)
     _note_repeats(task)
     out = Path(args.out)
     if not out.parent.exists():
@@ -243,22 +240,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise RnrLensError(f"nothing to resume: {out} does not exist; leave out --resume to start an audit")
     if not args.resume and out.exists():
         RunStore(out, mode="read").close()  # refuses a file that is not a run store, untouched
-    settings = {
-        "task": task.name,
-        "task_fingerprint": task.fingerprint(),
-        "n_questions": len(task),
-        "probes": [p.name for p in probes],
-        "seed": args.seed,
-    }
     if args.resume:  # what differs without the model first; the default config needs its tokenizer
-        mismatch = resume_mismatch(RunStore(out, mode="read"), settings)
-        if mismatch:
-            raise RnrLensError(mismatch)
-    config = _load_config(args, task.answer_type)
+        _refuse_mismatch(planned, out)
+    planned = planned.with_config(_load_config(args, task.answer_type))
     if args.resume:
-        mismatch = resume_mismatch(RunStore(out, mode="read"), {**settings, "config_hash": config.hash(), "config_json": config.to_json()})
-        if mismatch:
-            raise RnrLensError(mismatch)
+        _refuse_mismatch(planned, out)
+    config = planned.deployment
     load = _load_kwargs(args)
     if args.shards is not None and not args.executor:
         raise RnrLensError("--shards needs --executor local or --executor ray (to run one shard here, use --shard i/n)")
@@ -284,10 +271,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
         )
         model_name = result.info.model
     else:
-        if args.shard:
-            from rnr_lens.shards import Shard
-
-            Shard.parse(args.shard)
         model = load_model(args.model, **load)
         model_name = model.name
         with warnings.catch_warnings():
@@ -720,9 +703,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         num_cpus=args.num_cpus,
     )
     if args.json:
-        print(json.dumps(result.claims, indent=2, default=str))
+        print(json.dumps(result.claims.to_dict(), indent=2, default=str))
         return 0
-    for line in result.claims["summary"].values():
+    for line in result.claims.summary.values():
         print(line)
     print(f"claims: {result.files['claims']}\nreport: {result.files['html']}\nstore:  {result.store}")
     return 0

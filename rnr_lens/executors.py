@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rnr_lens.audits import audit, audit_id
-from rnr_lens.deploy import DeploymentConfig, deployment_for
+from rnr_lens.audits import AuditPlan, audit, plan
+from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.lens import LensModel
-from rnr_lens.probes import Probe, parse_probe
+from rnr_lens.probes import Probe
 from rnr_lens.results import AuditResult
 from rnr_lens.shards import Shard
 from rnr_lens.store import Artifact, RunStore
@@ -97,19 +97,18 @@ def run_audit(
     Returns:
         The whole audit, read back from ``store``.
     """
-    if executor not in EXECUTORS:
-        raise RnrLensError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
-    if shards < 1:
-        raise RnrLensError(f"shards must be at least 1, got {shards}")
+    check_executor(executor, shards)
     if not isinstance(model, (str, os.PathLike)) and not (isinstance(model, LensModel) and executor == "local"):
         raise RnrLensError("run_audit on Ray needs the model as a name or path (each worker loads its own copy), not a loaded model")
-    probe_objs = [p if isinstance(p, Probe) else parse_probe(p) for p in probes]
+    planned = plan(task, probes, seed=seed, config=config)
+    probe_objs = list(planned.probes)
     rs = store if isinstance(store, RunStore) else RunStore(store)
     parts = [str(Shard(i, shards)) for i in range(shards)]
     if executor == "local":
         lens = model if isinstance(model, LensModel) else ShardWorker(os.fspath(model), dict(load or {})).model
-        config = config or deployment_for(lens, task.answer_type)
-        aid = audit_id(lens.fingerprint(), task, config, probe_objs, seed)
+        planned = planned.deployed(lens)
+        config = planned.deployment
+        aid = planned.id(lens.fingerprint())
         pending = _pending(rs, aid, parts)
         # one shard: the audit's own bars (per probe) say more than a bar over one shard
         bar = _bar(len(pending), progress and shards > 1, f"audit {lens.name} on {task.name} ({shards} shards)")
@@ -125,13 +124,19 @@ def run_audit(
     if isinstance(model, LensModel):  # refused above; this narrows the type
         raise RnrLensError("run_audit on Ray needs the model as a name or path")
     # the driver holds no model: its tokenizer says whether the workers deploy on a chat template
-    if config is None:
+    if planned.config is None:
         from rnr_lens.models import load_tokenizer
 
-        config = deployment_for(load_tokenizer(os.fspath(model), trust_remote_code=bool((load or {}).get("trust_remote_code"))), task.answer_type)
-    return _run_on_ray(
-        os.fspath(model), task, probe_objs, config, rs, seed, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries
-    )
+        planned = planned.deployed(load_tokenizer(os.fspath(model), trust_remote_code=bool((load or {}).get("trust_remote_code"))))
+    return _run_on_ray(os.fspath(model), planned, rs, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries)
+
+
+def check_executor(executor: str, shards: int) -> None:
+    """Refuse an unknown executor or fewer than one shard (before any work)."""
+    if executor not in EXECUTORS:
+        raise RnrLensError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    if shards < 1:
+        raise RnrLensError(f"shards must be at least 1, got {shards}")
 
 
 def _pending(rs: RunStore, aid: str, parts: list[str]) -> list[str]:
@@ -173,11 +178,8 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
 
 def _run_on_ray(
     model: str,
-    task: Task,
-    probes: list[Probe],
-    config: DeploymentConfig,
+    planned: AuditPlan,
     rs: RunStore,
-    seed: int,
     parts: list[str],
     address: str | None,
     num_cpus: int | None,
@@ -208,7 +210,8 @@ def _run_on_ray(
         marker = "rnr_lens.errors.RnrLensError: "
         detail = next((line.split(marker, 1)[1] for line in lines if marker in line), lines[-1] if lines else type(exc).__name__)
         raise RnrLensError(f"Ray workers could not load {model!r}: {detail.strip()[:300]}") from None
-    aid = audit_id(fingerprint, task, config, probes, seed)
+    task, probes, config, seed = planned.task, list(planned.probes), planned.deployment, planned.seed
+    aid = planned.id(fingerprint)
     pending = _pending(rs, aid, parts)
     bar = _bar(len(pending), progress, f"audit {Path(model).name} on {task.name} ({len(parts)} shards, {n_workers} Ray workers)")
     task_ref, probes_ref, config_ref = ray.put(task), ray.put(probes), ray.put(config)

@@ -29,11 +29,10 @@ while the driver keeps the store and mines the failure sets.
 
 from __future__ import annotations
 
-import html
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +41,27 @@ import pandas as pd
 import yaml
 
 from rnr_lens import selectors, verdicts
+from rnr_lens.claims import (
+    BlockRates,
+    BottleneckClaim,
+    Claims,
+    FailureSetSize,
+    FormatMisses,
+    NullRates,
+    Progress,
+    RoutesClaim,
+    ScreenAgreement,
+    Setting,
+    TrainingClaim,
+    TrainingProbe,
+)
 from rnr_lens.comparison import compare
 from rnr_lens.deploy import DeploymentConfig, deployment_for
-from rnr_lens.display import estimate_text, html_table
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import reachable_column
 from rnr_lens.results import FORMAT_MISS_WARN, AuditResult
 from rnr_lens.routes import Route
-from rnr_lens.stats import paired_difference, rate
+from rnr_lens.stats import Estimate, paired_difference, rate
 from rnr_lens.store import RunStore
 
 
@@ -165,7 +177,7 @@ class Grid:
 class Report:
     """What :func:`report` found: every claim's numbers (``claims``) and where they were written."""
 
-    claims: dict[str, Any]
+    claims: Claims
     store: Path
     files: dict[str, Path] = field(default_factory=dict)
 
@@ -187,12 +199,12 @@ def _setting_columns(result: AuditResult, probes: Sequence[str]) -> tuple[pd.Dat
     return result.questions[mask], mask
 
 
-def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
+def claim_routes(result: AuditResult, grid: Grid) -> RoutesClaim:
     """Claim 1 for one audit: random routes against search at the matched budget, with the
     verdict (:func:`rnr_lens.verdicts.routes_vs_search`) and each answer-blind selector's
     retention of the oracle's gain, judged where reach is resolved above chance."""
     random_probe, search_probe = result.probe_name(grid.random), result.probe_name(grid.search)
-    rows = {r["probe"]: r for r in result.summary_records()}
+    rows = {s.probe: s for s in result.probe_summaries()}
     q, mask = _setting_columns(result, (random_probe, search_probe))
     prompts = q["prompt"].tolist()
     realized = q["realized"].to_numpy(float)
@@ -202,16 +214,16 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
         reach[random_probe], reach[search_probe], chance[random_probe], chance[search_probe], prompts, margin=grid.margin
     )
     above = {random_probe: decided.above_chance_random, search_probe: decided.above_chance_search}
-    retention: dict[str, dict[str, Any]] = {}
-    gains: dict[str, Any] = {}
+    retention: dict[str, dict[str, Estimate | None]] = {}
+    gains: dict[str, Estimate] = {}
     judged: dict[str, list[verdicts.Retention]] = {}
     for probe in (random_probe, search_probe):
         picks = result.selections(probe).pivot(index="question_id", columns="selector", values="correct").reindex(q["question_id"])
         blind = {s: picks[s].to_numpy(float) for s in selectors.ANSWER_BLIND if s in picks}
         gain = paired_difference(reach[probe], realized, prompts)
         judged[probe] = verdicts.retention(blind, realized, reach[probe], above[probe], prompts, gain=gain, margin=grid.retention_margin)
-        gains[probe] = gain.to_dict()
-        retention[probe] = {r.selector: (r.estimate.to_dict() if r.estimate is not None else None) for r in judged[probe]}
+        gains[probe] = gain
+        retention[probe] = {r.selector: r.estimate for r in judged[probe]}
     # read leniently (any try whose text states the gold counts as correct), would it differ?
     stated = {p: q["question_id"].isin(result.format_misses(p)["question_id"]).to_numpy(float) for p in (random_probe, search_probe)}
     lenient = verdicts.routes_vs_search(  # reach and its chance level both read leniently: matched
@@ -224,30 +236,43 @@ def claim_routes(result: AuditResult, grid: Grid) -> dict[str, Any]:
     ).verdict
     routes = result.tries.loc[result.tries["probe"] == search_probe, "route"].dropna()
     depth = [Route.parse(str(r)).n_edits for r in routes]
-    return {
-        "random": random_probe,
-        "search": search_probe,
-        "questions": len(q),
-        "realized": rows[random_probe]["realized"],
-        "reachable_random": rows[random_probe]["reachable"],
-        "reachable_search": rows[search_probe]["reachable"],
-        "chance_random": rows[random_probe]["chance"],
-        "chance_search": rows[search_probe]["chance"],
-        "above_chance_random": decided.above_chance_random.to_dict(),
-        "above_chance_search": decided.above_chance_search.to_dict(),
-        "random_minus_search": decided.difference.to_dict(),
-        "margin": grid.margin,
-        "edits_random": grid.edits,
-        "edits_search": {"mean": float(np.mean(depth)) if depth else None, "max": max(depth, default=None)},
-        "oracle_gain": gains,
-        "retention": retention,
-        "retention_verdict": verdicts.retention_verdict(judged[random_probe], margin=grid.retention_margin).to_dict(),
-        "verdict": decided.verdict.to_dict(),
-        "format_misses": _format_misses(result, {p: int(stated[p].sum()) for p in (random_probe, search_probe)}, decided.verdict, lenient),
-    }
+    random_row, search_row = rows[random_probe], rows[search_probe]
+    return RoutesClaim(
+        setting=setting_of(result),
+        random=random_probe,
+        search=search_probe,
+        questions=len(q),
+        realized=random_row.realized,
+        reachable_random=_measured(random_row.reachable),
+        reachable_search=_measured(search_row.reachable),
+        chance_random=_measured(random_row.chance),
+        chance_search=_measured(search_row.chance),
+        above_chance_random=decided.above_chance_random,
+        above_chance_search=decided.above_chance_search,
+        random_minus_search=decided.difference,
+        margin=grid.margin,
+        edits_random=grid.edits,
+        edits_search_mean=float(np.mean(depth)) if depth else None,
+        edits_search_max=max(depth, default=None),
+        oracle_gain=gains,
+        retention=retention,
+        retention_verdict=verdicts.retention_verdict(judged[random_probe], margin=grid.retention_margin),
+        verdict=decided.verdict,
+        format_misses=_format_misses(result, {p: int(stated[p].sum()) for p in (random_probe, search_probe)}, decided.verdict, lenient),
+    )
 
 
-def _format_misses(result: AuditResult, probes: dict[str, int], verdict: verdicts.Verdict, lenient: verdicts.Verdict) -> dict[str, Any]:
+def _measured(e: Estimate | None) -> Estimate:
+    """A probe's rate in its summary (present for every probe, empty over no questions)."""
+    return e if e is not None else Estimate.empty()
+
+
+def setting_of(result: AuditResult) -> Setting:
+    """The setting an audit's claim records speak for."""
+    return Setting(result.info.model, result.info.task, result.id, result.info.config_hash)
+
+
+def _format_misses(result: AuditResult, probes: dict[str, int], verdict: verdicts.Verdict, lenient: verdicts.Verdict) -> FormatMisses:
     """A setting's format misses: greedy answers, and questions where one of each probe's
     tries, that state the gold but were read as another number; and claim 1's verdict read
     leniently (every stated number counts, for reach and its chance level alike). A note where
@@ -266,19 +291,12 @@ def _format_misses(result: AuditResult, probes: dict[str, int], verdict: verdict
                 else "read leniently the verdict is the same"
             )
         )
-    return {
-        "greedy": misses,
-        "answered": answered,
-        "probes": probes,
-        "extractor": result.config.extractor,
-        "lenient_verdict": lenient.status,
-        "note": note,
-    }
+    return FormatMisses(misses, answered, probes, result.config.extractor, lenient.status, note)
 
 
 def claim_bottleneck(
     model: Any, result: AuditResult, store: RunStore, grid: Grid, progress: bool, figures: list[tuple[str, Any]] | None = None
-) -> dict[str, Any]:
+) -> BottleneckClaim:
     """Claim 2 for one audit: the bottleneck MLP of its reachable-not-realized set (chosen on
     the discovery half within the grid's break bound), its held-out repair beside the null
     (an arbitrary block's silencing, an unablated re-run), and the verdict
@@ -292,7 +310,7 @@ def claim_bottleneck(
     n_fail = len(result.reachable_not_realized(probe))
     if n_fail < 2:
         text = f"only {n_fail} question(s) reachable but not realized under {probe}: no failure set to mine"
-        return {"failures": n_fail, "verdict": verdicts.Verdict(verdicts.UNINFORMATIVE, text).to_dict()}
+        return BottleneckClaim(setting_of(result), n_fail, verdicts.Verdict(verdicts.UNINFORMATIVE, text))
     fs = failures.freeze(result, store, probe=probe, name="report")
     sweep = mine(model, fs, strategy="screen+confirm", top_m=3, break_bound=grid.break_bound, store=store, progress=progress)
     figures.append((f"{result.info.model} / {result.info.task}", viz.repair_break(sweep)))
@@ -305,43 +323,44 @@ def claim_bottleneck(
         full = mine(model, fs, strategy="exhaustive", break_bound=grid.break_bound, store=store, progress=progress)
         agreement = screen_agreement(ranked(full.table), order[0], full.agreement)
     null = null_repair(model, fs, store=store, exclude=chosen.layer if chosen else None) if len(fs.heldout) else None
-    base = {
-        "failures": n_fail,
-        "discovery": len(fs.discovery),
-        "heldout": len(fs.heldout),
-        "control": len(fs.control) if fs.control is not None else 0,
-        "break_bound": grid.break_bound,
-        "null": null.to_dict() if null else None,
-        "screen_vs_exhaustive": agreement,
-        "format_misses": _failure_format_misses(result, fs),
-    }
     # without a bottleneck (no generated block repairs within the bound) the best other block is shown as second
     picked, rest = (blocks[0], blocks[1:]) if chosen is not None else (None, blocks)
-    verdict = sweep.verdict(null, break_bound=grid.break_bound)
-    return {**base, "bottleneck": picked, "second": rest[0] if rest else None, "verdict": verdict.to_dict()}
+    return BottleneckClaim(
+        setting_of(result),
+        n_fail,
+        sweep.verdict(null, break_bound=grid.break_bound),
+        mined=_failure_set_size(result, fs),
+        break_bound=grid.break_bound,
+        null=NullRates(null.blocks, null.random_block, null.rerun) if null else None,
+        screen_vs_exhaustive=agreement,
+        bottleneck=picked,
+        second=rest[0] if rest else None,
+    )
 
 
-def _failure_format_misses(result: AuditResult, fs: Any) -> dict[str, Any]:
-    """How many of a failure set's questions fail only by format (the default answer states the
-    gold, read as another number): a repair there may be a repair of the format."""
+def _failure_set_size(result: AuditResult, fs: Any) -> FailureSetSize:
+    """A failure set's halves and control set, and how many of its questions fail only by
+    format (the default answer states the gold, read as another number): a repair there may be a
+    repair of the format."""
     stated = set(result.format_misses()["question_id"])
     n = sum(q.id in stated for q in fs.failures)
     note = f"{n} of {len(fs.failures)} failures state the gold but read as another number: a repair may fix the format" if n else None
-    return {"failures": n, "extractor": result.config.extractor, "note": note}
+    control = len(fs.control) if fs.control is not None else 0
+    return FailureSetSize(len(fs.discovery), len(fs.heldout), control, n, result.config.extractor, note)
 
 
-def _block_rates(sweep: Any, layer: int) -> dict[str, Any]:
+def _block_rates(sweep: Any, layer: int) -> BlockRates:
     """One generated block's repair on each half and control break, as estimates."""
     held, broken = sweep.repaired(layer, "heldout"), sweep.broken(layer)
-    return {
-        "block": layer,
-        "repair_discovery": rate(sweep.repaired(layer, "discovery")).value,
-        "repair_heldout": rate(held, null=verdicts.MOST).to_dict() if len(held) else None,
-        "break": rate(broken).to_dict() if len(broken) else None,
-    }
+    return BlockRates(
+        layer,
+        rate(sweep.repaired(layer, "discovery")).value,
+        rate(held, null=verdicts.MOST) if len(held) else None,
+        rate(broken) if len(broken) else None,
+    )
 
 
-def screen_agreement(exhaustive: Any, picked: int, screens: dict[str, Any]) -> dict[str, Any]:
+def screen_agreement(exhaustive: Any, picked: int, screens: dict[str, Any]) -> ScreenAgreement:
     """Does the screen's pick (``picked``, confirmed among its top candidates) agree with the
     best block of an exhaustive sweep (``exhaustive``, ranked by :func:`rnr_lens.miner.ranked`)?
 
@@ -351,17 +370,17 @@ def screen_agreement(exhaustive: Any, picked: int, screens: dict[str, Any]) -> d
     top = exhaustive.iloc[0]
     mine_row = exhaustive[exhaustive["layer"] == picked].iloc[0]
     regret = float(top["repair_discovery"] - mine_row["repair_discovery"])
-    return {
-        "screen_block": picked,
-        "exhaustive_block": int(top["layer"]),
-        "exhaustive_repair_discovery": float(top["repair_discovery"]),
-        "same_block": int(top["layer"]) == picked,
-        "regret": regret,
-        "spearman": (screens.get("screen_logprob") or {}).get("spearman"),
-    }
+    return ScreenAgreement(
+        screen_block=picked,
+        exhaustive_block=int(top["layer"]),
+        exhaustive_repair_discovery=float(top["repair_discovery"]),
+        same_block=int(top["layer"]) == picked,
+        regret=regret,
+        spearman=(screens.get("screen_logprob") or {}).get("spearman"),
+    )
 
 
-def claim_training(a: AuditResult, b: AuditResult, grid: Grid | None = None) -> dict[str, Any]:
+def claim_training(a: AuditResult, b: AuditResult, grid: Grid | None = None) -> TrainingClaim:
     """Claim 3 for one trained pair on one task: did training realize or expand? Per probe,
     over the questions complete in both audits (:func:`rnr_lens.verdicts.training_verdict`)."""
     margin = grid.margin if grid is not None else verdicts.MARGIN
@@ -371,20 +390,20 @@ def claim_training(a: AuditResult, b: AuditResult, grid: Grid | None = None) -> 
         probe = row["probe"]
         decided = c.verdict(probe, margin)
         out.append(
-            {
-                "probe": probe,
-                "questions": row["n"],
-                "excluded": c.excluded[probe],
-                "delta_realized": decided.delta_realized.to_dict(),
-                "delta_reachable": decided.delta_reachable.to_dict(),
-                "delta_reachable_tost": decided.delta_reachable_tost.to_dict(),
-                "contrast": row["contrast"].to_dict(),
-                "margin": margin,
-                "verdict": decided.verdict.to_dict(),
-                "transitions": c.transition_counts(probe).to_dict(),
-            }
+            TrainingProbe(
+                probe=probe,
+                questions=int(row["n"]),
+                excluded=int(c.excluded[probe]),
+                delta_realized=decided.delta_realized,
+                delta_reachable=decided.delta_reachable,
+                delta_reachable_tost=decided.delta_reachable_tost,
+                contrast=row["contrast"],
+                margin=margin,
+                verdict=decided.verdict,
+                transitions={str(k): {str(s): int(n) for s, n in v.items()} for k, v in c.transition_counts(probe).to_dict().items()},
+            )
         )
-    return {"base": a.info.model, "trained": b.info.model, "probes": out}
+    return TrainingClaim(a.info.task, (a.id, b.id), a.info.model, b.info.model, tuple(out))
 
 
 def report(
@@ -412,15 +431,12 @@ def report(
 
     Example:
         >>> r = report(Grid(models=("smollm2-135m-instruct",), tasks=("add-small",)), "report")  # doctest: +SKIP
-        >>> r.claims["routes_vs_search"][0]["verdict"]  # doctest: +SKIP
+        >>> r.claims.routes_vs_search[0].verdict  # doctest: +SKIP
     """
-    from rnr_lens.executors import EXECUTORS, run_audit
+    from rnr_lens.executors import check_executor, run_audit
     from rnr_lens.models import check_spec, load_model, load_tokenizer
 
-    if executor not in EXECUTORS:
-        raise RnrLensError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
-    if shards < 1:
-        raise RnrLensError(f"shards must be at least 1, got {shards}")
+    check_executor(executor, shards)
     out = Path(out)
     config = DeploymentConfig.load(grid.config) if grid.config else None
     tasks_ = {spec: _load_task(spec, grid) for spec in grid.tasks}
@@ -432,38 +448,7 @@ def report(
             raise RnrLensError(f"grid model {spec!r}: {exc} (a trained pair's checkpoint must exist before the report runs)") from None
     out.mkdir(parents=True, exist_ok=True)
     store = RunStore(out / "runs.db")
-    claims: dict[str, Any] = {
-        "grid": {k: getattr(grid, k) for k in Grid.__dataclass_fields__},
-        "probes": grid.probes,
-        "routes_vs_search": [],
-        "bottleneck": [],
-        "training": [],
-        "configs": {},
-    }
-    audits: dict[tuple[str, str], AuditResult] = {}
-    figures: dict[str, list[tuple[str, Any]]] = {"routes": [], "bottleneck": []}
-    files = {"claims": out / "claims.json", "html": out / "report.html"}
-    total = len(model_specs) * len(tasks_)
-
-    training: dict[tuple[int, str], dict[str, Any]] = {}
-
-    def write() -> None:
-        """Write what is answered so far; a report in progress says it is partial."""
-        for i, pair in enumerate(grid.pairs):  # each pair and task once, as soon as both audits are done
-            for task_spec, task in tasks_.items():
-                a, b = audits.get((pair["base"], task_spec)), audits.get((pair["trained"], task_spec))
-                if a is not None and b is not None and (i, task_spec) not in training:
-                    training[(i, task_spec)] = {"task": task.name, "audits": [a.id, b.id], **claim_training(a, b, grid)}
-        claims["training"] = [training[(i, t)] for i in range(len(grid.pairs)) for t in tasks_ if (i, t) in training]
-        claims["progress"] = {
-            "audits_done": len(audits),
-            "audits_total": total,
-            "complete": len(audits) == total and len(claims["training"]) == len(grid.pairs) * len(tasks_),
-        }
-        claims["summary"] = _summary(claims)
-        _write_atomic(files["claims"], json.dumps(claims, indent=2, default=str))
-        _write_atomic(files["html"], render_html(claims, figures))
-
+    draft = _Draft(grid, tasks_, {"claims": out / "claims.json", "html": out / "report.html"}, total=len(model_specs) * len(tasks_))
     for spec in model_specs:
         # the driver needs the weights to audit here, or to mine; Ray workers load their own
         model = load_model(spec) if executor == "local" or (grid.mine and spec in grid.models) else None
@@ -483,24 +468,74 @@ def report(
                 batch_size=batch_size,
                 progress=progress,
             )
-            audits[(spec, task_spec)] = result
-            claims["configs"][cfg.hash()] = cfg.to_dict()
-            if spec not in grid.models:
-                write()
-                continue
-            setting = {"model": result.info.model, "task": task.name, "audit": result.id, "config_hash": cfg.hash()}
-            claims["routes_vs_search"].append({**setting, **claim_routes(result, grid)})
-            if grid.mine:
-                claims["bottleneck"].append({**setting, **claim_bottleneck(model, result, store, grid, progress, figures["bottleneck"])})
-            write()
+            draft.add_audit(spec, task_spec, result, cfg)
+            if spec in grid.models:
+                draft.routes.append(claim_routes(result, grid))
+                if grid.mine:
+                    draft.bottleneck.append(claim_bottleneck(model, result, store, grid, progress, draft.figures["bottleneck"]))
+            draft.write()
         del model
         if spec in grid.models:
-            from rnr_lens import viz
+            draft.add_routes_figure(spec)
+    return Report(draft.write(), out / "runs.db", draft.files)
 
-            mine_ = [audits[(spec, t)] for t in tasks_]
-            figures["routes"].append((str(mine_[0].info.model), viz.realized_vs_reachable(mine_)))
-    write()
-    return Report(claims, out / "runs.db", files)
+
+@dataclass
+class _Draft:
+    """The claims of a report in progress: filled setting by setting, and written whole
+    (``claims.json`` and ``report.html``) after each, so a report stopped midway says what it
+    has answered and that it is partial."""
+
+    grid: Grid
+    tasks: dict[str, Any]
+    files: dict[str, Path]
+    total: int
+    audits: dict[tuple[str, str], AuditResult] = field(default_factory=dict)
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    routes: list[RoutesClaim] = field(default_factory=list)
+    bottleneck: list[BottleneckClaim] = field(default_factory=list)
+    training: dict[tuple[int, str], TrainingClaim] = field(default_factory=dict)
+    figures: dict[str, list[tuple[str, Any]]] = field(default_factory=lambda: {"routes": [], "bottleneck": []})
+
+    def add_audit(self, spec: str, task_spec: str, result: AuditResult, config: DeploymentConfig) -> None:
+        """A finished audit; a trained pair's claim as soon as both of its audits are here."""
+        self.audits[(spec, task_spec)] = result
+        self.configs[config.hash()] = config.to_dict()
+        for i, pair in enumerate(self.grid.pairs):
+            for t in self.tasks:
+                a, b = self.audits.get((pair["base"], t)), self.audits.get((pair["trained"], t))
+                if a is not None and b is not None and (i, t) not in self.training:
+                    self.training[(i, t)] = claim_training(a, b, self.grid)
+
+    def add_routes_figure(self, spec: str) -> None:
+        from rnr_lens import viz
+
+        results = [self.audits[(spec, t)] for t in self.tasks]
+        self.figures["routes"].append((str(results[0].info.model), viz.realized_vs_reachable(results)))
+
+    def claims(self) -> Claims:
+        grid = self.grid
+        training = tuple(self.training[(i, t)] for i in range(len(grid.pairs)) for t in self.tasks if (i, t) in self.training)
+        complete = len(self.audits) == self.total and len(training) == len(grid.pairs) * len(self.tasks)
+        claims = Claims(
+            grid={k: getattr(grid, k) for k in Grid.__dataclass_fields__},
+            probes=tuple(grid.probes),
+            routes_vs_search=tuple(self.routes),
+            bottleneck=tuple(self.bottleneck),
+            training=training,
+            configs=dict(self.configs),
+            progress=Progress(len(self.audits), self.total, complete),
+        )
+        return replace(claims, summary=summary_lines(claims))
+
+    def write(self) -> Claims:
+        """Write what is answered so far (atomically) and return it."""
+        from rnr_lens.report_page import render_html
+
+        claims = self.claims()
+        _write_atomic(self.files["claims"], json.dumps(claims.to_dict(), indent=2, default=str))
+        _write_atomic(self.files["html"], render_html(claims, self.figures))
+        return claims
 
 
 def _run_order(grid: Grid) -> list[str]:
@@ -517,34 +552,36 @@ def _counts_text(vs: list[verdicts.Verdict]) -> str:
     return ", ".join(f"{status} {c[status]}" for status in verdicts.STATUSES) + f" (of {len(vs)})"
 
 
-def _summary(claims: dict[str, Any]) -> dict[str, str]:
+def summary_lines(claims: Claims) -> dict[str, str]:
     """Per claim, how many settings are decided which way (never "not below in N of M" alone)."""
-    grid = claims["grid"]
-    routes = claims["routes_vs_search"]
-    bottleneck = claims["bottleneck"]
-    trained = [p for c in claims["training"] for p in c["probes"]]
-
-    def vs(items: list[dict[str, Any]], key: str = "verdict") -> list[verdicts.Verdict]:
-        return [verdicts.Verdict.from_dict(c[key]) for c in items]
-
-    both = [c["screen_vs_exhaustive"] for c in bottleneck if c.get("screen_vs_exhaustive")]
+    grid = claims.grid
+    routes, bottleneck, trained = claims.routes_vs_search, claims.bottleneck, claims.training_probes
+    both = [c.screen_vs_exhaustive for c in bottleneck if c.screen_vs_exhaustive is not None]
     agree = (
-        f"; the screen's pick repaired as much as the exhaustive sweep's best in {sum(a['regret'] <= 0 for a in both)} of {len(both)} settings where both ran"
+        f"; the screen's pick repaired as much as the exhaustive sweep's best in {sum(a.regret <= 0 for a in both)} of {len(both)} settings where both ran"
         if both
         else ""
     )
-    with_set = sum(1 for c in bottleneck if c["failures"] >= 2)
+    with_set = sum(1 for c in bottleneck if c.failures >= 2)
 
-    def line(items: list[dict[str, Any]], what: str, key: str = "verdict") -> str:
-        return f"{what}: " + (_counts_text(vs(items, key)) if items else "not evaluated in this grid")
+    def line(decided: list[verdicts.Verdict], what: str) -> str:
+        return f"{what}: " + (_counts_text(decided) if decided else "not evaluated in this grid")
 
     return {
-        "routes_vs_search": line(routes, f"random routes reach at least as much as the search (margin {grid['margin']:.2f}), settings"),
-        "retention": line(
-            routes, f"answer-blind selectors keep under {grid['retention_margin']:.2f} of the random routes' gain, settings", "retention_verdict"
+        "routes_vs_search": line(
+            [c.verdict for c in routes], f"random routes reach at least as much as the search (margin {grid['margin']:.2f}), settings"
         ),
-        "bottleneck": line(bottleneck, f"one MLP repairs most held-out failures ({with_set} settings with a failure set), settings") + agree,
-        "training": line(trained, f"realized rose while the ceiling fell or stayed flat (within ±{grid['margin']:.2f}), comparisons"),
+        "retention": line(
+            [c.retention_verdict for c in routes],
+            f"answer-blind selectors keep under {grid['retention_margin']:.2f} of the random routes' gain, settings",
+        ),
+        "bottleneck": line(
+            [c.verdict for c in bottleneck], f"one MLP repairs most held-out failures ({with_set} settings with a failure set), settings"
+        )
+        + agree,
+        "training": line(
+            [p.verdict for p in trained], f"realized rose while the ceiling fell or stayed flat (within ±{grid['margin']:.2f}), comparisons"
+        ),
     }
 
 
@@ -552,234 +589,3 @@ def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
-
-
-HOW_TO_READ = (
-    "Every rate has a Wilson 95% interval (over prompts, with their design effect, where questions repeat one; the sweep's "
-    "repair and break rates count questions). Paired differences (random - search, delta realized, delta reachable, a "
-    "probe's gain over realized) have Tango's score interval and count as resolved only where the exact McNemar test agrees "
-    "at 5%; a probe's reach above its chance level has the MOVER interval with the exact Poisson-binomial test. Margins "
-    "(non-inferiority, equivalence) are read from the score interval. Reachable: one of the probe's own k tries is correct; "
-    "the default answer is never counted, so reachable can fall below realized. Chance: the same tries scored against other "
-    "questions' gold answers. Random routes are drawn per question from the search's own move set (single-block skips and "
-    "repeats) at the same budget, never the identity route and never one route twice. Retention: (blind - realized) / "
-    "(oracle - realized) with Fieller's interval, given only where the probe's reach is resolved above chance and its gain "
-    "over realized above zero. Each verdict is support, against, unresolved or uninformative (the setting cannot speak to "
-    "the claim); an unresolved verdict says what n would decide it."
-)
-
-
-def _figures_html(figures: list[tuple[str, Any]], first: list[bool]) -> str:
-    """Plotly figures inline, each with its caption; plotly.js itself is embedded once, with the
-    first figure."""
-    from rnr_lens.viz import caption
-
-    out = []
-    for title, fig in figures:
-        out.append(
-            f"<h3>{html.escape(title)}</h3>"
-            + fig.to_html(full_html=False, include_plotlyjs="inline" if first[0] else False)
-            + f"<p class='caption'><i>{html.escape(caption(fig))}</i></p>"
-        )
-        first[0] = False
-    return "".join(out)
-
-
-def _edits_text(c: dict[str, Any]) -> str:
-    """The random routes' fixed depth beside the depth the search's tried routes reached."""
-    d = c.get("edits_search") or {}
-    return f"{c['edits_random']} / " + ("-" if d.get("mean") is None else f"{d['mean']:.1f} (max {d['max']})")
-
-
-def _agreement_text(a: dict[str, Any] | None) -> str:
-    if not a:
-        return "not run"
-    rho = "" if a["spearman"] is None else f"; screen rank correlation {a['spearman']:.2f}"
-    if a["same_block"]:
-        return f"same block{rho}"
-    if a["regret"] <= 0:
-        return f"tied with MLP {a['exhaustive_block']}{rho}"
-    return f"exhaustive best MLP {a['exhaustive_block']} repairs {a['regret']:.2f} more of the discovery half{rho}"
-
-
-def _verdict_text(v: dict[str, Any], misses: dict[str, Any] | None = None) -> str:
-    """``unresolved: … (this n resolves …)`` for a verdict record, with the setting's format-miss
-    note where it has one."""
-    note = (misses or {}).get("note")
-    return str(verdicts.Verdict.from_dict(v)) + (f" [{note}]" if note else "")
-
-
-def render_html(claims: dict[str, Any], figures: dict[str, list[tuple[str, Any]]] | None = None) -> str:
-    """The report as one self-contained HTML page: tables, and the plotly figures (with
-    plotly.js embedded, so it reads offline)."""
-    e = estimate_text
-    figures = figures or {}
-    first = [True]
-    done = claims.get("progress", {})
-    partial = (
-        f"<p><b>Partial report: {done['audits_done']} of {done['audits_total']} audits done. Rerun the same command to resume; "
-        "every count below covers only the settings done so far.</b></p>"
-        if done and not done["complete"]
-        else ""
-    )
-    parts = [
-        f"<h1>rnr_lens claims report</h1>{partial}<p>{html.escape(HOW_TO_READ)}</p>",
-        "<h2>Summary</h2><ul>" + "".join(f"<li>{html.escape(v)}</li>" for v in claims["summary"].values()) + "</ul>",
-    ]
-    rows = [
-        [
-            c["model"],
-            c["task"],
-            e(c["realized"]),
-            e(c["reachable_random"]),
-            e(c["chance_random"]),
-            e(c["reachable_search"]),
-            e(c["chance_search"]),
-            _edits_text(c),
-            e(c["random_minus_search"]),
-            _verdict_text(c["verdict"], c.get("format_misses")),
-        ]
-        for c in claims["routes_vs_search"]
-    ]
-    probes = claims.get("probes", [])
-    parts.append(
-        "<h2>1. Random routes against structured search at a matched budget</h2>"
-        + "<p>"
-        + html.escape(
-            f"Probes compared (same k, same single-block skip/repeat move set): {' vs '.join(probes[1:])}; "
-            "the default (identity) route's answer counts toward neither probe's reachability. The random routes make "
-            "exactly the grid's number of edits; the search's tree goes as deep as its budget takes it (the edits "
-            "column gives the mean and largest depth of the routes it tried). Support: random - search has its lower "
-            f"bound above -{claims['grid']['margin']:.2f} (non-inferiority); against: the search resolved above random; "
-            "uninformative: neither probe resolved above its chance level."
-        )
-        + "</p>"
-        + html_table(
-            rows,
-            [
-                "model",
-                "task",
-                "realized",
-                "random",
-                "chance (random)",
-                "search",
-                "chance (search)",
-                "edits: random / search",
-                "random - search",
-                "verdict",
-            ],
-            below=("verdict",),
-        )
-        + _figures_html(figures.get("routes", []), first)
-    )
-    names = list(dict.fromkeys(n for c in claims["routes_vs_search"] for r in c["retention"].values() for n in r))
-    keep = [
-        [
-            c["model"],
-            c["task"],
-            probe.split(",")[0],
-            e(c["oracle_gain"][probe]),
-            *[e(r.get(n)) for n in names],
-            _verdict_text(c["retention_verdict"]) if probe == c["random"] else "",
-        ]
-        for c in claims["routes_vs_search"]
-        for probe, r in c["retention"].items()
-    ]
-    if keep:
-        parts.append(
-            "<h3>Retention of the gain by answer-blind selectors</h3><p>"
-            + html.escape(
-                "Retention = (blind - realized) / (oracle - realized) with Fieller's interval; '-' where the probe's reach is "
-                "not resolved above its chance level, since a share of a gain that may be chance means nothing. "
-                "logprob-or-default keeps the default answer unless the probe's most confident try is more confident."
-            )
-            + "</p>"
-            + html_table(keep, ["model", "task", "probe", "oracle gain", *names, "verdict"], below=("verdict",))
-        )
-    rows = []
-    for c in claims["bottleneck"]:
-        b, s = c.get("bottleneck"), c.get("second")
-        null = c.get("null") or {}
-        rows.append(
-            [
-                c["model"],
-                c["task"],
-                c["failures"],
-                b["block"] if b else "-",
-                e(b["repair_heldout"]) if b else "-",
-                e(b["break"]) if b and b["break"] else "unmeasured" if b else "-",
-                e(null.get("random_block")),
-                e(null.get("rerun")),
-                f"{s['block']}: {e(s['repair_heldout'])}" if s else "-",
-                _agreement_text(c.get("screen_vs_exhaustive")),
-                _verdict_text(c["verdict"], c.get("format_misses")),
-            ]
-        )
-    parts.append(
-        "<h2>2. One MLP block and the failure set</h2><p>"
-        + html.escape(
-            f"The bottleneck is chosen on the discovery half among blocks whose control break rate is at most "
-            f"{claims['grid']['break_bound']:.2f}; support needs its held-out repair resolved above one half (exact binomial "
-            "test), its break rate's upper bound below one half, and an arbitrary block (null: blocks drawn at random, "
-            "silenced) repairing under one half. Re-run: the unablated model re-run in the same batches."
-        )
-        + "</p>"
-        + html_table(
-            rows,
-            [
-                "model",
-                "task",
-                "failures",
-                "bottleneck",
-                "held-out repair",
-                "control break",
-                "null: random block",
-                "null: re-run",
-                "second best",
-                "screen vs exhaustive",
-                "verdict",
-            ],
-            wrap=("screen vs exhaustive",),
-            below=("verdict",),
-        )
-        + _figures_html(figures.get("bottleneck", []), first)
-    )
-    rows = [
-        [
-            c["base"],
-            c["trained"],
-            c["task"],
-            p["probe"].split(",")[0],
-            f"{p['questions']}" + (f" ({p['excluded']} left out: unfinished)" if p.get("excluded") else ""),
-            e(p["delta_realized"]),
-            e(p["delta_reachable"]),
-            e(p["contrast"]),
-            _verdict_text(p["verdict"]),
-        ]
-        for c in claims["training"]
-        for p in c["probes"]
-    ]
-    parts.append(
-        "<h2>3. Training: realized against the reachable ceiling</h2><p>"
-        + html.escape(
-            f"Over the questions complete in both audits. Flat: delta reachable within ±{claims['grid']['margin']:.2f} by two "
-            "one-sided tests (its 90% interval inside the margin). Contrast: delta realized minus delta reachable, per question."
-        )
-        + "</p>"
-        + (
-            html_table(rows, ["base", "trained", "task", "probe", "n", "Δ realized", "Δ reachable", "contrast", "verdict"], below=("verdict",))
-            if rows
-            else "<p>No trained pairs in this grid.</p>"
-        )
-    )
-    parts.append(
-        "<h2>Deployment configs</h2>"
-        + "".join(f"<h3>{h}</h3><pre>{html.escape(json.dumps(c, indent=1))}</pre>" for h, c in claims["configs"].items())
-    )
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>rnr_lens claims report</title>"
-        "<style>body{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;color:#222}"
-        "table{border-collapse:collapse;margin:0.5em 0}tr:nth-child(even){background:#f6f6f6}</style></head><body>"
-        + "".join(parts)
-        + "</body></html>"
-    )

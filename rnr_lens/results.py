@@ -77,6 +77,19 @@ class ProbeSummary:
         out.update({SELECTOR_COLUMN + name: e for name, e in self.selectors.items()})
         return out
 
+    def cells(self, label: str | None = None) -> dict[str, Any]:
+        """The row every view shows (the CLI's table, the notebook's): the probe by ``label``
+        (its short label), k, n and the estimates as compact text."""
+        return {
+            "probe": label or self.probe,
+            "k": self.budget,
+            "n": self.questions,
+            "realized": estimate_text(self.realized),
+            "reachable": estimate_text(self.reachable),
+            "chance": estimate_text(self.chance),
+            "above chance": estimate_text(self.above_chance),
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: estimates as value/low/high (``null`` over no questions), selectors
         nested under ``"selectors"``; fields an audit without probes lacks are left out."""
@@ -355,29 +368,16 @@ class AuditResult:
         summaries = self.probe_summaries()
         labels = probe_labels([s.probe for s in summaries])
         blind = sorted({name for s in summaries for name in s.selectors})
-        cells = ["probe", "k", "n", "realized", "reachable", "chance", "above chance", "reach-not-real", "format misses"]
-        rows = [
-            [
-                labels[s.probe],
-                s.budget,
-                s.questions,
-                estimate_text(s.realized),
-                estimate_text(s.reachable),
-                estimate_text(s.chance),
-                estimate_text(s.above_chance),
-                s.reachable_not_realized,
-                s.format_misses,
-                *(estimate_text(s.selectors.get(b)) for b in blind),
-            ]
-            for s in summaries
-        ]
+        shown = [{**x.cells(labels[x.probe]), "reach-not-real": x.reachable_not_realized, "format misses": x.format_misses} for x in summaries]
+        rows = [[*row.values(), *(estimate_text(x.selectors.get(b)) for b in blind)] for row, x in zip(shown, summaries)]
+        columns = [*shown[0], *(f"blind: {b}" for b in blind)]
         specs = "".join(f"<li><code>{html.escape(labels[s.probe])}</code> = <code>{html.escape(s.probe)}</code></li>" for s in summaries)
         status = "" if self.finished else " — unfinished: " + ", ".join(f"{d}/{e}" for d, e in self.progress().values()) + " tries"
         return (
             f"<div class='rnr-audit'><b>audit {self.id}</b> [{html.escape(i.status)}]{status}<br>"
             f"model <code>{html.escape(i.model)}</code>, task <code>{html.escape(i.task)}</code> ({i.n_questions} questions), "
             f"config {i.config_hash}, seed {i.seed}"
-            + html_table(rows, cells + [f"blind: {b}" for b in blind])
+            + html_table(rows, columns)
             + "<p>reachable: one of the probe's own k tries is correct (the default answer is never counted); chance: the same tries "
             "scored against the other questions' gold answers.</p>" + f"<ul>{specs}</ul></div>"
         )

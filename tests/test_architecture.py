@@ -16,13 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom to top. A module imports only modules of its own layer or below, and never in a cycle.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("values", ["errors", "records", "display", "stats", "verdicts", "routes", "prompts", "answers", "shards", "dapo"]),
+    ("values", ["errors", "records", "display", "stats", "verdicts", "claims", "routes", "prompts", "answers", "shards", "dapo"]),
     ("model", ["adapters", "engine", "interventions", "generation", "lens", "model_cache", "models", "tiny"]),
     ("questions", ["tasks", "deploy"]),
     ("store", ["store"]),
     ("measurement", ["selectors", "probes", "results", "audits", "formats", "attribution", "checkpoints", "training"]),
     ("analysis", ["comparison", "failures", "executors", "miner"]),
-    ("people", ["viz_export", "viz", "reports", "widgets", "cli"]),
+    ("people", ["viz_export", "viz", "report_page", "reports", "widgets", "cli"]),
 ]
 
 

@@ -249,9 +249,10 @@ def test_trained_checkpoints_run_right_after_their_base():
 
 def test_a_claim_with_no_setting_reads_not_evaluated():
     """A grid without trained pairs once summarized claim 3 as "0 of 0 settings"."""
-    from rnr_lens.reports import _summary
+    from rnr_lens.claims import Claims
+    from rnr_lens.reports import summary_lines
 
-    lines = _summary({"grid": {"margin": 0.05, "retention_margin": 0.25}, "routes_vs_search": [], "bottleneck": [], "training": []})
+    lines = summary_lines(Claims(grid={"margin": 0.05, "retention_margin": 0.25}, probes=()))
     assert all(line.endswith("not evaluated in this grid") for line in lines.values()), lines
     assert not any("0 of 0" in line or "(of 0)" in line for line in lines.values())
 
@@ -282,8 +283,23 @@ def test_a_setting_says_when_format_misses_could_change_its_verdict(tiny, tmp_pa
     task = Task("planted", tuple(Question(r["id"], r["question"], r["answer"]) for r in rows), "number")
     grid = Grid(models=("x",), tasks=("planted",), n=len(rows), k=2, edits=1, temperature=1.0)
     result = audit(tiny, task, [grid.random, grid.search], store=tmp_path / "fm.db", progress=False)
-    claim = claim_routes(result, grid)["format_misses"]
-    assert claim["greedy"] == len(rows[::2]) and claim["answered"] == len(rows)
-    assert claim["note"] and claim["note"].startswith(f"format misses: {len(rows[::2])} of {len(rows)} greedy answers")
+    claim = claim_routes(result, grid).format_misses
+    assert claim.greedy == len(rows[::2]) and claim.answered == len(rows)
+    assert claim.note and claim.note.startswith(f"format misses: {len(rows[::2])} of {len(rows)} greedy answers")
     strict, lenient = result.chance(grid.random), result.chance(grid.random, lenient=True)
     assert (lenient >= strict - 1e-12).all() and lenient.sum() > strict.sum(), "every stated number counts toward chance too"
+
+
+@pytest.mark.slow
+def test_claims_json_reads_back_into_the_records_that_wrote_it(first_report):
+    """Every claim of a real report (routes, a mined failure set, a trained pair) survives
+    claims.json: read back and written again, nothing changes, and the page renders from it."""
+    from rnr_lens.claims import Claims
+    from rnr_lens.report_page import render_html
+
+    _, _, claims = first_report
+    again = Claims.from_dict(claims)
+    assert json.loads(json.dumps(again.to_dict(), default=str)) == claims
+    assert again.training and again.bottleneck and again.progress is not None and again.progress.complete
+    page = render_html(again)
+    assert all(c.setting.task in page for c in again.routes_vs_search)

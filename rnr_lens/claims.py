@@ -1,0 +1,442 @@
+"""The three claims as small frozen records: one per setting, from the report to ``claims.json``.
+
+A claim record holds what one setting (a model on a task, or a trained pair on a task) says
+about one claim: its estimates as :class:`~rnr_lens.stats.Estimate`, its verdict as a
+:class:`~rnr_lens.verdicts.Verdict`. :mod:`rnr_lens.reports` builds them and the report page
+reads them; each writes itself with ``to_dict`` (the JSON edge: ``claims.json`` keeps the keys it
+always had) and reads back with ``from_dict``, so a written report can be read and re-rendered.
+
+Invariant: ``Record.from_dict(r.to_dict()).to_dict() == r.to_dict()`` for every record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from rnr_lens.stats import Estimate
+from rnr_lens.verdicts import Verdict
+
+
+def _est(d: Mapping[str, Any] | None) -> Estimate | None:
+    return None if d is None else Estimate.from_dict(dict(d))
+
+
+def _out(e: Estimate | None) -> dict[str, Any] | None:
+    return None if e is None else e.to_dict()
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Which audit a claim record speaks for."""
+
+    model: str
+    task: str
+    audit: str
+    config_hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "task": self.task, "audit": self.audit, "config_hash": self.config_hash}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Setting:
+        return cls(str(d["model"]), str(d["task"]), str(d["audit"]), str(d["config_hash"]))
+
+
+@dataclass(frozen=True)
+class FormatMisses:
+    """A setting's format misses (answers that state the gold but read as another number) and
+    claim 1's verdict read leniently; ``note`` where they could matter."""
+
+    greedy: int
+    answered: int
+    probes: Mapping[str, int]
+    extractor: str
+    lenient_verdict: str
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "greedy": self.greedy,
+            "answered": self.answered,
+            "probes": dict(self.probes),
+            "extractor": self.extractor,
+            "lenient_verdict": self.lenient_verdict,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FormatMisses:
+        return cls(int(d["greedy"]), int(d["answered"]), dict(d["probes"]), str(d["extractor"]), str(d["lenient_verdict"]), d.get("note"))
+
+
+@dataclass(frozen=True)
+class RoutesClaim:
+    """Claim 1 on one setting: random routes against the search at a matched budget, and how
+    much of the random routes' gain each answer-blind selector keeps.
+
+    Attributes:
+        retention: Per probe, each answer-blind selector's retention (None where the probe's
+            reach is not resolved above chance).
+        edits_search_mean, edits_search_max: The depth of the routes the search tried.
+    """
+
+    setting: Setting
+    random: str
+    search: str
+    questions: int
+    realized: Estimate
+    reachable_random: Estimate
+    reachable_search: Estimate
+    chance_random: Estimate
+    chance_search: Estimate
+    above_chance_random: Estimate
+    above_chance_search: Estimate
+    random_minus_search: Estimate
+    margin: float
+    edits_random: int
+    edits_search_mean: float | None
+    edits_search_max: int | None
+    oracle_gain: Mapping[str, Estimate]
+    retention: Mapping[str, Mapping[str, Estimate | None]]
+    retention_verdict: Verdict
+    verdict: Verdict
+    format_misses: FormatMisses
+
+    _ESTIMATES: ClassVar[tuple[str, ...]] = (
+        "realized",
+        "reachable_random",
+        "reachable_search",
+        "chance_random",
+        "chance_search",
+        "above_chance_random",
+        "above_chance_search",
+        "random_minus_search",
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.setting.to_dict(),
+            "random": self.random,
+            "search": self.search,
+            "questions": self.questions,
+            **{k: getattr(self, k).to_dict() for k in self._ESTIMATES},
+            "margin": self.margin,
+            "edits_random": self.edits_random,
+            "edits_search": {"mean": self.edits_search_mean, "max": self.edits_search_max},
+            "oracle_gain": {p: e.to_dict() for p, e in self.oracle_gain.items()},
+            "retention": {p: {s: _out(e) for s, e in r.items()} for p, r in self.retention.items()},
+            "retention_verdict": self.retention_verdict.to_dict(),
+            "verdict": self.verdict.to_dict(),
+            "format_misses": self.format_misses.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RoutesClaim:
+        depth = d.get("edits_search") or {}
+        return cls(
+            setting=Setting.from_dict(d),
+            random=str(d["random"]),
+            search=str(d["search"]),
+            questions=int(d["questions"]),
+            margin=float(d["margin"]),
+            edits_random=int(d["edits_random"]),
+            edits_search_mean=depth.get("mean"),
+            edits_search_max=depth.get("max"),
+            oracle_gain={p: Estimate.from_dict(e) for p, e in d["oracle_gain"].items()},
+            retention={p: {s: _est(e) for s, e in r.items()} for p, r in d["retention"].items()},
+            retention_verdict=Verdict.from_dict(d["retention_verdict"]),
+            verdict=Verdict.from_dict(d["verdict"]),
+            format_misses=FormatMisses.from_dict(d["format_misses"]),
+            **{k: Estimate.from_dict(d[k]) for k in cls._ESTIMATES},
+        )
+
+
+@dataclass(frozen=True)
+class BlockRates:
+    """One generated block's repair on each half of a failure set and its control break."""
+
+    block: int
+    repair_discovery: float
+    repair_heldout: Estimate | None
+    break_rate: Estimate | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "block": self.block,
+            "repair_discovery": self.repair_discovery,
+            "repair_heldout": _out(self.repair_heldout),
+            "break": _out(self.break_rate),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BlockRates:
+        return cls(int(d["block"]), float(d["repair_discovery"]), _est(d.get("repair_heldout")), _est(d.get("break")))
+
+
+@dataclass(frozen=True)
+class ScreenAgreement:
+    """Whether the screen's pick agrees with the best block of an exhaustive sweep.
+
+    Attributes:
+        regret: The discovery repair the screen's pick gives up against the exhaustive best
+            (0: it found a best block, possibly a tied one).
+        spearman: Rank correlation of the log-prob screen with the generated repair rates.
+    """
+
+    screen_block: int
+    exhaustive_block: int
+    exhaustive_repair_discovery: float
+    same_block: bool
+    regret: float
+    spearman: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "screen_block": self.screen_block,
+            "exhaustive_block": self.exhaustive_block,
+            "exhaustive_repair_discovery": self.exhaustive_repair_discovery,
+            "same_block": self.same_block,
+            "regret": self.regret,
+            "spearman": self.spearman,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ScreenAgreement:
+        return cls(
+            int(d["screen_block"]),
+            int(d["exhaustive_block"]),
+            float(d["exhaustive_repair_discovery"]),
+            bool(d["same_block"]),
+            float(d["regret"]),
+            d.get("spearman"),
+        )
+
+
+@dataclass(frozen=True)
+class NullRates:
+    """The null beside a held-out repair: an arbitrary block's silencing (drawn from ``blocks``)
+    and the unablated re-run (:class:`rnr_lens.miner.NullRepair`)."""
+
+    blocks: tuple[int, ...]
+    random_block: Estimate
+    rerun: Estimate
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"blocks": list(self.blocks), "random_block": self.random_block.to_dict(), "rerun": self.rerun.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NullRates:
+        return cls(tuple(int(b) for b in d["blocks"]), Estimate.from_dict(d["random_block"]), Estimate.from_dict(d["rerun"]))
+
+
+@dataclass(frozen=True)
+class FailureSetSize:
+    """A mined failure set's halves and control set, and how many of its failures fail only by
+    format (a repair there may be a repair of the format)."""
+
+    discovery: int
+    heldout: int
+    control: int
+    format_failures: int
+    extractor: str
+    format_note: str | None = None
+
+
+@dataclass(frozen=True)
+class BottleneckClaim:
+    """Claim 2 on one setting: the bottleneck MLP of its failure set, its held-out repair beside
+    the null, and the verdict. ``mined`` is None where the setting had no failure set to mine
+    (fewer than two questions reachable but not realized): only the count and the verdict."""
+
+    setting: Setting
+    failures: int
+    verdict: Verdict
+    mined: FailureSetSize | None = None
+    break_bound: float | None = None
+    null: NullRates | None = None
+    screen_vs_exhaustive: ScreenAgreement | None = None
+    bottleneck: BlockRates | None = None
+    second: BlockRates | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {**self.setting.to_dict(), "failures": self.failures}
+        m = self.mined
+        if m is not None:
+            out |= {
+                "discovery": m.discovery,
+                "heldout": m.heldout,
+                "control": m.control,
+                "break_bound": self.break_bound,
+                "null": self.null.to_dict() if self.null else None,
+                "screen_vs_exhaustive": self.screen_vs_exhaustive.to_dict() if self.screen_vs_exhaustive else None,
+                "format_misses": {"failures": m.format_failures, "extractor": m.extractor, "note": m.format_note},
+                "bottleneck": self.bottleneck.to_dict() if self.bottleneck else None,
+                "second": self.second.to_dict() if self.second else None,
+            }
+        return out | {"verdict": self.verdict.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BottleneckClaim:
+        setting, verdict = Setting.from_dict(d), Verdict.from_dict(d["verdict"])
+        if "discovery" not in d:
+            return cls(setting, int(d["failures"]), verdict)
+        misses = d["format_misses"]
+        return cls(
+            setting,
+            int(d["failures"]),
+            verdict,
+            FailureSetSize(
+                int(d["discovery"]), int(d["heldout"]), int(d["control"]), int(misses["failures"]), str(misses["extractor"]), misses.get("note")
+            ),
+            float(d["break_bound"]),
+            NullRates.from_dict(d["null"]) if d.get("null") else None,
+            ScreenAgreement.from_dict(d["screen_vs_exhaustive"]) if d.get("screen_vs_exhaustive") else None,
+            BlockRates.from_dict(d["bottleneck"]) if d.get("bottleneck") else None,
+            BlockRates.from_dict(d["second"]) if d.get("second") else None,
+        )
+
+    @property
+    def format_note(self) -> str | None:
+        return self.mined.format_note if self.mined else None
+
+
+@dataclass(frozen=True)
+class TrainingProbe:
+    """Claim 3 for one probe of a trained pair on one task, over the questions complete in both
+    audits (``excluded``: left out as unfinished).
+
+    Attributes:
+        transitions: Questions moving from each state (inner keys, the base) to each state
+            (outer keys, the trained checkpoint).
+    """
+
+    probe: str
+    questions: int
+    excluded: int
+    delta_realized: Estimate
+    delta_reachable: Estimate
+    delta_reachable_tost: Estimate
+    contrast: Estimate
+    margin: float
+    verdict: Verdict
+    transitions: Mapping[str, Mapping[str, int]]
+
+    _ESTIMATES: ClassVar[tuple[str, ...]] = ("delta_realized", "delta_reachable", "delta_reachable_tost", "contrast")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "probe": self.probe,
+            "questions": self.questions,
+            "excluded": self.excluded,
+            **{k: getattr(self, k).to_dict() for k in self._ESTIMATES},
+            "margin": self.margin,
+            "verdict": self.verdict.to_dict(),
+            "transitions": {k: dict(v) for k, v in self.transitions.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TrainingProbe:
+        return cls(
+            probe=str(d["probe"]),
+            questions=int(d["questions"]),
+            excluded=int(d["excluded"]),
+            margin=float(d["margin"]),
+            verdict=Verdict.from_dict(d["verdict"]),
+            transitions={k: {s: int(n) for s, n in v.items()} for k, v in d["transitions"].items()},
+            **{k: Estimate.from_dict(d[k]) for k in cls._ESTIMATES},
+        )
+
+
+@dataclass(frozen=True)
+class TrainingClaim:
+    """Claim 3 for one trained pair on one task: one :class:`TrainingProbe` per probe."""
+
+    task: str
+    audits: tuple[str, str]
+    base: str
+    trained: str
+    probes: tuple[TrainingProbe, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "audits": list(self.audits),
+            "base": self.base,
+            "trained": self.trained,
+            "probes": [p.to_dict() for p in self.probes],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TrainingClaim:
+        a, b = d["audits"]
+        return cls(str(d["task"]), (str(a), str(b)), str(d["base"]), str(d["trained"]), tuple(TrainingProbe.from_dict(p) for p in d["probes"]))
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How much of a grid a report covers (a partial report says so)."""
+
+    audits_done: int
+    audits_total: int
+    complete: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"audits_done": self.audits_done, "audits_total": self.audits_total, "complete": self.complete}
+
+
+@dataclass(frozen=True)
+class Claims:
+    """Everything ``claims.json`` holds: the grid, each claim's records, the deployment configs,
+    the report's progress and the summary lines.
+
+    Attributes:
+        grid: The grid's settings as written (a JSON record: the grid file's own fields).
+        configs: Each deployment config used, by its hash (as JSON records).
+        summary: Per claim, one line: how many settings are decided which way.
+    """
+
+    grid: Mapping[str, Any]
+    probes: tuple[str, ...]
+    routes_vs_search: tuple[RoutesClaim, ...] = ()
+    bottleneck: tuple[BottleneckClaim, ...] = ()
+    training: tuple[TrainingClaim, ...] = ()
+    configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    progress: Progress | None = None
+    summary: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def training_probes(self) -> list[TrainingProbe]:
+        """Every trained pair's per-probe records, in order."""
+        return [p for c in self.training for p in c.probes]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "grid": dict(self.grid),
+            "probes": list(self.probes),
+            "routes_vs_search": [c.to_dict() for c in self.routes_vs_search],
+            "bottleneck": [c.to_dict() for c in self.bottleneck],
+            "training": [c.to_dict() for c in self.training],
+            "configs": {h: dict(c) for h, c in self.configs.items()},
+        }
+        if self.progress is not None:
+            out["progress"] = self.progress.to_dict()
+        if self.summary:
+            out["summary"] = dict(self.summary)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Claims:
+        """Read a ``claims.json`` back (``Claims.from_dict(json.load(f))``)."""
+        progress = d.get("progress")
+        return cls(
+            grid=dict(d["grid"]),
+            probes=tuple(d.get("probes", ())),
+            routes_vs_search=tuple(RoutesClaim.from_dict(c) for c in d.get("routes_vs_search", ())),
+            bottleneck=tuple(BottleneckClaim.from_dict(c) for c in d.get("bottleneck", ())),
+            training=tuple(TrainingClaim.from_dict(c) for c in d.get("training", ())),
+            configs={h: dict(c) for h, c in d.get("configs", {}).items()},
+            progress=Progress(**progress) if progress else None,
+            summary=dict(d.get("summary", {})),
+        )

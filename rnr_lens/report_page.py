@@ -1,0 +1,242 @@
+"""The claims report as one self-contained HTML page, read from a :class:`~rnr_lens.claims.Claims`.
+
+The page renders what ``claims.json`` holds and decides nothing: every verdict, estimate and
+note comes from the claim records (:mod:`rnr_lens.reports` builds them), so a written report
+can be rendered again from its ``claims.json``. Plotly figures are embedded inline with
+plotly.js once, so the page reads offline.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from rnr_lens.claims import Claims, RoutesClaim, ScreenAgreement
+from rnr_lens.display import estimate_text, html_table
+from rnr_lens.verdicts import Verdict
+
+HOW_TO_READ = (
+    "Every rate has a Wilson 95% interval (over prompts, with their design effect, where questions repeat one; the sweep's "
+    "repair and break rates count questions). Paired differences (random - search, delta realized, delta reachable, a "
+    "probe's gain over realized) have Tango's score interval and count as resolved only where the exact McNemar test agrees "
+    "at 5%; a probe's reach above its chance level has the MOVER interval with the exact Poisson-binomial test. Margins "
+    "(non-inferiority, equivalence) are read from the score interval. Reachable: one of the probe's own k tries is correct; "
+    "the default answer is never counted, so reachable can fall below realized. Chance: the same tries scored against other "
+    "questions' gold answers. Random routes are drawn per question from the search's own move set (single-block skips and "
+    "repeats) at the same budget, never the identity route and never one route twice. Retention: (blind - realized) / "
+    "(oracle - realized) with Fieller's interval, given only where the probe's reach is resolved above chance and its gain "
+    "over realized above zero. Each verdict is support, against, unresolved or uninformative (the setting cannot speak to "
+    "the claim); an unresolved verdict says what n would decide it."
+)
+
+
+def _figures_html(figures: list[tuple[str, Any]], first: list[bool]) -> str:
+    """Plotly figures inline, each with its caption; plotly.js itself is embedded once, with the
+    first figure."""
+    from rnr_lens.viz import caption
+
+    out = []
+    for title, fig in figures:
+        out.append(
+            f"<h3>{html.escape(title)}</h3>"
+            + fig.to_html(full_html=False, include_plotlyjs="inline" if first[0] else False)
+            + f"<p class='caption'><i>{html.escape(caption(fig))}</i></p>"
+        )
+        first[0] = False
+    return "".join(out)
+
+
+def _edits_text(c: RoutesClaim) -> str:
+    """The random routes' fixed depth beside the depth the search's tried routes reached."""
+    return f"{c.edits_random} / " + ("-" if c.edits_search_mean is None else f"{c.edits_search_mean:.1f} (max {c.edits_search_max})")
+
+
+def _agreement_text(a: ScreenAgreement | None) -> str:
+    if a is None:
+        return "not run"
+    rho = "" if a.spearman is None else f"; screen rank correlation {a.spearman:.2f}"
+    if a.same_block:
+        return f"same block{rho}"
+    if a.regret <= 0:
+        return f"tied with MLP {a.exhaustive_block}{rho}"
+    return f"exhaustive best MLP {a.exhaustive_block} repairs {a.regret:.2f} more of the discovery half{rho}"
+
+
+def _verdict_text(v: Verdict, note: str | None = None) -> str:
+    """``unresolved: … (this n resolves …)``, with the setting's format-miss note where it has one."""
+    return str(v) + (f" [{note}]" if note else "")
+
+
+def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None = None) -> str:
+    """The report as one self-contained HTML page: tables, and the plotly figures (with
+    plotly.js embedded, so it reads offline)."""
+    e = estimate_text
+    figures = figures or {}
+    first = [True]
+    done = claims.progress
+    partial = (
+        f"<p><b>Partial report: {done.audits_done} of {done.audits_total} audits done. Rerun the same command to resume; "
+        "every count below covers only the settings done so far.</b></p>"
+        if done is not None and not done.complete
+        else ""
+    )
+    parts = [
+        f"<h1>rnr_lens claims report</h1>{partial}<p>{html.escape(HOW_TO_READ)}</p>",
+        "<h2>Summary</h2><ul>" + "".join(f"<li>{html.escape(v)}</li>" for v in claims.summary.values()) + "</ul>",
+    ]
+    rows: list[list[Any]] = [
+        [
+            c.setting.model,
+            c.setting.task,
+            e(c.realized),
+            e(c.reachable_random),
+            e(c.chance_random),
+            e(c.reachable_search),
+            e(c.chance_search),
+            _edits_text(c),
+            e(c.random_minus_search),
+            _verdict_text(c.verdict, c.format_misses.note),
+        ]
+        for c in claims.routes_vs_search
+    ]
+    probes = claims.probes
+    parts.append(
+        "<h2>1. Random routes against structured search at a matched budget</h2>"
+        + "<p>"
+        + html.escape(
+            f"Probes compared (same k, same single-block skip/repeat move set): {' vs '.join(probes[1:])}; "
+            "the default (identity) route's answer counts toward neither probe's reachability. The random routes make "
+            "exactly the grid's number of edits; the search's tree goes as deep as its budget takes it (the edits "
+            "column gives the mean and largest depth of the routes it tried). Support: random - search has its lower "
+            f"bound above -{claims.grid['margin']:.2f} (non-inferiority); against: the search resolved above random; "
+            "uninformative: neither probe resolved above its chance level."
+        )
+        + "</p>"
+        + html_table(
+            rows,
+            [
+                "model",
+                "task",
+                "realized",
+                "random",
+                "chance (random)",
+                "search",
+                "chance (search)",
+                "edits: random / search",
+                "random - search",
+                "verdict",
+            ],
+            below=("verdict",),
+        )
+        + _figures_html(figures.get("routes", []), first)
+    )
+    names = list(dict.fromkeys(n for c in claims.routes_vs_search for r in c.retention.values() for n in r))
+    keep = [
+        [
+            c.setting.model,
+            c.setting.task,
+            probe.split(",")[0],
+            e(c.oracle_gain[probe]),
+            *[e(r.get(n)) for n in names],
+            _verdict_text(c.retention_verdict) if probe == c.random else "",
+        ]
+        for c in claims.routes_vs_search
+        for probe, r in c.retention.items()
+    ]
+    if keep:
+        parts.append(
+            "<h3>Retention of the gain by answer-blind selectors</h3><p>"
+            + html.escape(
+                "Retention = (blind - realized) / (oracle - realized) with Fieller's interval; '-' where the probe's reach is "
+                "not resolved above its chance level, since a share of a gain that may be chance means nothing. "
+                "logprob-or-default keeps the default answer unless the probe's most confident try is more confident."
+            )
+            + "</p>"
+            + html_table(keep, ["model", "task", "probe", "oracle gain", *names, "verdict"], below=("verdict",))
+        )
+    rows = []
+    for c in claims.bottleneck:
+        b, s, null = c.bottleneck, c.second, c.null
+        rows.append(
+            [
+                c.setting.model,
+                c.setting.task,
+                c.failures,
+                b.block if b else "-",
+                e(b.repair_heldout) if b else "-",
+                e(b.break_rate) if b and b.break_rate else "unmeasured" if b else "-",
+                e(null.random_block if null else None),
+                e(null.rerun if null else None),
+                f"{s.block}: {e(s.repair_heldout)}" if s else "-",
+                _agreement_text(c.screen_vs_exhaustive),
+                _verdict_text(c.verdict, c.format_note),
+            ]
+        )
+    parts.append(
+        "<h2>2. One MLP block and the failure set</h2><p>"
+        + html.escape(
+            f"The bottleneck is chosen on the discovery half among blocks whose control break rate is at most "
+            f"{claims.grid['break_bound']:.2f}; support needs its held-out repair resolved above one half (exact binomial "
+            "test), its break rate's upper bound below one half, and an arbitrary block (null: blocks drawn at random, "
+            "silenced) repairing under one half. Re-run: the unablated model re-run in the same batches."
+        )
+        + "</p>"
+        + html_table(
+            rows,
+            [
+                "model",
+                "task",
+                "failures",
+                "bottleneck",
+                "held-out repair",
+                "control break",
+                "null: random block",
+                "null: re-run",
+                "second best",
+                "screen vs exhaustive",
+                "verdict",
+            ],
+            wrap=("screen vs exhaustive",),
+            below=("verdict",),
+        )
+        + _figures_html(figures.get("bottleneck", []), first)
+    )
+    rows = [
+        [
+            c.base,
+            c.trained,
+            c.task,
+            p.probe.split(",")[0],
+            f"{p.questions}" + (f" ({p.excluded} left out: unfinished)" if p.excluded else ""),
+            e(p.delta_realized),
+            e(p.delta_reachable),
+            e(p.contrast),
+            _verdict_text(p.verdict),
+        ]
+        for c in claims.training
+        for p in c.probes
+    ]
+    parts.append(
+        "<h2>3. Training: realized against the reachable ceiling</h2><p>"
+        + html.escape(
+            f"Over the questions complete in both audits. Flat: delta reachable within ±{claims.grid['margin']:.2f} by two "
+            "one-sided tests (its 90% interval inside the margin). Contrast: delta realized minus delta reachable, per question."
+        )
+        + "</p>"
+        + (
+            html_table(rows, ["base", "trained", "task", "probe", "n", "Δ realized", "Δ reachable", "contrast", "verdict"], below=("verdict",))
+            if rows
+            else "<p>No trained pairs in this grid.</p>"
+        )
+    )
+    parts.append(
+        "<h2>Deployment configs</h2>" + "".join(f"<h3>{h}</h3><pre>{html.escape(json.dumps(c, indent=1))}</pre>" for h, c in claims.configs.items())
+    )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>rnr_lens claims report</title>"
+        "<style>body{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;color:#222}"
+        "table{border-collapse:collapse;margin:0.5em 0}tr:nth-child(even){background:#f6f6f6}</style></head><body>"
+        + "".join(parts)
+        + "</body></html>"
+    )

@@ -1,0 +1,63 @@
+"""Claim records: each writes the keys claims.json always had and reads back to itself.
+
+Guards the JSON edge of the report: a record that loses a field on the way out, or reads a
+verdict or an interval back as something else, would make a re-rendered report disagree with
+the one written."""
+
+import json
+
+import pytest
+
+from rnr_lens.audits import audit
+from rnr_lens.claims import BlockRates, BottleneckClaim, Claims, FailureSetSize, RoutesClaim, Setting
+from rnr_lens.reports import Grid, claim_routes, summary_lines
+from rnr_lens.stats import rate
+from rnr_lens.tasks import get
+from rnr_lens.verdicts import Verdict
+
+
+@pytest.fixture(scope="module")
+def routes_claim(tiny) -> RoutesClaim:
+    grid = Grid(models=("tiny",), tasks=("add-small",), n=8, k=2, edits=1, temperature=1.0)
+    result = audit(tiny, get("add-small", n=8), [grid.random, grid.search], progress=False)
+    return claim_routes(result, grid)
+
+
+def _through_json(d: dict) -> dict:
+    return json.loads(json.dumps(d, default=str))
+
+
+def test_a_routes_claim_reads_back_to_itself(routes_claim):
+    written = _through_json(routes_claim.to_dict())
+    again = RoutesClaim.from_dict(written)
+    assert again.to_dict() == routes_claim.to_dict()
+    assert again.verdict == routes_claim.verdict and again.setting == routes_claim.setting
+    assert set(written) >= {"model", "task", "audit", "config_hash", "verdict", "retention", "format_misses", "edits_search"}
+
+
+def test_a_setting_without_a_failure_set_writes_only_its_count_and_verdict(routes_claim):
+    setting = routes_claim.setting
+    bare = BottleneckClaim(setting, 1, Verdict("uninformative", "only 1 question(s) reachable but not realized"))
+    assert set(bare.to_dict()) == {"model", "task", "audit", "config_hash", "failures", "verdict"}
+    assert BottleneckClaim.from_dict(_through_json(bare.to_dict())) == bare
+    mined = BottleneckClaim(
+        setting,
+        6,
+        Verdict("unresolved", "held-out repair not resolved above one half"),
+        FailureSetSize(3, 3, 4, 1, "concluding-number", "1 of 6 failures state the gold"),
+        break_bound=0.2,
+        bottleneck=BlockRates(2, 1.0, rate([1.0, 1.0, 0.0], null=0.5), None),
+    )
+    again = BottleneckClaim.from_dict(_through_json(mined.to_dict()))
+    assert again.to_dict() == mined.to_dict() and again.format_note == mined.format_note
+    assert again.bottleneck is not None and again.bottleneck.break_rate is None
+
+
+def test_the_summary_counts_the_records_verdicts(routes_claim):
+    claims = Claims(
+        grid={"margin": 0.05, "retention_margin": 0.25}, probes=(routes_claim.random, routes_claim.search), routes_vs_search=(routes_claim,)
+    )
+    lines = summary_lines(claims)
+    assert lines["routes_vs_search"].endswith("(of 1)") and f"{routes_claim.verdict.status} 1" in lines["routes_vs_search"]
+    assert Claims.from_dict(_through_json(claims.to_dict())).to_dict() == claims.to_dict()
+    assert isinstance(Setting.from_dict(routes_claim.to_dict()), Setting)
