@@ -149,7 +149,7 @@ def _load_kwargs(args: argparse.Namespace) -> dict:
     return load
 
 
-def _est(e: Estimate | dict | None) -> str:
+def _est(e: Estimate | None) -> str:
     from rnr_lens.display import estimate_text
 
     return estimate_text(e)

@@ -35,12 +35,11 @@ def short_text(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def estimate_text(e: Estimate | dict[str, Any] | None) -> str:
-    """``0.58 [0.33,0.83]`` for an estimate (or its JSON record); ``-`` for one over no
-    questions. Every view formats estimates through :meth:`Estimate.text`."""
-    if e is None or (isinstance(e, dict) and e.get("value") is None):
-        return "-"
-    return (e if isinstance(e, Estimate) else Estimate.from_dict(e)).text()
+def estimate_text(e: Estimate | None) -> str:
+    """``0.58 [0.33,0.83]`` for an estimate; ``-`` for none, or one over no questions. Every
+    view formats estimates through :meth:`Estimate.text` (a JSON record is read back with
+    :meth:`Estimate.from_dict` at the edge, not here)."""
+    return "-" if e is None else e.text()
 
 
 def html_table(rows: Sequence[Sequence[Any]], columns: Sequence[str], wrap: Sequence[str] = ("prompt", "text"), below: Sequence[str] = ()) -> str:

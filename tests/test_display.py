@@ -1,6 +1,7 @@
 """Text views of results: short probe labels, compact estimates, tables that do not wrap."""
 
 from rnr_lens.display import estimate_text, html_table, probe_labels, short_text
+from rnr_lens.stats import Estimate
 
 
 def test_probe_labels_are_kinds_numbered_where_they_repeat():
@@ -10,8 +11,8 @@ def test_probe_labels_are_kinds_numbered_where_they_repeat():
 
 
 def test_estimates_fit_on_one_line():
-    assert estimate_text({"value": 0.5833, "low": 0.3333, "high": 0.8333, "n": 12}) == "0.58 [0.33,0.83]"
-    assert estimate_text({"value": None, "low": None, "high": None, "n": 0}) == "-" and estimate_text(None) == "-"
+    assert estimate_text(Estimate(0.5833, 0.3333, 0.8333, 12)) == "0.58 [0.33,0.83]"
+    assert estimate_text(Estimate.empty()) == "-" and estimate_text(None) == "-"
     assert short_text("smollm2-135m-instruct / add-two-digit", 20) == "smollm2-135m-instru…" and short_text("ab", 5) == "ab"
 
 
