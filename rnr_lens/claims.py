@@ -2,7 +2,7 @@
 
 A claim record holds what one setting (a model on a task, or a trained pair on a task) says
 about one claim: its estimates as :class:`~rnr_lens.stats.Estimate`, its verdict as a
-:class:`~rnr_lens.verdicts.Verdict`. :mod:`rnr_lens.reports` builds them and the report page
+:class:`~rnr_lens.verdicts.Verdict`. :func:`rnr_lens.reports.report` builds them and the report page
 reads them; each writes itself with ``to_dict`` (the JSON edge: ``claims.json`` keeps the keys it
 always had) and reads back with ``from_dict``, so a written report can be read and re-rendered.
 

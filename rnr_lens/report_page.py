@@ -1,7 +1,7 @@
 """The claims report as one self-contained HTML page, read from a :class:`~rnr_lens.claims.Claims`.
 
 The page renders what ``claims.json`` holds and decides nothing: every verdict, estimate and
-note comes from the claim records (:mod:`rnr_lens.reports` builds them), so a written report
+note comes from the claim records (:func:`rnr_lens.reports.report` builds them), so a written report
 can be rendered again from its ``claims.json``. Plotly figures are embedded inline with
 plotly.js once, so the page reads offline.
 """
