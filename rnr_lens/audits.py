@@ -21,6 +21,7 @@ from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.display import probe_labels, short_text
 from rnr_lens.errors import RnrLensError
 from rnr_lens.lens import LensModel
+from rnr_lens.phases import phase
 from rnr_lens.probes import Default, Probe, ProbeContext, parse_probe
 from rnr_lens.records import DEFAULT_PROBE, AuditRecord
 from rnr_lens.results import AuditResult
@@ -305,10 +306,11 @@ def audit(
             if bar is not None:
                 bar.set_postfix_str(labels.get(probe.name, probe.name), refresh=False)  # one line: the short label
                 bar.update(already)
-            for tries in probe.run(ctx, chunk, done):
-                rs.add_tries(aid, tries)
-                if bar is not None:
-                    bar.update(len(tries))
+            with phase(f"audit:{probe.kind}"):
+                for tries in probe.run(ctx, chunk, done):
+                    rs.add_tries(aid, tries)
+                    if bar is not None:
+                        bar.update(len(tries))
         if part is None:
             rs.set_status(aid, "complete")
         else:

@@ -682,8 +682,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 @command("report")
 def cmd_report(args: argparse.Namespace) -> int:
+    import contextlib
     from pathlib import Path
 
+    from rnr_lens.phases import profiling
     from rnr_lens.reports import Grid, report
 
     grid = Grid.load(args.grid)
@@ -692,16 +694,21 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise RnrLensError(f"--out {out} is a file; the report writes a folder (runs.db, claims.json, report.html)")
     if args.shards is not None and not args.executor:
         raise RnrLensError("--shards needs --executor local or --executor ray")
-    result = report(
-        grid,
-        out,
-        progress=not args.json,
-        batch_size=args.batch_size,
-        executor=args.executor or "local",
-        shards=args.shards or 1,
-        address=args.address,
-        num_cpus=args.num_cpus,
-    )
+    with profiling() if args.profile else contextlib.nullcontext() as profile:
+        result = report(
+            grid,
+            out,
+            progress=not args.json,
+            batch_size=args.batch_size,
+            executor=args.executor or "local",
+            shards=args.shards or 1,
+            address=args.address,
+            num_cpus=args.num_cpus,
+        )
+    if profile is not None:
+        (out / "profile.json").write_text(json.dumps(profile.to_dict(), indent=2))
+        if not args.json:
+            print(profile.text() + f"\nprofile: {out / 'profile.json'}\n")
     if args.json:
         print(json.dumps(result.claims.to_dict(), indent=2, default=str))
         return 0
@@ -886,6 +893,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="folder for runs.db, claims.json and report.html (rerun to resume)")
     p.add_argument("--batch-size", type=positive_int)
     _add_executor_args(p, audits="every audit's shards")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="print where this run's time went (prefill, decode, teacher-forced scoring, store, the rest) and write profile.json; "
+        "a resumed run profiles only its own work, and Ray workers' audits are not seen",
+    )
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("check-format", help="share of outputs from which an answer can be extracted")

@@ -25,6 +25,7 @@ from rnr_lens.adapters import RouteCache
 from rnr_lens.engine import Engine
 from rnr_lens.errors import RnrLensError
 from rnr_lens.interventions import Ablation
+from rnr_lens.phases import phase
 from rnr_lens.prompts import PromptLike
 from rnr_lens.routes import Route, as_route
 
@@ -300,7 +301,8 @@ def _generate_batch(
     reps = len(samples)
     ids, mask = model.pad(prompt_ids)
     cache = model.new_cache()
-    logits = model.forward_tokens(ids, mask, cache=cache, logits_to_keep=1)[:, -1]
+    with phase("prefill"):
+        logits = model.forward_tokens(ids, mask, cache=cache, logits_to_keep=1)[:, -1]
     if reps > 1:
         cache.batch_repeat_interleave(reps)
         logits = logits.repeat_interleave(reps, 0)
@@ -327,15 +329,17 @@ def _generate_batch(
             chosen = torch.stack([torch.multinomial(probs[b], 1, generator=generators[row])[0] for b, row in enumerate(active)]).to(logits.device)
         picked_lp = logprobs.gather(-1, chosen[:, None])[:, 0]
         entropy = -(logprobs.exp() * logprobs).sum(-1)
+        # one host transfer per step for the whole batch, not three per row (the same values)
+        tokens, lps, ents = chosen.tolist(), picked_lp.tolist(), entropy.tolist()
         keep: list[int] = []
         for b, row in enumerate(active):
-            token = int(chosen[b])
+            token = tokens[b]
             if token in eos:
                 reasons[row] = "eos"
                 continue
             out_ids[row].append(token)
-            out_lps[row].append(float(picked_lp[b]))
-            out_ents[row].append(float(entropy[b]))
+            out_lps[row].append(lps[b])
+            out_ents[row].append(ents[b])
             if stop and any(s in tok.decode(out_ids[row][-stop_window:]) for s in stop):
                 reasons[row] = "stop"
                 continue
@@ -349,7 +353,8 @@ def _generate_batch(
             active = [active[b] for b in keep]
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
         positions = positions + 1
-        logits = model.forward_tokens(chosen[:, None], mask, position_ids=positions, cache=cache, logits_to_keep=1)[:, -1]
+        with phase("decode"):
+            logits = model.forward_tokens(chosen[:, None], mask, position_ids=positions, cache=cache, logits_to_keep=1)[:, -1]
     results = []
     for row in range(n_rows):
         text = tok.decode(out_ids[row], skip_special_tokens=True)
@@ -407,7 +412,8 @@ def token_logprobs(
     ``(batch, longest continuation)`` tensor, with its mask. One forward under the current
     interventions; differentiable (wrap in ``torch.no_grad()`` to only score)."""
     rows = continuations(model, prompts, answers)
-    logits = model.forward_tokens(rows.input_ids, rows.attention_mask, logits_to_keep=rows.keep)
+    with phase("teacher-forced"):
+        logits = model.forward_tokens(rows.input_ids, rows.attention_mask, logits_to_keep=rows.keep)
     return rows.logprobs(logits, temperature), rows.mask
 
 

@@ -41,6 +41,7 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.failures import FailureSet
 from rnr_lens.interventions import COMPONENTS, METHODS, Ablation
 from rnr_lens.lens import LensModel
+from rnr_lens.phases import phase
 from rnr_lens.records import Outcome
 from rnr_lens.routes import Route
 from rnr_lens.shards import Shard
@@ -415,11 +416,15 @@ def mine(
     ]
 
     started = time.perf_counter()
-    scores, atp = screen(model, failure_set, candidates, components, methods, progress)
+    with phase("mine:screen"):
+        scores, atp = screen(model, failure_set, candidates, components, methods, progress)
     screen_seconds = time.perf_counter() - started
     chosen = candidates if strategy == "exhaustive" else sorted(candidates, key=lambda a: -scores[str(a)])[:top_m]
     part = Shard.parse(shard) if shard is not None else None
-    before, results = confirm(model, failure_set, chosen, SweepKey.base(model, failure_set, reference), store, part, batch_size, progress, strategy)
+    with phase("mine:exhaustive" if strategy == "exhaustive" else "mine:confirm"):
+        before, results = confirm(
+            model, failure_set, chosen, SweepKey.base(model, failure_set, reference), store, part, batch_size, progress, strategy
+        )
     table, details = _tabulate(failure_set, candidates, scores, atp, before, results)
     bottleneck = _bottleneck(table, break_bound)
     agreement = _screen_agreement(table, bottleneck) if strategy == "exhaustive" else {}
@@ -685,7 +690,8 @@ def null_repair(
     try:
         per_block, rerun = [], {}
         for ablation in [Ablation(b, component, "zero") for b in drawn] + [None]:
-            got = repaired(_stored_evaluation(model, failure_set, ablation, store, base, None, batch_size))
+            with phase("mine:null"):
+                got = repaired(_stored_evaluation(model, failure_set, ablation, store, base, None, batch_size))
             if ablation is None:
                 rerun = got
             else:

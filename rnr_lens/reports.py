@@ -58,6 +58,7 @@ from rnr_lens.claims import (
 from rnr_lens.comparison import compare
 from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.errors import RnrLensError
+from rnr_lens.phases import phase
 from rnr_lens.records import reachable_column
 from rnr_lens.results import FORMAT_MISS_WARN, AuditResult
 from rnr_lens.routes import Route
@@ -451,7 +452,8 @@ def report(
     draft = _Draft(grid, tasks_, {"claims": out / "claims.json", "html": out / "report.html"}, total=len(model_specs) * len(tasks_))
     for spec in model_specs:
         # the driver needs the weights to audit here, or to mine; Ray workers load their own
-        model = load_model(spec) if executor == "local" or (grid.mine and spec in grid.models) else None
+        with phase("load model"):
+            model = load_model(spec) if executor == "local" or (grid.mine and spec in grid.models) else None
         for task_spec, task in tasks_.items():
             cfg = config or deployment_for(model if model is not None else load_tokenizer(spec), task.answer_type)
             result = run_audit(
@@ -468,9 +470,11 @@ def report(
                 batch_size=batch_size,
                 progress=progress,
             )
-            draft.add_audit(spec, task_spec, result, cfg)
+            with phase("report:claims"):
+                draft.add_audit(spec, task_spec, result, cfg)
             if spec in grid.models:
-                draft.routes.append(claim_routes(result, grid))
+                with phase("report:claims"):
+                    draft.routes.append(claim_routes(result, grid))
                 if grid.mine:
                     draft.bottleneck.append(claim_bottleneck(model, result, store, grid, progress, draft.figures["bottleneck"]))
             draft.write()

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.phases import phase
 from rnr_lens.records import TRY_COLUMNS, AuditRecord, Try
 from rnr_lens.shards import covered
 
@@ -158,13 +159,14 @@ class RunStore:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+        with phase("store"):  # every write goes through here: the profile's store time
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
 
     # -- audits ----------------------------------------------------------------------------
     def create_audit(self, record: AuditRecord, questions: Iterable[tuple[int, str, str, str]]) -> None:

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom to top. A module imports only modules of its own layer or below, and never in a cycle.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("values", ["errors", "records", "display", "stats", "verdicts", "claims", "routes", "prompts", "answers", "shards", "dapo"]),
+    ("values", ["errors", "records", "display", "stats", "verdicts", "claims", "routes", "prompts", "answers", "shards", "dapo", "phases"]),
     ("model", ["adapters", "engine", "interventions", "generation", "lens", "model_cache", "models", "tiny"]),
     ("questions", ["tasks", "deploy"]),
     ("store", ["store"]),

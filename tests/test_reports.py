@@ -47,7 +47,7 @@ def first_report(grid_file, tmp_path_factory):
     out = tmp_path_factory.mktemp("first") / "report"
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        assert main(["report", str(grid_file), "--out", str(out)]) == 0
+        assert main(["report", str(grid_file), "--out", str(out), "--profile"]) == 0
     return out, printed.getvalue(), json.loads((out / "claims.json").read_text())
 
 
@@ -55,6 +55,10 @@ def first_report(grid_file, tmp_path_factory):
 def test_report_answers_the_three_claims_and_resumes(first_report, grid_file, capsys):
     out, printed, claims = first_report
     assert "settings" in printed and str(out / "report.html") in printed
+    profile = json.loads((out / "profile.json").read_text())  # --profile: where the time went
+    stages = {s["stage"] for s in profile["stages"]}
+    assert {"audit:default", "audit:sampling", "audit:search", "mine:screen", "mine:confirm"} <= stages
+    assert "prefill" in printed and sum(s["seconds"] for s in profile["stages"] if s["stage"].startswith("audit:")) <= profile["wall_s"]
     routes = claims["routes_vs_search"]
     assert [(c["task"], c["model"]) for c in routes] == [("add-small", "base"), ("mine[:5]", "base")]
     for c in routes:  # every number is the audit's own

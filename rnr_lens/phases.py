@@ -1,0 +1,146 @@
+"""Where the time goes: wall time per named phase of the work, while a profile is on.
+
+The library marks its phases with :func:`phase` (the prompt prefill, each decoding step's
+forward, teacher-forced scoring, store writes, and the outer stages: each probe of an audit,
+the miner's screen, confirmation, exhaustive sweep and null). Marking costs one list check when
+no profile is on. Inside :func:`profiling` every marked phase adds its wall time to the
+profile; phases nest, so an outer stage's time includes its inner phases', and
+:meth:`Profile.rows` reports each stage with the share of it spent in each inner phase and the
+rest, the Python between forwards.
+
+The state is one module-level list of open profiles (as :mod:`torch.profiler` keeps one):
+:func:`profiling` opens and closes it; nothing else writes it.
+
+Example:
+    >>> with profiling() as p:  # doctest: +SKIP
+    ...     audit(model, task, ["sampling:k=8"])
+    >>> print(p.text())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+FORWARD_PHASES = ("prefill", "decode", "teacher-forced")
+"""The phases that run model forwards; the rest of a stage is Python, the store and sampling."""
+STORE_PHASE = "store"
+
+_OPEN: list[Profile] = []
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    """One stage of a profile: its wall time and calls, and the seconds of each inner phase
+    (forwards and store writes) spent inside it."""
+
+    stage: str
+    seconds: float
+    calls: int
+    inner: dict[str, float]
+
+    @property
+    def other(self) -> float:
+        """What the stage spent outside forwards and store writes: Python between forwards,
+        sampling, tokenizing and decoding text."""
+        return max(0.0, self.seconds - sum(self.inner.values()))
+
+
+@dataclass
+class Profile:
+    """Wall time per phase and per (stage, inner phase) while this profile is open."""
+
+    sync: bool = False
+    started: float = field(default_factory=time.perf_counter)
+    ended: float | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+    nested: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    @property
+    def wall(self) -> float:
+        return (self.ended or time.perf_counter()) - self.started
+
+    def _add(self, name: str, seconds: float, outer: list[str]) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+        self.calls[name] = self.calls.get(name, 0) + 1
+        for stage in dict.fromkeys(outer):
+            self.nested[(stage, name)] = self.nested.get((stage, name), 0.0) + seconds
+
+    def rows(self) -> list[PhaseRow]:
+        """Each stage (a phase that holds others, or any phase marked at the top), slowest first."""
+        inner_names = (*FORWARD_PHASES, STORE_PHASE)
+        stages = [n for n in self.seconds if n not in inner_names]
+        out = [PhaseRow(s, self.seconds[s], self.calls[s], {i: self.nested.get((s, i), 0.0) for i in inner_names}) for s in stages]
+        return sorted(out, key=lambda r: -r.seconds)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: wall time, every phase's seconds and calls, and the stages' breakdown."""
+        return {
+            "wall_s": self.wall,
+            "phases": {n: {"seconds": s, "calls": self.calls[n]} for n, s in sorted(self.seconds.items(), key=lambda x: -x[1])},
+            "stages": [
+                {"stage": r.stage, "seconds": r.seconds, "calls": r.calls, **{f"{k}_s": v for k, v in r.inner.items()}, "other_s": r.other}
+                for r in self.rows()
+            ],
+        }
+
+    def text(self) -> str:
+        """The profile as a table that fits 100 columns."""
+        lines = [f"wall time {self.wall:.1f} s; per stage (seconds, and its share in each inner phase):"]
+        head = f"{'stage':<26}{'seconds':>9}{'calls':>7}" + "".join(f"{n:>15}" for n in (*FORWARD_PHASES, STORE_PHASE, "other"))
+        lines.append(head)
+        for r in self.rows():
+            shares = [*(r.inner[n] for n in (*FORWARD_PHASES, STORE_PHASE)), r.other]
+            lines.append(
+                f"{r.stage[:25]:<26}{r.seconds:>9.1f}{r.calls:>7}" + "".join(f"{s / r.seconds:>15.0%}" if r.seconds else f"{'-':>15}" for s in shares)
+            )
+        forwards = sum(self.seconds.get(n, 0.0) for n in FORWARD_PHASES)
+        lines.append(f"forwards in all: {forwards:.1f} s ({forwards / self.wall:.0%} of wall time)" if self.wall else "")
+        return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def profiling(sync: bool = False) -> Iterator[Profile]:
+    """Profile the phases run inside the block (``sync``: wait for the GPU at each phase's
+    end, so asynchronous kernels count where they were launched)."""
+    profile = Profile(sync=sync)
+    _OPEN.append(profile)
+    try:
+        yield profile
+    finally:
+        _OPEN.remove(profile)
+        profile.ended = time.perf_counter()
+
+
+_STACK: list[str] = []
+
+
+@contextlib.contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Mark the block as phase ``name`` (free when no profile is open)."""
+    if not _OPEN:
+        yield
+        return
+    outer = list(_STACK)
+    _STACK.append(name)
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        if any(p.sync for p in _OPEN):
+            _synchronize()
+        seconds = time.perf_counter() - start
+        _STACK.pop()
+        for p in _OPEN:
+            p._add(name, seconds, outer)
+
+
+def _synchronize() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
