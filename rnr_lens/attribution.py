@@ -25,6 +25,7 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.generation import Continuations, continuations
 from rnr_lens.interventions import Ablation
 from rnr_lens.lens import LensModel
+from rnr_lens.phases import phase
 from rnr_lens.tasks.core import Question
 
 RESID_HOOKS = ("hook_resid_pre", "hook_resid_mid", "hook_resid_post")
@@ -130,7 +131,7 @@ def attribution_patching(
             else:
                 handles.append(engine.component(i, comp).read(keep((i, comp))))
     try:
-        with torch.enable_grad():
+        with torch.enable_grad(), phase("teacher-forced"):  # the forward and its backward
             logits = model.forward_tokens(batch.input_ids, batch.attention_mask, logits_to_keep=batch.keep)
             metric = batch.logprobs(logits).sum(-1).mean()
             keys = list(sites)

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Protocol
 import torch
 from jaxtyping import Float, Int
 
-from rnr_lens.adapters import RouteCache
+from rnr_lens.adapters import RouteCache, RowRouteCache
 from rnr_lens.engine import Engine
 from rnr_lens.errors import RnrLensError
 from rnr_lens.interventions import Ablation
@@ -299,10 +299,7 @@ def _generate_batch(
     prompt ``i`` draws from a generator seeded ``seeds[i] + j``."""
     tok = model.tokenizer
     reps = len(samples)
-    ids, mask = model.pad(prompt_ids)
-    cache = model.new_cache()
-    with phase("prefill"):
-        logits = model.forward_tokens(ids, mask, cache=cache, logits_to_keep=1)[:, -1]
+    logits, mask, cache = _prefill(model, prompt_ids)
     if reps > 1:
         cache.batch_repeat_interleave(reps)
         logits = logits.repeat_interleave(reps, 0)
@@ -363,6 +360,47 @@ def _generate_batch(
             text = text[:cut] if cut >= 0 else text
         results.append(_Decoded(text, out_ids[row], out_lps[row], out_ents[row], reasons[row]))
     return results
+
+
+SHARED_PREFIX_MIN = 8
+"""Prompts of one batch that open with at least this many identical tokens (a chat template's
+system prompt and tags, mostly) prefill them once for the whole batch."""
+
+
+def _shared_prefix(prompt_ids: Sequence[Sequence[int]]) -> int:
+    """How many leading tokens every prompt shares, leaving each at least one token of its own."""
+    shortest = min(len(p) for p in prompt_ids)
+    first = prompt_ids[0]
+    n = 0
+    while n < shortest - 1 and all(p[n] == first[n] for p in prompt_ids):
+        n += 1
+    return n
+
+
+def _prefill(
+    model: ModelLike, prompt_ids: list[list[int]]
+) -> tuple[Float[torch.Tensor, "batch d_vocab"], Int[torch.Tensor, "batch total"], RouteCache]:
+    """The prompts' KV cache and each prompt's next-token logits.
+
+    Where the prompts share a prefix of :data:`SHARED_PREFIX_MIN` tokens or more and every row
+    runs the same route, the prefix is computed once and its keys and values copied to every
+    row; each prompt's own tokens follow it, left-padded after it (``[prefix][pad][own]``;
+    positions count real tokens only, so every row sees the positions it sees alone). Otherwise
+    the prompts are left-padded and run whole."""
+    cache = model.new_cache()
+    shared = _shared_prefix(prompt_ids) if len(prompt_ids) > 1 and not isinstance(cache, RowRouteCache) else 0
+    if shared < SHARED_PREFIX_MIN:
+        ids, mask = model.pad(prompt_ids)
+        with phase("prefill"):
+            return model.forward_tokens(ids, mask, cache=cache, logits_to_keep=1)[:, -1], mask, cache
+    head, head_mask = model.pad([prompt_ids[0][:shared]])
+    own, own_mask = model.pad([p[shared:] for p in prompt_ids])
+    mask = torch.cat([head_mask.expand(len(prompt_ids), -1), own_mask], dim=1)
+    with phase("prefill"):
+        model.forward_tokens(head, head_mask, cache=cache, logits_to_keep=1)
+        cache.batch_repeat_interleave(len(prompt_ids))
+        logits = model.forward_tokens(own, mask, cache=cache, logits_to_keep=1)[:, -1]
+    return logits, mask, cache
 
 
 @dataclass(frozen=True)

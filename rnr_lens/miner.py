@@ -318,13 +318,14 @@ def screen_logprob(
     ids, mask, keep = rows.input_ids, rows.attention_mask, rows.keep
     position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
     with torch.no_grad():
-        clean = rows.logprobs(model.forward_tokens(ids, mask, logits_to_keep=keep)).sum(-1)
-        resid = model.residual_stream(ids, mask)
+        with phase("teacher-forced"):
+            clean = rows.logprobs(model.forward_tokens(ids, mask, logits_to_keep=keep)).sum(-1)
+            resid = model.residual_stream(ids, mask)
         out = {}
         for ablation in candidates:
             start = ablation.layer
             route = Route(range(start, model.n_layers), model.n_layers)
-            with model.intervene(route=route, ablations=[ablation]):
+            with model.intervene(route=route, ablations=[ablation]), phase("teacher-forced"):
                 logits = model.forward_tokens(ids, mask, position_ids=position_ids, inputs_embeds=resid[start], logits_to_keep=keep)
             out[str(ablation)] = float((rows.logprobs(logits).sum(-1) - clean).mean())
             if bar is not None:

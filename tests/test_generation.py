@@ -61,6 +61,25 @@ def test_prompt_alone_and_in_batch_give_same_greedy_tokens(model):
         assert batch[i].prompt_index == i
 
 
+def test_prompts_opening_alike_prefill_their_shared_opening_once(model, monkeypatch):
+    """Guards the shared-prefix prefill (the tokens every prompt of a batch opens with run once,
+    their keys and values copied to each row, each prompt's own tokens padded after them): every
+    row must get the tokens, and to float rounding the log-probs, of prefilling it whole."""
+    from rnr_lens import generation
+
+    opening = "Answer the question below with one number and nothing else, please. "
+    prompts = [opening + q for q in ("What is 2 + 3?", "What is 12 + 30, and then minus 4?", "Is 7 bigger than 9?")]
+    assert generation._shared_prefix([model.encode(p) for p in prompts]) >= generation.SHARED_PREFIX_MIN, "the path under test runs"
+    shared = model.generate(prompts, max_new_tokens=8)
+    sampled = model.generate(prompts, max_new_tokens=8, temperature=1.0, n=2, seed=3)
+    monkeypatch.setattr(generation, "SHARED_PREFIX_MIN", 10**9)
+    whole = model.generate(prompts, max_new_tokens=8)
+    assert [g.token_ids for g in shared] == [g.token_ids for g in whole]
+    for a, b in zip(shared, whole):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    assert [g.token_ids for g in sampled] == [g.token_ids for g in model.generate(prompts, max_new_tokens=8, temperature=1.0, n=2, seed=3)]
+
+
 def test_routed_batch_matches_routed_single(tiny):
     route = R.Route([0, 1, 1, 2, 3, 3], n_layers=4)
     prompts = prompts_for(tiny)
