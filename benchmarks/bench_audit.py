@@ -199,6 +199,9 @@ def search(args: argparse.Namespace) -> None:
         return sum(2 * (block_params * len(R.Route.parse(t.route)) / n + head_params) * (prompt_len[t.question_id] + t.n_tokens + 1) for t in tries)
 
     peak = matmul_flops(device=device, dtype=dtype)
+    # the model's own MLP product at the lockstep batch (one row per question): what its forwards multiply
+    width = hf.config.hidden_size, hf.config.intermediate_size
+    shaped = matmul_flops(device=device, dtype=dtype, shape=(len(questions), *width))
 
     # where the time goes: one prefill of every question's prompt against one full generation
     ids, mask = model.pad([model.encode(config.prompt(q)) for q in questions])
@@ -234,7 +237,13 @@ def search(args: argparse.Namespace) -> None:
         " (target ~1: routes drawn per question cost what one shared draw costs)"
     )
     print(f"search, one question at a time   : {len(alone)} tries in {alone_s:6.1f} s = {rate['alone']:.2f} tries/s ({args.per_question} questions)")
-    print(f"torch matmul                     : {peak / 1e9:.1f} GFLOP/s")
+    print(f"torch matmul                     : {peak / 1e9:.1f} GFLOP/s (1024 x 1024 squares)")
+    print(
+        f"torch matmul at the model's shape: {shaped / 1e9:.1f} GFLOP/s ({len(questions)} x {width[0]} times {width[0]} x {width[1]}, the MLP at this batch)"
+    )
+    print(
+        f"forwards / matmul at that shape  : {flops(routes) / routes_s / shaped:.2f} (random routes), {flops(lockstep) / lockstep_s / shaped:.2f} (search); target >= 0.70"
+    )
     print(
         f"lockstep / random routes         : {rate['lockstep'] / rate['routes']:.2f}x (target >= 0.8): {'met' if rate['lockstep'] >= 0.8 * rate['routes'] else 'NOT met'}"
     )

@@ -68,10 +68,15 @@ def timed_rounds(cases: dict, repeats: int, device: torch.device = CPU) -> dict[
     return times
 
 
-def matmul_flops(seconds: float = 2.0, size: int = 1024, device: torch.device = CPU, dtype: torch.dtype = torch.float32) -> float:
-    if device.type == "cuda":
+def matmul_flops(
+    seconds: float = 2.0, size: int = 1024, device: torch.device = CPU, dtype: torch.dtype = torch.float32, shape: tuple[int, int, int] | None = None
+) -> float:
+    """FLOP/s of a torch matmul: ``size`` x ``size`` squares, or ``shape`` = (rows, inner, outer),
+    the shape a model's MLP multiplies at a given batch (the fair yardstick for its forwards)."""
+    if device.type == "cuda" and shape is None:
         size = 8192
-    a, b = torch.randn(size, size, device=device, dtype=dtype), torch.randn(size, size, device=device, dtype=dtype)
+    m, k, n = shape or (size, size, size)
+    a, b = torch.randn(m, k, device=device, dtype=dtype), torch.randn(k, n, device=device, dtype=dtype)
     a @ b
     sync(device)
     count, start = 0, time.perf_counter()
@@ -81,7 +86,7 @@ def matmul_flops(seconds: float = 2.0, size: int = 1024, device: torch.device = 
         if count % 16 == 0:
             sync(device)
     sync(device)
-    return 2 * size**3 * count / (time.perf_counter() - start)
+    return 2 * m * k * n * count / (time.perf_counter() - start)
 
 
 def load_pair(name: str, device: torch.device, dtype: torch.dtype) -> tuple[R.LensModel, torch.nn.Module, float]:

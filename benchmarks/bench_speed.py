@@ -6,11 +6,14 @@ with the working tree. Reports each wall time, their ratio, and the share of tri
 extracted answer and route are identical (a speed-up that keeps every try the same must show
 1.000). ``--order`` alternates which runs first, to average out a machine that warms up.
 
-The default audit is ``bench_audit.py``'s ``audit100``: 100 ``add-two-digit`` questions with
-sampling, random routes and the search at k=8 on SmolLM2-135M-Instruct (about 5 minutes an arm
-on two cores).
+``--part audit100`` (the default): ``bench_audit.py``'s ``audit100``, 100 ``add-two-digit``
+questions with sampling, random routes and the search at k=8 on SmolLM2-135M-Instruct (about 7
+minutes an arm on two cores). ``--part setting``: one setting of the default grid reported
+whole (``rnr-lens report``: the audit, then the bottleneck mined by screen and confirm and by
+the exhaustive sweep, and the null), ``--task add-small`` at ``--n 40`` by default; its two
+``claims.json`` must be identical.
 
-    python benchmarks/bench_speed.py [--baseline REV] [--task add-two-digit] [--n 100] [--k 8]
+    python benchmarks/bench_speed.py [--part audit100|setting] [--baseline REV] [--task T] [--n N]
 """
 
 from __future__ import annotations
@@ -40,11 +43,24 @@ print(json.dumps({"seconds": time.perf_counter() - start, "tries": len(result.tr
 """
 
 
+SETTING = """
+import json, sys, time
+from pathlib import Path
+import torch
+import rnr_lens as R
+grid = R.Grid(models=(sys.argv[1],), tasks=(sys.argv[2],), n=int(sys.argv[3]), k=int(sys.argv[5]), exhaustive=True)
+start = time.perf_counter()
+R.report(grid, Path(sys.argv[4]), progress=False)
+print(json.dumps({"seconds": time.perf_counter() - start, "tries": 0, "threads": torch.get_num_threads(), "package": R.__file__}))
+"""
+
+
 def run(package: Path, store: Path, args: argparse.Namespace, probes: list[str]) -> dict:
-    """One audit in a fresh interpreter that imports rnr_lens from ``package``."""
+    """One audit (or one reported setting) in a fresh interpreter that imports rnr_lens from ``package``."""
     env = {"PYTHONPATH": str(package), "PATH": "/usr/bin:/bin", **_keep_env()}
+    script, last = (RUN, json.dumps(probes)) if args.part == "audit100" else (SETTING, str(args.k))
     out = subprocess.run(
-        [sys.executable, "-c", RUN, args.model, args.task, str(args.n), str(store), json.dumps(probes)],
+        [sys.executable, "-c", script, args.model, args.task, str(args.n), str(store), last],
         env=env,
         capture_output=True,
         text=True,
@@ -79,14 +95,17 @@ def largest_difference(a: dict, b: dict) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", default="audit100", choices=["audit100", "setting"])
     parser.add_argument("--baseline", default="HEAD", help="git revision of the code before the speed-ups")
     parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--task", default="add-two-digit")
-    parser.add_argument("--n", type=int, default=100)
+    parser.add_argument("--task", help="default: add-two-digit (audit100), add-small (setting)")
+    parser.add_argument("--n", type=int, help="default: 100 (audit100), 40 (setting)")
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--order", choices=["baseline-first", "new-first"], default="baseline-first")
     parser.add_argument("--json", type=Path, help="write the result here")
     args = parser.parse_args()
+    args.task = args.task or ("add-two-digit" if args.part == "audit100" else "add-small")
+    args.n = args.n or (100 if args.part == "audit100" else 40)
     probes = [f"sampling:k={args.k},t=0.7", f"routes:k={args.k}", f"search:k={args.k}"]
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "baseline"
@@ -100,7 +119,14 @@ def main() -> None:
                 started = time.strftime("%H:%M:%S")
                 got[name] = run(package, Path(tmp) / f"{name}.db", args, probes)
                 print(f"{name}: {got[name]['seconds']:.1f} s for {got[name]['tries']} tries (started {started}; {got[name]['package']})", flush=True)
-            a, b = tries(Path(tmp) / "baseline.db"), tries(Path(tmp) / "new.db")
+            if args.part == "setting":
+                a, b = tries(Path(tmp) / "baseline.db" / "runs.db"), tries(Path(tmp) / "new.db" / "runs.db")
+                claims = [json.loads((Path(tmp) / f"{arm}.db" / "claims.json").read_text()) for arm in ("baseline", "new")]
+                for c in claims:  # the folders differ; nothing else may
+                    c.pop("grid", None)
+                print(f"claims.json identical (but for the folder names): {claims[0] == claims[1]}")
+            else:
+                a, b = tries(Path(tmp) / "baseline.db"), tries(Path(tmp) / "new.db")
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
     same = sum(k in b and a[k][0] == b[k][0] for k in a)
