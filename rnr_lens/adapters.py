@@ -44,6 +44,18 @@ def text_config(bridge: Any, root: nn.Module | None = None) -> Any:
     return getattr(config, "text_config", None) or config
 
 
+def attention_window(bridge: Any) -> int | None:
+    """The fewest past positions any layer attends over (its sliding window), or None when
+    every layer sees the whole sequence. Conservative: a window the config names counts even
+    where the architecture may not use it."""
+    config = text_config(bridge)
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None)
+    if not window or getattr(config, "use_sliding_window", True) is False or (types is not None and "sliding_attention" not in types):
+        return None
+    return int(window)
+
+
 def hf_state_dict(bridge: Any) -> dict[str, torch.Tensor]:
     """The wrapped model's weights under their original Hugging Face names.
 

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Protocol
 import torch
 from jaxtyping import Float, Int
 
-from rnr_lens.adapters import RouteCache, RowRouteCache
+from rnr_lens.adapters import RouteCache, RowRouteCache, attention_window
 from rnr_lens.engine import Engine
 from rnr_lens.errors import RnrLensError
 from rnr_lens.interventions import Ablation
@@ -299,7 +299,7 @@ def _generate_batch(
     prompt ``i`` draws from a generator seeded ``seeds[i] + j``."""
     tok = model.tokenizer
     reps = len(samples)
-    logits, mask, cache = _prefill(model, prompt_ids)
+    logits, mask, cache = _prefill(model, prompt_ids, max_new_tokens)
     if reps > 1:
         cache.batch_repeat_interleave(reps)
         logits = logits.repeat_interleave(reps, 0)
@@ -378,17 +378,24 @@ def _shared_prefix(prompt_ids: Sequence[Sequence[int]]) -> int:
 
 
 def _prefill(
-    model: ModelLike, prompt_ids: list[list[int]]
+    model: ModelLike, prompt_ids: list[list[int]], max_new_tokens: int
 ) -> tuple[Float[torch.Tensor, "batch d_vocab"], Int[torch.Tensor, "batch total"], RouteCache]:
     """The prompts' KV cache and each prompt's next-token logits.
 
-    Where the prompts share a prefix of :data:`SHARED_PREFIX_MIN` tokens or more and every row
-    runs the same route, the prefix is computed once and its keys and values copied to every
-    row; each prompt's own tokens follow it, left-padded after it (``[prefix][pad][own]``;
-    positions count real tokens only, so every row sees the positions it sees alone). Otherwise
-    the prompts are left-padded and run whole."""
+    Where the prompts share a prefix of :data:`SHARED_PREFIX_MIN` tokens or more, the prefix is
+    computed once and its keys and values copied to every row; each prompt's own tokens follow
+    it, left-padded after it (``[prefix][pad][own]``; positions count real tokens only, so every
+    row sees the positions it sees alone). Only where that changes nothing a row can see: every
+    row runs the same route, the forward runs on the twin (on the bridge, a user's hooks see the
+    whole prompt in one forward) and no sliding window is shorter than the sequence (a window
+    would count the pads between prefix and prompt). Otherwise the prompts are left-padded and
+    run whole."""
     cache = model.new_cache()
-    shared = _shared_prefix(prompt_ids) if len(prompt_ids) > 1 and not isinstance(cache, RowRouteCache) else 0
+    shared = 0
+    if len(prompt_ids) > 1 and not isinstance(cache, RowRouteCache) and model.engine.path().graph == "twin":
+        window = attention_window(model.engine.bridge)
+        if window is None or max(len(p) for p in prompt_ids) + max_new_tokens <= window:
+            shared = _shared_prefix(prompt_ids)
     if shared < SHARED_PREFIX_MIN:
         ids, mask = model.pad(prompt_ids)
         with phase("prefill"):

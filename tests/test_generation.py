@@ -80,6 +80,29 @@ def test_prompts_opening_alike_prefill_their_shared_opening_once(model, monkeypa
     assert [g.token_ids for g in sampled] == [g.token_ids for g in model.generate(prompts, max_new_tokens=8, temperature=1.0, n=2, seed=3)]
 
 
+def test_hooks_on_the_bridge_see_each_prompt_whole(tiny):
+    """A user's hook reads the prompt's activations in one forward: the shared opening is not
+    split off on the bridge."""
+    opening = "Answer the question below with one number and nothing else, please. "
+    prompts = [opening + q for q in ("What is 2 + 3?", "What is 12 + 30, and then minus 4?")]
+    widths = []
+    with tiny.bridge.hooks(fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: widths.append(x.shape[1]))]):
+        tiny.generate(prompts, max_new_tokens=2)
+    assert widths[0] == max(len(tiny.encode(p)) for p in prompts)
+
+
+def test_a_sliding_window_is_read_from_the_config():
+    """The shared-prefix prefill stays off where a sliding window could count its pads."""
+    from rnr_lens.adapters import attention_window
+    from rnr_lens.tiny import tiny_model
+
+    assert attention_window(tiny_model(n_layers=2).bridge) is None
+    windowed = tiny_model(n_layers=2)
+    config = windowed.bridge.original_model.config
+    config.sliding_window, config.layer_types = 16, ["sliding_attention", "full_attention"]
+    assert attention_window(windowed.bridge) == 16
+
+
 def test_routed_batch_matches_routed_single(tiny):
     route = R.Route([0, 1, 1, 2, 3, 3], n_layers=4)
     prompts = prompts_for(tiny)
