@@ -642,9 +642,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         task = _load_task(args)
     deployment = _load_config(args, task.answer_type)
-    out = Path(args.out)
-    if not out.parent.exists():
-        raise RnrLensError(f"folder {out.parent} does not exist; create it or choose another --out path")
+    out = Path(args.out)  # a run folder, made with its parents when training starts (as the README's runs/dapo)
+    if out.exists() and not out.is_dir():
+        raise RnrLensError(f"--out {out} is a file; training writes a run folder (checkpoints, history.jsonl)")
     model = load_model(args.model, **_load_kwargs(args))
     base = model.name
     result = train(model, task, config, deployment, out=out, resume=not args.no_resume, progress=not args.json, batch_size=args.batch_size)
@@ -870,7 +870,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_task_args(p)
     _add_trust_arg(p)
     p.add_argument("--steps", type=positive_int, default=training.steps, help="policy-update steps")
-    p.add_argument("--out", required=True, help="run folder: checkpoints (final/ loads with load_model), history.jsonl, reward_curve.html")
+    p.add_argument(
+        "--out", required=True, help="run folder, made with its parents: checkpoints (final/ loads with load_model), history.jsonl, reward_curve.html"
+    )
     p.add_argument("--layers", help="blocks to train, e.g. 20-29 (default: all)")
     p.add_argument("--components", default=training.components, choices=TRAINABLE, help="what to train inside those blocks")
     p.add_argument("--group-size", type=positive_int, default=training.group_size, help="answers sampled per prompt")

@@ -242,13 +242,13 @@ def test_cli_train_writes_a_loadable_checkpoint_and_a_reward_curve(tmp_path, cap
         "--layers",
         "3",
         "--out",
-        str(tmp_path / "run"),
+        str(tmp_path / "runs" / "dapo"),  # as the README writes it: runs/ need not exist yet
         "--json",
     ]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["steps"] == 1 and out["task"] == "add-small-train"
-    assert (tmp_path / "run" / "reward_curve.html").stat().st_size > 10_000
+    assert (tmp_path / "runs" / "dapo" / "reward_curve.html").stat().st_size > 10_000
     assert R.load_model(out["checkpoint"]).name == "tiny+dapo1"
     assert main([*argv[:-3], "--layers", "7", "--out", str(tmp_path / "run2")]) == 2
     assert "outside 0..3" in capsys.readouterr().err
