@@ -150,6 +150,8 @@ def _load_kwargs(args: argparse.Namespace) -> dict:
 
 
 def _est(e: Estimate | None) -> str:
+    """:func:`rnr_lens.display.estimate_text`, imported when first printed (it pulls scipy,
+    which ``rnr-lens --help`` should not wait for)."""
     from rnr_lens.display import estimate_text
 
     return estimate_text(e)

@@ -8,8 +8,9 @@ profile; phases nest, so an outer stage's time includes its inner phases', and
 :meth:`Profile.rows` reports each stage with the share of it spent in each inner phase and the
 rest, the Python between forwards.
 
-The state is one module-level list of open profiles (as :mod:`torch.profiler` keeps one):
-:func:`profiling` opens and closes it; nothing else writes it.
+The state is two module-level lists (as :mod:`torch.profiler` keeps its own): ``_OPEN``, the
+open profiles, written only by :func:`profiling`, and ``_STACK``, the names of the phases now
+open, written only by :func:`phase`.
 
 Example:
     >>> with profiling() as p:  # doctest: +SKIP

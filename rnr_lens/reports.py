@@ -73,7 +73,9 @@ class Grid:
     Attributes:
         models: Model specs (known names, folders, ``.gguf`` files, hub ids).
         tasks: Built-in task names or task files.
-        n: Questions per task (built-ins are drawn with ``task_seed``; files use their first n).
+        n: Questions per task, at most: a task with fewer is used whole (built-ins draw from
+            their test split with ``task_seed``; files use their first ``n``). The number each
+            setting actually holds is in its claims (``questions``).
         k: The matched budget of every probe.
         temperature: Sampling temperature of the sampling probe.
         edits: Single-block edits of the random routes (the search's move set, at this depth).
@@ -187,7 +189,7 @@ def _load_task(spec: str, grid: Grid) -> Any:
     from rnr_lens import tasks
 
     if spec in tasks.BUILTINS:
-        return tasks.get(spec, n=grid.n, seed=grid.task_seed)
+        return tasks.get(spec, n=min(grid.n, tasks.split_size(spec)), seed=grid.task_seed)
     task = tasks.get(spec)
     return task.first(min(grid.n, len(task)))
 

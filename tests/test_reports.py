@@ -243,6 +243,22 @@ def test_the_example_grid_is_valid():
     assert np.all([p["trained"].endswith("runs/dapo/final") for p in grid.pairs])
 
 
+def test_the_deep_grid_is_valid_and_takes_small_tasks_whole():
+    """The deep grid asks n=700 of tasks whose test splits hold 50 and 115: those are used whole
+    (once "ask for n between 1 and 50"), the large task gives exactly n."""
+    from pathlib import Path
+
+    from rnr_lens import tasks
+    from rnr_lens.reports import _load_task
+
+    grid = Grid.load(Path(__file__).resolve().parents[1] / "assets" / "grid-deep.yaml")
+    assert grid.exhaustive and grid.k == 8 and grid.models == ("smollm2-135m-instruct",)
+    sizes = {spec: len(_load_task(spec, grid).questions) for spec in grid.tasks}
+    assert sizes == {spec: min(grid.n, tasks.split_size(spec)) for spec in grid.tasks}
+    assert sizes["add-small"] == tasks.split_size("add-small") < grid.n
+    assert _load_task("add-small", grid).questions == tasks.get("add-small", n="all").questions
+
+
 def test_trained_checkpoints_run_right_after_their_base():
     """So a partial report answers claim 3 for a pair as soon as both its audits are done."""
     from rnr_lens.reports import _run_order

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from rnr_lens.errors import RnrLensError
-from rnr_lens.tasks.builtin import BUILTINS, build
+from rnr_lens.tasks.builtin import BUILTINS, build, split_size
 from rnr_lens.tasks.core import ANSWER_TYPES, Question, Task
 from rnr_lens.tasks.loaders import FORMATS, guess_format, load_file
 
 DEFAULT_TASK = "add-small"
 
-__all__ = ["ANSWER_TYPES", "BUILTINS", "DEFAULT_TASK", "FORMATS", "Question", "Task", "get", "guess_format", "list_builtins", "load_file"]
+__all__ = ["ANSWER_TYPES", "BUILTINS", "DEFAULT_TASK", "FORMATS", "Question", "Task", "get", "guess_format", "list_builtins", "load_file", "split_size"]
 
 
 def _check_params(name: str, params: dict[str, Any], fn: Any, what: str) -> None:

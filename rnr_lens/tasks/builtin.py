@@ -108,6 +108,22 @@ BUILTINS: dict[str, BuiltinTask] = {
 }
 
 
+def _pool(name: str, split: str) -> list[Item]:
+    return [it for it in BUILTINS[name].items() if _in_train(name, it) == (split == "train")]
+
+
+def split_size(name: str, split: str = "test") -> int:
+    """How many questions built-in task ``name`` holds in ``split``.
+
+    Example:
+        >>> split_size("add-small")
+        50
+    """
+    if name not in BUILTINS:
+        raise RnrLensError(f"unknown built-in task {name!r}; choose one of {', '.join(BUILTINS)}")
+    return len(_pool(name, split))
+
+
 def build(name: str, n: int | str | None = None, seed: int = 0, split: str = "test") -> Task:
     """Build built-in task ``name`` with ``n`` questions (``"all"``: the whole split) of
     ``split`` ("test" or "train")."""
@@ -116,7 +132,7 @@ def build(name: str, n: int | str | None = None, seed: int = 0, split: str = "te
     if split not in ("test", "train"):
         raise RnrLensError(f"split must be 'test' or 'train', not {split!r}")
     spec = BUILTINS[name]
-    pool = [it for it in spec.items() if _in_train(name, it) == (split == "train")]
+    pool = _pool(name, split)
     n = spec.default_n if n is None else len(pool) if n == "all" else n
     if not isinstance(n, int):
         raise RnrLensError(f"n must be a number of questions or 'all', not {n!r}")

@@ -47,3 +47,11 @@ def test_bad_builtin_requests():
         tasks.get("add-small", n=1000)
     with pytest.raises(RnrLensError, match="split must be"):
         tasks.get("add-small", split="dev")
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_split_sizes_count_each_split_and_add_up_to_the_item_space(name):
+    test, train = tasks.split_size(name), tasks.split_size(name, "train")
+    assert test == len(tasks.get(name, n="all").questions)
+    assert test + train == len(list(BUILTINS[name].items()))
+
