@@ -696,7 +696,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise RnrLensError(f"--out {out} is a file; the report writes a folder (runs.db, claims.json, report.html)")
     if args.shards is not None and not args.executor:
         raise RnrLensError("--shards needs --executor local or --executor ray")
-    with profiling() if args.profile else contextlib.nullcontext() as profile:
+    saved = out / "profile.json"
+    if args.profile and saved.exists() and not (out / "runs.db").exists():
+        saved.unlink()  # a profile of a run whose store is gone: this run starts afresh
+    with profiling(path=saved) if args.profile else contextlib.nullcontext() as profile:
         result = report(
             grid,
             out,
@@ -707,10 +710,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             address=args.address,
             num_cpus=args.num_cpus,
         )
-    if profile is not None:
-        (out / "profile.json").write_text(json.dumps(profile.to_dict(), indent=2))
-        if not args.json:
-            print(profile.text() + f"\nprofile: {out / 'profile.json'}\n")
+    if profile is not None and not args.json:
+        print(profile.text() + f"\nprofile: {saved}\n")
     if args.json:
         print(json.dumps(result.claims.to_dict(), indent=2, default=str))
         return 0
@@ -901,7 +902,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile",
         action="store_true",
         help="print where this run's time went (prefill, decode, teacher-forced scoring, store, the rest) and write profile.json; "
-        "a resumed run profiles only its own work, and Ray workers' audits are not seen",
+        "written after every stage; a resumed run continues it (wall time summed over the runs); Ray workers' audits are not seen",
     )
     p.add_argument("--json", action="store_true")
 

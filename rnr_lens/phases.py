@@ -8,6 +8,11 @@ profile; phases nest, so an outer stage's time includes its inner phases', and
 :meth:`Profile.rows` reports each stage with the share of it spent in each inner phase and the
 rest, the Python between forwards.
 
+A long run's profile outlives the run: ``profiling(path=...)`` writes the profile to ``path``
+after every top-level stage, and a later ``profiling(path=...)`` on the same file continues it
+(its stages' seconds add up, and its wall time is the sum over the runs, each kept in
+``runs_s``), so a grid resumed after a crash is profiled whole.
+
 The state is two module-level lists (as :mod:`torch.profiler` keeps its own): ``_OPEN``, the
 open profiles, written only by :func:`profiling`, and ``_STACK``, the names of the phases now
 open, written only by :func:`phase`.
@@ -21,9 +26,12 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 FORWARD_PHASES = ("prefill", "decode", "teacher-forced")
@@ -60,16 +68,48 @@ class Profile:
     seconds: dict[str, float] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
     nested: dict[tuple[str, str], float] = field(default_factory=dict)
+    earlier: tuple[float, ...] = ()
+    """Wall times of the earlier runs this profile continues (see :meth:`from_dict`)."""
+    path: Path | None = None
+    """Where the profile writes itself after each top-level stage (None: nowhere)."""
 
     @property
     def wall(self) -> float:
-        return (self.ended or time.perf_counter()) - self.started
+        """Wall time of this run plus the earlier runs it continues."""
+        return sum(self.earlier) + (self.ended or time.perf_counter()) - self.started
 
     def _add(self, name: str, seconds: float, outer: list[str]) -> None:
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
         self.calls[name] = self.calls.get(name, 0) + 1
         for stage in dict.fromkeys(outer):
             self.nested[(stage, name)] = self.nested.get((stage, name), 0.0) + seconds
+        if not outer:
+            self._autosave()
+
+    def _autosave(self) -> None:
+        if self.path is not None and self.path.parent.is_dir():  # no folder yet: the run made nothing to profile
+            self.save(self.path)
+
+    def save(self, path: str | Path) -> None:
+        """Write :meth:`to_dict` to ``path`` whole (a crash mid-write leaves the last one)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2))
+        os.replace(tmp, path)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], **kwargs: Any) -> Profile:
+        """A profile that continues the one ``d`` was written from: its phases' seconds and
+        calls, the stages' inner seconds, and its runs' wall times as ``earlier``."""
+        inner_names = (*FORWARD_PHASES, STORE_PHASE)
+        nested = {(r["stage"], i): float(r[f"{i}_s"]) for r in d["stages"] for i in inner_names if r.get(f"{i}_s")}
+        return cls(
+            seconds={n: float(v["seconds"]) for n, v in d["phases"].items()},
+            calls={n: int(v["calls"]) for n, v in d["phases"].items()},
+            nested=nested,
+            earlier=tuple(float(w) for w in d.get("runs_s", [d["wall_s"]])),
+            **kwargs,
+        )
 
     def rows(self) -> list[PhaseRow]:
         """Each stage (a phase that holds others, or any phase marked at the top), slowest first."""
@@ -80,8 +120,10 @@ class Profile:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: wall time, every phase's seconds and calls, and the stages' breakdown."""
+        own = (self.ended or time.perf_counter()) - self.started
         return {
             "wall_s": self.wall,
+            "runs_s": [*self.earlier, own],
             "phases": {n: {"seconds": s, "calls": self.calls[n]} for n, s in sorted(self.seconds.items(), key=lambda x: -x[1])},
             "stages": [
                 {"stage": r.stage, "seconds": r.seconds, "calls": r.calls, **{f"{k}_s": v for k, v in r.inner.items()}, "other_s": r.other}
@@ -91,7 +133,8 @@ class Profile:
 
     def text(self) -> str:
         """The profile as a table that fits 100 columns."""
-        lines = [f"wall time {self.wall:.1f} s; per stage (seconds, and its share in each inner phase):"]
+        runs = f" over {len(self.earlier) + 1} runs (resumed)" if self.earlier else ""
+        lines = [f"wall time {self.wall:.1f} s{runs}; per stage (seconds, and its share in each inner phase):"]
         head = f"{'stage':<26}{'seconds':>9}{'calls':>7}" + "".join(f"{n:>15}" for n in (*FORWARD_PHASES, STORE_PHASE, "other"))
         lines.append(head)
         for r in self.rows():
@@ -105,16 +148,32 @@ class Profile:
 
 
 @contextlib.contextmanager
-def profiling(sync: bool = False) -> Iterator[Profile]:
+def profiling(sync: bool = False, path: str | Path | None = None) -> Iterator[Profile]:
     """Profile the phases run inside the block (``sync``: wait for the GPU at each phase's
-    end, so asynchronous kernels count where they were launched)."""
-    profile = Profile(sync=sync)
+    end, so asynchronous kernels count where they were launched). With ``path``, continue the
+    profile saved there (if any) and save it there after each top-level stage and at the end.
+
+    Example:
+        >>> import tempfile
+        >>> saved = Path(tempfile.mkdtemp()) / "profile.json"
+        >>> for run in range(2):
+        ...     with profiling(path=saved) as p, phase("audit:default"):
+        ...         pass
+        >>> p.calls["audit:default"], len(json.loads(saved.read_text())["runs_s"])
+        (2, 2)
+    """
+    path = Path(path) if path is not None else None
+    if path is not None and path.is_file():
+        profile = Profile.from_dict(json.loads(path.read_text()), sync=sync, path=path)
+    else:
+        profile = Profile(sync=sync, path=path)
     _OPEN.append(profile)
     try:
         yield profile
     finally:
         _OPEN.remove(profile)
         profile.ended = time.perf_counter()
+        profile._autosave()
 
 
 _STACK: list[str] = []

@@ -6,7 +6,14 @@ figure; the bottleneck sweep of its reachable-not-realized questions under sampl
 repair/break figure; and a screenshot of the layer explorer in JupyterLab (headless Chromium).
 Everything is seeded, so a rerun draws the same figures. About five minutes on two cores.
 
+With ``--report DIR`` it draws from a finished ``rnr-lens report`` instead (no model is
+loaded): realized against reachable for every mined model's settings, and each setting's
+repair/break per block from its latest sweep (the exhaustive one where the grid had
+``exhaustive: true``), named ``PREFIX_realized_vs_reachable.svg`` and
+``PREFIX_repair_break_TASK.svg``.
+
     python scripts/make_assets.py [--out assets] [--store runs/assets.db]
+    python scripts/make_assets.py --report report-deep/ --prefix deep
 """
 
 from __future__ import annotations
@@ -31,7 +38,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "assets")
     parser.add_argument("--store", type=Path, help="run store to write (and resume); default: a temporary one")
+    parser.add_argument("--report", type=Path, help="draw from this finished report folder instead of running")
+    parser.add_argument("--prefix", default="report", help="file name prefix of the --report figures")
     args = parser.parse_args()
+    if args.report:
+        for path in report_figures(args.report, args.out, args.prefix):
+            print(f"{path}: {path.stat().st_size / 1024:.0f} KiB")
+        return
     with tempfile.TemporaryDirectory() as scratch:
         store_path = args.store or Path(scratch) / "assets.db"
         model = R.load_model()
@@ -45,6 +58,29 @@ def main() -> None:
         layer_explorer_screenshot(store_path, Path(scratch), args.out / "layer_explorer.png")
     for name in ("realized_vs_reachable.svg", "repair_break.svg", "layer_explorer.png"):
         print(f"{args.out / name}: {(args.out / name).stat().st_size / 1024:.0f} KiB")
+
+
+def report_figures(folder: Path, out: Path, prefix: str) -> list[Path]:
+    """The figures of a finished report's mined settings, from its store and claims."""
+    import json
+
+    from rnr_lens.miner import SweepResult
+
+    claims = json.loads((folder / "claims.json").read_text())
+    store = RunStore(folder / "runs.db", mode="read")
+    mined = [(b["audit"], b["task"]) for b in claims["bottleneck"]]
+    if not mined:
+        raise SystemExit(f"{folder / 'claims.json'} has no mined setting yet; draw after the report has mined one")
+    written = [out / f"{prefix}_realized_vs_reachable.svg"]
+    viz.save(viz.realized_vs_reachable([R.AuditResult.load(store, audit) for audit, _ in mined]), written[0], size="full")
+    for audit, task in mined:
+        try:
+            sweep = SweepResult.load(store, name="report", audit=audit)
+        except R.RnrLensError:  # a setting with no failure set to mine
+            continue
+        written.append(out / f"{prefix}_repair_break_{Path(task).stem.split('[')[0]}.svg")
+        viz.save(viz.repair_break(sweep), written[-1], size="full")
+    return written
 
 
 def layer_explorer_screenshot(store_path: Path, folder: Path, out: Path) -> None:

@@ -1,6 +1,8 @@
 """The profile of real work: each stage's time splits into its forwards, store writes and the
 rest, and marking a phase costs nothing when no profile is open."""
 
+import json
+
 import pytest
 
 from rnr_lens import phases, tasks
@@ -30,3 +32,30 @@ def test_phases_outside_a_profile_leave_no_trace():
     with phases.profiling() as profile, pytest.raises(ValueError), phases.phase("failed"):
         raise ValueError("a phase that raises is still timed")
     assert profile.calls["failed"] == 1 and not phases._STACK
+
+
+def test_a_profile_saved_to_a_file_survives_a_crash_and_continues_on_resume(tiny, tmp_path):
+    """A grid stopped midway once lost its whole profile (it was written only at the end), so a
+    resumed run's profile covered only the resumed part."""
+    saved = tmp_path / "profile.json"
+    with pytest.raises(KeyboardInterrupt), phases.profiling(path=saved) as first:
+        audit(tiny, tasks.get("add-small", n=4), ["sampling:k=2,t=1.0"], progress=False)
+        written = json.loads(saved.read_text())  # saved after each top-level stage, before the end
+        assert written["phases"]["audit:sampling"]["calls"] == 1
+        raise KeyboardInterrupt
+    with phases.profiling(path=saved) as second:
+        audit(tiny, tasks.get("add-small", n=4), ["routes:k=2"], progress=False)
+    whole = json.loads(saved.read_text())
+    assert len(whole["runs_s"]) == 2 and whole["wall_s"] == pytest.approx(sum(whole["runs_s"]))
+    assert whole["runs_s"][0] == pytest.approx(first.wall)
+    assert second.calls["audit:default"] == 2 and second.calls["audit:sampling"] == 1 and second.calls["audit:routes"] == 1
+    rows = {r.stage: r for r in second.rows()}
+    assert rows["audit:sampling"].inner["prefill"] > 0, "the first run's inner phases carried over"
+    assert second.seconds["prefill"] > first.seconds["prefill"]
+    assert "over 2 runs (resumed)" in second.text()
+
+
+def test_a_profile_writes_nothing_where_the_run_made_no_folder(tmp_path):
+    with phases.profiling(path=tmp_path / "never" / "profile.json"), phases.phase("load model"):
+        pass
+    assert not (tmp_path / "never").exists()

@@ -22,7 +22,19 @@ from rnr_lens.tasks.loaders import FORMATS, guess_format, load_file
 
 DEFAULT_TASK = "add-small"
 
-__all__ = ["ANSWER_TYPES", "BUILTINS", "DEFAULT_TASK", "FORMATS", "Question", "Task", "get", "guess_format", "list_builtins", "load_file", "split_size"]
+__all__ = [
+    "ANSWER_TYPES",
+    "BUILTINS",
+    "DEFAULT_TASK",
+    "FORMATS",
+    "Question",
+    "Task",
+    "get",
+    "guess_format",
+    "list_builtins",
+    "load_file",
+    "split_size",
+]
 
 
 def _check_params(name: str, params: dict[str, Any], fn: Any, what: str) -> None:

@@ -54,4 +54,3 @@ def test_split_sizes_count_each_split_and_add_up_to_the_item_space(name):
     test, train = tasks.split_size(name), tasks.split_size(name, "train")
     assert test == len(tasks.get(name, n="all").questions)
     assert test + train == len(list(BUILTINS[name].items()))
-

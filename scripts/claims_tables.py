@@ -1,0 +1,114 @@
+"""Print a report's claims as Markdown tables (the README's grid tables are made with this).
+
+Reads ``claims.json`` back into its records (:class:`rnr_lens.claims.Claims`) and prints, per
+claim, one row per setting: its estimates with their 95% intervals as the report gives them
+(``Estimate.text``) and its verdict. Nothing is recomputed here.
+
+    python scripts/claims_tables.py report/claims.json [--model smollm2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rnr_lens.claims import BlockRates, Claims, Setting  # noqa: E402
+from rnr_lens.stats import Estimate  # noqa: E402
+
+
+def _e(e: Estimate | None) -> str:
+    return "–" if e is None else e.text().replace(",", ", ").replace("-", "−")
+
+
+def _task(setting: Setting | str) -> str:
+    task = setting.task if isinstance(setting, Setting) else setting
+    return Path(task).name
+
+
+def _table(columns: Sequence[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def routes_table(claims: Claims, model: str) -> str:
+    """Claim 1: realized, each probe's reach beside its chance level, random − search, verdict."""
+    rows = [
+        [
+            _task(c.setting),
+            str(c.questions),
+            _e(c.realized),
+            f"{_e(c.reachable_random)} ({c.chance_random.value:.2f})",
+            f"{_e(c.reachable_search)} ({c.chance_search.value:.2f})",
+            _e(c.random_minus_search),
+            f"**{c.verdict.status}**" + (f" (n≈{c.verdict.n_needed})" if c.verdict.n_needed else ""),
+        ]
+        for c in claims.routes_vs_search
+        if model in c.setting.model
+    ]
+    cols = ["task", "n", "realized", "random routes (chance)", "search (chance)", "random − search", "verdict"]
+    return _table(cols, rows)
+
+
+def _block(b: BlockRates | None) -> str:
+    if b is None:
+        return "–"
+    return f"MLP {b.block}: {_e(b.repair_heldout)}, breaks {_e(b.break_rate)}"
+
+
+def bottleneck_table(claims: Claims, model: str) -> str:
+    """Claim 2: the failure set's halves, the bottleneck's held-out repair and break, the null."""
+    rows = []
+    for c in claims.bottleneck:
+        if model not in c.setting.model:
+            continue
+        halves = f"{c.failures} ({c.mined.discovery}/{c.mined.heldout}; {c.mined.control})" if c.mined else str(c.failures)
+        null = f"{_e(c.null.random_block)}; re-run {_e(c.null.rerun)}" if c.null else "–"
+        agree = "–"
+        if c.screen_vs_exhaustive is not None:
+            a = c.screen_vs_exhaustive
+            rho = "–" if a.spearman is None else f"{a.spearman:.2f}"
+            agree = f"{'same' if a.same_block else f'{a.screen_block} vs {a.exhaustive_block}'}; regret {a.regret:.2f}; ρ {rho}"
+        verdict = f"**{c.verdict.status}**" + (f" (n≈{c.verdict.n_needed})" if c.verdict.n_needed else "")
+        rows.append([_task(c.setting), halves, _block(c.bottleneck), null, agree, verdict])
+    cols = [
+        "task",
+        "failures (discovery/held-out; controls)",
+        "bottleneck: held-out repair, break",
+        "null: 3 random blocks",
+        "screen vs exhaustive",
+        "verdict",
+    ]
+    return _table(cols, rows)
+
+
+def training_table(claims: Claims) -> str:
+    """Claim 3: per pair and task, Δ realized and each probe's Δ reachable, with verdicts."""
+    rows = []
+    for c in claims.training:
+        for p in c.probes:
+            verdict = f"**{p.verdict.status}**" + (f" (n≈{p.verdict.n_needed})" if p.verdict.n_needed else "")
+            rows.append([_task(c.task), p.probe.split(",")[0], str(p.questions), _e(p.delta_realized), _e(p.delta_reachable), verdict])
+    return _table(["task", "probe", "n", "Δ realized", "Δ reachable", "verdict"], rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("claims", type=Path)
+    parser.add_argument("--model", default="", help="only settings whose model name contains this")
+    args = parser.parse_args()
+    claims = Claims.from_dict(json.loads(args.claims.read_text()))
+    print(routes_table(claims, args.model), end="\n\n")
+    print(bottleneck_table(claims, args.model), end="\n\n")
+    print(training_table(claims), end="\n\n")
+    for claim, line in claims.summary.items():
+        print(f"- {claim}: {line}")
+
+
+if __name__ == "__main__":
+    main()
