@@ -26,6 +26,11 @@ def _e(e: Estimate | None) -> str:
     return "–" if e is None else e.text().replace(",", ", ").replace("-", "−")
 
 
+def _p(e: Estimate) -> str:
+    """An estimate with its exact test's p (a verdict needs the interval and the test to agree)."""
+    return _e(e) if e.p is None else f"{_e(e)}, p {e.p:.2g}"
+
+
 def _task(setting: Setting | str) -> str:
     task = setting.task if isinstance(setting, Setting) else setting
     return Path(task).name
@@ -45,7 +50,7 @@ def routes_table(claims: Claims, model: str) -> str:
             _e(c.realized),
             f"{_e(c.reachable_random)} ({c.chance_random.value:.2f})",
             f"{_e(c.reachable_search)} ({c.chance_search.value:.2f})",
-            _e(c.random_minus_search),
+            _p(c.random_minus_search),
             f"**{c.verdict.status}**" + (f" (n≈{c.verdict.n_needed})" if c.verdict.n_needed else ""),
         ]
         for c in claims.routes_vs_search
@@ -88,13 +93,14 @@ def bottleneck_table(claims: Claims, model: str) -> str:
 
 
 def training_table(claims: Claims) -> str:
-    """Claim 3: per pair and task, Δ realized and each probe's Δ reachable, with verdicts."""
+    """Claim 3: per pair and task, Δ realized and each probe's Δ reachable with its verdict."""
+    probes = [p.probe for p in claims.training[0].probes] if claims.training else []
     rows = []
     for c in claims.training:
-        for p in c.probes:
-            verdict = f"**{p.verdict.status}**" + (f" (n≈{p.verdict.n_needed})" if p.verdict.n_needed else "")
-            rows.append([_task(c.task), p.probe.split(",")[0], str(p.questions), _e(p.delta_realized), _e(p.delta_reachable), verdict])
-    return _table(["task", "probe", "n", "Δ realized", "Δ reachable", "verdict"], rows)
+        by = {p.probe: p for p in c.probes}
+        cells = [f"{_e(by[p].delta_reachable)} **{by[p].verdict.status}**" if p in by else "–" for p in probes]
+        rows.append([_task(c.task), str(c.probes[0].questions), _p(c.probes[0].delta_realized), *cells])
+    return _table(["task", "n", "Δ realized", *(f"Δ reachable, `{p.split(',')[0]}`" for p in probes)], rows)
 
 
 def main() -> None:

@@ -23,3 +23,23 @@ def test_setup_scripts_are_executable_bash():
     for name in ("dev-setup", "fresh-clone-check", "build-docs"):
         script = REPO / "scripts" / name
         assert script.read_text().startswith("#!/usr/bin/env bash\n") and script.stat().st_mode & 0o111
+
+
+def test_the_readme_grid_tables_are_the_committed_claims():
+    """The README's grid tables are printed from the committed claims.json by
+    scripts/claims_tables.py (guards against a hand-edited number, or a rerun whose claims were
+    committed without its tables)."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    readme = (REPO / "README.md").read_text()
+    for results in sorted((REPO / "assets" / "results").glob("*/claims.json")):
+        claims = tables.Claims.from_dict(json.loads(results.read_text()))
+        for model in {c.setting.model.split("+")[0] for c in claims.routes_vs_search}:
+            assert tables.routes_table(claims, model) in readme, f"{results}: claim 1 table of {model}"
+            assert tables.bottleneck_table(claims, model) in readme, f"{results}: claim 2 table of {model}"
+        if claims.training:
+            assert tables.training_table(claims) in readme, f"{results}: claim 3 table"
