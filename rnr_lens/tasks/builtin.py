@@ -109,6 +109,11 @@ BUILTINS: dict[str, BuiltinTask] = {
 
 
 def _pool(name: str, split: str) -> list[Item]:
+    """The items of built-in ``name`` in ``split``, in their enumeration order."""
+    if name not in BUILTINS:
+        raise RnrLensError(f"unknown built-in task {name!r}; choose one of {', '.join(BUILTINS)} or pass a file path")
+    if split not in ("test", "train"):
+        raise RnrLensError(f"split must be 'test' or 'train', not {split!r}")
     return [it for it in BUILTINS[name].items() if _in_train(name, it) == (split == "train")]
 
 
@@ -119,20 +124,14 @@ def split_size(name: str, split: str = "test") -> int:
         >>> split_size("add-small")
         50
     """
-    if name not in BUILTINS:
-        raise RnrLensError(f"unknown built-in task {name!r}; choose one of {', '.join(BUILTINS)}")
     return len(_pool(name, split))
 
 
 def build(name: str, n: int | str | None = None, seed: int = 0, split: str = "test") -> Task:
     """Build built-in task ``name`` with ``n`` questions (``"all"``: the whole split) of
     ``split`` ("test" or "train")."""
-    if name not in BUILTINS:
-        raise RnrLensError(f"unknown built-in task {name!r}; choose one of {', '.join(BUILTINS)} or pass a file path")
-    if split not in ("test", "train"):
-        raise RnrLensError(f"split must be 'test' or 'train', not {split!r}")
-    spec = BUILTINS[name]
     pool = _pool(name, split)
+    spec = BUILTINS[name]
     n = spec.default_n if n is None else len(pool) if n == "all" else n
     if not isinstance(n, int):
         raise RnrLensError(f"n must be a number of questions or 'all', not {n!r}")

@@ -47,6 +47,10 @@ def test_bad_builtin_requests():
         tasks.get("add-small", n=1000)
     with pytest.raises(RnrLensError, match="split must be"):
         tasks.get("add-small", split="dev")
+    with pytest.raises(RnrLensError, match="split must be"):
+        tasks.split_size("add-small", "dev")
+    with pytest.raises(RnrLensError, match="unknown built-in task 'add-huge'"):
+        tasks.split_size("add-huge")
 
 
 @pytest.mark.parametrize("name", sorted(BUILTINS))
