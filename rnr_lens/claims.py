@@ -177,11 +177,12 @@ class BlockRates:
 
 @dataclass(frozen=True)
 class ScreenAgreement:
-    """Whether the screen's pick agrees with the best block of an exhaustive sweep.
+    """Whether the screen's pick agrees with the block an exhaustive sweep picks by the same
+    rule (best discovery repair within the break bound; the best generated where none is).
 
     Attributes:
-        regret: The discovery repair the screen's pick gives up against the exhaustive best
-            (0: it found a best block, possibly a tied one).
+        regret: The discovery repair the screen's pick gives up against the exhaustive pick
+            (0: it found it, or a tied one; a pick outside the bound gives up all of it).
         spearman: Rank correlation of the log-prob screen with the generated repair rates.
     """
 

@@ -60,7 +60,7 @@ def _agreement_text(a: ScreenAgreement | None) -> str:
         return f"same block{rho}"
     if a.regret <= 0:
         return f"tied with MLP {a.exhaustive_block}{rho}"
-    return f"exhaustive best MLP {a.exhaustive_block} repairs {a.regret:.2f} more of the discovery half{rho}"
+    return f"exhaustive pick MLP {a.exhaustive_block} (same rule) repairs {a.regret:.2f} more of the discovery half{rho}"
 
 
 def _verdict_text(v: Verdict, note: str | None = None) -> str:

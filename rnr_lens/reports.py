@@ -34,7 +34,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -64,6 +64,9 @@ from rnr_lens.results import FORMAT_MISS_WARN, AuditResult
 from rnr_lens.routes import Route
 from rnr_lens.stats import Estimate, paired_difference, rate
 from rnr_lens.store import RunStore
+
+if TYPE_CHECKING:
+    from rnr_lens.miner import SweepResult
 
 
 @dataclass(frozen=True)
@@ -324,7 +327,7 @@ def claim_bottleneck(
     agreement = None
     if grid.exhaustive and len(done):  # reuses the confirmed evaluations from the store; generates the rest
         full = mine(model, fs, strategy="exhaustive", break_bound=grid.break_bound, store=store, progress=progress)
-        agreement = screen_agreement(ranked(full.table), order[0], full.agreement)
+        agreement = screen_agreement(full, order[0])
     null = null_repair(model, fs, store=store, exclude=chosen.layer if chosen else None) if len(fs.heldout) else None
     # without a bottleneck (no generated block repairs within the bound) the best other block is shown as second
     picked, rest = (blocks[0], blocks[1:]) if chosen is not None else (None, blocks)
@@ -363,23 +366,30 @@ def _block_rates(sweep: Any, layer: int) -> BlockRates:
     )
 
 
-def screen_agreement(exhaustive: Any, picked: int, screens: dict[str, Any]) -> ScreenAgreement:
+def screen_agreement(full: SweepResult, picked: int) -> ScreenAgreement:
     """Does the screen's pick (``picked``, confirmed among its top candidates) agree with the
-    best block of an exhaustive sweep (``exhaustive``, ranked by :func:`rnr_lens.miner.ranked`)?
+    block an exhaustive sweep (``full``) picks by the same rule: the best discovery repair
+    within the break bound (:attr:`SweepResult.bottleneck`), or, where no block is within it,
+    the best generated block, as the screen's pick is then too.
 
-    ``regret`` is the discovery repair the screen's pick gives up against the exhaustive best
-    (0: it found a best block, possibly a tied one); ``spearman`` is the rank correlation of the
-    log-prob screen with the generated repair rates over every block."""
-    top = exhaustive.iloc[0]
-    mine_row = exhaustive[exhaustive["layer"] == picked].iloc[0]
-    regret = float(top["repair_discovery"] - mine_row["repair_discovery"])
+    ``regret`` is the discovery repair the screen's pick gives up against that block (0: it
+    found it, or a tied one); a pick outside the bound gives up all of it. ``spearman`` is the
+    rank correlation of the log-prob screen with the generated repair rates over every block.
+    """
+    from rnr_lens.miner import ranked
+
+    table = ranked(full.table)
+    best = full.bottleneck.layer if full.bottleneck is not None else int(table.iloc[0]["layer"])
+    repair = {int(r["layer"]): float(r["repair_discovery"]) for _, r in table.iterrows()}
+    within = {int(r["layer"]) for _, r in table.iterrows() if r["repair_discovery"] > 0 and not r["break"] > full.break_bound}
+    given_up = repair[best] - (repair[picked] if full.bottleneck is None or picked in within else 0.0)
     return ScreenAgreement(
         screen_block=picked,
-        exhaustive_block=int(top["layer"]),
-        exhaustive_repair_discovery=float(top["repair_discovery"]),
-        same_block=int(top["layer"]) == picked,
-        regret=regret,
-        spearman=(screens.get("screen_logprob") or {}).get("spearman"),
+        exhaustive_block=best,
+        exhaustive_repair_discovery=repair[best],
+        same_block=best == picked,
+        regret=given_up,
+        spearman=(full.agreement.get("screen_logprob") or {}).get("spearman"),
     )
 
 

@@ -9,8 +9,8 @@ Everything is seeded, so a rerun draws the same figures. About five minutes on t
 With ``--report DIR`` it draws from a finished ``rnr-lens report`` instead (no model is
 loaded): realized against reachable for every mined model's settings, and each setting's
 repair/break per block from its latest sweep (the exhaustive one where the grid had
-``exhaustive: true``), named ``PREFIX_realized_vs_reachable.svg`` and
-``PREFIX_repair_break_TASK.svg``.
+``exhaustive: true``), named ``PREFIX_MODEL_realized_vs_reachable.svg`` and
+``PREFIX_MODEL_repair_break_TASK.svg``.
 
     python scripts/make_assets.py [--out assets] [--store runs/assets.db]
     python scripts/make_assets.py --report report-deep/ --prefix deep
@@ -61,25 +61,31 @@ def main() -> None:
 
 
 def report_figures(folder: Path, out: Path, prefix: str) -> list[Path]:
-    """The figures of a finished report's mined settings, from its store and claims."""
+    """The figures of a finished report's mined settings, from its store and claims: per mined
+    model, realized against reachable over its tasks and each task's repair/break per block."""
     import json
 
     from rnr_lens.miner import SweepResult
 
     claims = json.loads((folder / "claims.json").read_text())
     store = RunStore(folder / "runs.db", mode="read")
-    mined = [(b["audit"], b["task"]) for b in claims["bottleneck"]]
+    mined: dict[str, list[tuple[str, str]]] = {}
+    for b in claims["bottleneck"]:
+        mined.setdefault(b["model"], []).append((b["audit"], b["task"]))
     if not mined:
         raise SystemExit(f"{folder / 'claims.json'} has no mined setting yet; draw after the report has mined one")
-    written = [out / f"{prefix}_realized_vs_reachable.svg"]
-    viz.save(viz.realized_vs_reachable([R.AuditResult.load(store, audit) for audit, _ in mined]), written[0], size="full")
-    for audit, task in mined:
-        try:
-            sweep = SweepResult.load(store, name="report", audit=audit)
-        except R.RnrLensError:  # a setting with no failure set to mine
-            continue
-        written.append(out / f"{prefix}_repair_break_{Path(task).stem.split('[')[0]}.svg")
-        viz.save(viz.repair_break(sweep), written[-1], size="full")
+    written = []
+    for model, settings in mined.items():
+        stem = f"{prefix}_{Path(model).name}"
+        written.append(out / f"{stem}_realized_vs_reachable.svg")
+        viz.save(viz.realized_vs_reachable([R.AuditResult.load(store, audit) for audit, _ in settings]), written[-1], size="full")
+        for audit, task in settings:
+            try:
+                sweep = SweepResult.load(store, name="report", audit=audit)
+            except R.RnrLensError:  # a setting with no failure set to mine
+                continue
+            written.append(out / f"{stem}_repair_break_{Path(task).stem.split('[')[0]}.svg")
+            viz.save(viz.repair_break(sweep), written[-1], size="full")
     return written
 
 

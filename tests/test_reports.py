@@ -130,7 +130,10 @@ def _with(grid_file, tmp_path, **changes):
 @pytest.mark.slow
 def test_sharded_report_equals_the_unsharded_one_and_checks_the_screen(first_report, grid_file, tmp_path):
     """Guards the executor seam: shards run here give the same audits and the same claims, and
-    ``exhaustive: true`` adds the screen-vs-exhaustive agreement without changing the pick."""
+    ``exhaustive: true`` adds the screen-vs-exhaustive agreement without changing the pick. The
+    agreement once set the screen's pick (chosen within the break bound) against the exhaustive
+    sweep's best ignoring the bound, an unmatched comparison that charged the screen a regret
+    for not picking a block that breaks too much."""
     _, _, claims = first_report
     out = tmp_path / "sharded"
     assert main(["report", str(_with(grid_file, tmp_path, exhaustive=True)), "--out", str(out), "--executor", "local", "--shards", "2"]) == 0
@@ -154,12 +157,15 @@ def test_sharded_report_equals_the_unsharded_one_and_checks_the_screen(first_rep
             R.load_model(grid_file.parent / "base"), fs, strategy="exhaustive", break_bound=1.0, store=RunStore(out / "runs.db"), progress=False
         )
         table = sweep.table.sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True])
-        best = table.iloc[0]
+        bound = full["break_bound"]
+        valid = table[((table["break"] <= bound) | table["break"].isna()) & (table["repair_discovery"] > 0)]
+        best = valid.iloc[0] if len(valid) else table.iloc[0]  # the same rule as the screen's pick
         if full.get("bottleneck"):
             assert agreement["screen_block"] == full["bottleneck"]["block"]
         picked = table[table["layer"] == agreement["screen_block"]].iloc[0]
+        kept = picked["repair_discovery"] if picked.name in valid.index or not len(valid) else 0.0
         assert agreement["exhaustive_block"] == best["layer"] and agreement["same_block"] == (best["layer"] == picked["layer"])
-        assert agreement["regret"] == pytest.approx(best["repair_discovery"] - picked["repair_discovery"]) and agreement["regret"] >= 0
+        assert agreement["regret"] == pytest.approx(best["repair_discovery"] - kept) and agreement["regret"] >= 0
         checked += 1
         regrets.append(agreement)
     assert checked, "the test grid gives at least one setting a failure set to sweep"
@@ -241,6 +247,43 @@ def test_the_example_grid_is_valid():
     grid = Grid.load(Path(__file__).resolve().parents[1] / "assets" / "grid.yaml")
     assert grid.k == 8 and "smollm2-135m-instruct" in grid.models and grid.probes[1] == "routes:k=8,edits=2"
     assert np.all([p["trained"].endswith("runs/dapo/final") for p in grid.pairs])
+
+
+def _exhaustive(rows: list[tuple[int, float, float]], bound: float = 0.2):
+    """An exhaustive sweep's table (layer, discovery repair, break) as the miner keeps it."""
+    import pandas as pd
+
+    from rnr_lens.miner import SweepResult, _bottleneck
+
+    table = pd.DataFrame(
+        [
+            {"layer": layer, "component": "mlp", "method": "zero", "repair_discovery": r, "repair_heldout": r, "repair": r, "break": b}
+            for layer, r, b in rows
+        ]
+    )
+    return SweepResult(table, pd.DataFrame(), _bottleneck(table, bound), {"screen_logprob": {"spearman": 0.5}}, "exhaustive", break_bound=bound)
+
+
+@pytest.mark.parametrize(
+    "picked, rows, best, same, regret",
+    [
+        # the top block breaks too much: the screen's pick within the bound is the same block
+        (4, [(1, 1.0, 0.38), (4, 0.8, 0.14), (7, 0.2, 0.0)], 4, True, 0.0),
+        (7, [(1, 1.0, 0.38), (4, 0.8, 0.14), (7, 0.2, 0.0)], 4, False, 0.6),
+        # a pick outside the bound (the screen confirmed nothing within it) gives up all of the pick
+        (1, [(1, 1.0, 0.38), (4, 0.8, 0.14), (7, 0.2, 0.0)], 4, False, 0.8),
+        # nothing within the bound: both sides fall back to the best generated block
+        (3, [(1, 1.0, 0.38), (3, 0.6, 0.5)], 1, False, 0.4),
+    ],
+)
+def test_the_screen_is_judged_against_the_exhaustive_pick_under_the_same_rule(picked, rows, best, same, regret):
+    """The deep grid's add-small once read "4 vs 1; regret 0.20": the exhaustive best ignored the
+    break bound the screen's pick obeys (MLP 1 breaks 0.38 of the controls)."""
+    from rnr_lens.reports import screen_agreement
+
+    a = screen_agreement(_exhaustive(rows), picked)
+    assert (a.exhaustive_block, a.same_block, a.spearman) == (best, same, 0.5)
+    assert a.regret == pytest.approx(regret)
 
 
 def test_the_deep_grid_is_valid_and_takes_small_tasks_whole():
