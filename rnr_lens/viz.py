@@ -9,6 +9,7 @@ objects only; they never load a model.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -331,14 +332,28 @@ def screen_vs_repair(sweep: SweepResult, screen: str = "screen_logprob") -> go.F
     )
 
 
+def _panel_titles(results: Sequence[AuditResult]) -> tuple[list[str], str]:
+    """Short panel titles for one panel per audit, naming only what differs between them (the
+    task, the model, or both on two lines), and what they share, for the figure's title: full
+    "model / task" titles over six panels ran into each other at a paper's width."""
+    models = [Path(str(r.info.model)).name for r in results]
+    tasks = [Path(str(r.info.task)).name for r in results]
+    if len(set(models)) == 1 and len(set(tasks)) == 1:
+        return tasks, f"{models[0]} / {tasks[0]}"
+    if len(set(models)) == 1:
+        return tasks, models[0]
+    if len(set(tasks)) == 1:
+        return models, tasks[0]
+    return [f"{m}<br>{t}" for m, t in zip(models, tasks, strict=True)], ""
+
+
 def realized_vs_reachable(results: AuditResult | Sequence[AuditResult]) -> go.Figure:
     """Per probe: realized accuracy, the reachable ceiling (oracle) and every answer-blind
     selector, with 95% Wilson intervals; one panel per audit (model / task)."""
     results = list(results) if isinstance(results, (list, tuple)) else [results]  # type: ignore[list-item]  # one AuditResult
     one = len(results) == 1
-    fig = make_subplots(
-        rows=1, cols=len(results), shared_yaxes=True, subplot_titles=None if one else [f"{r.info.model} / {r.info.task}" for r in results]
-    )
+    titles, common = _panel_titles(results)
+    fig = make_subplots(rows=1, cols=len(results), shared_yaxes=True, subplot_titles=None if one else titles)
     measured = {
         "realized": ("realized (greedy)", OKABE_ITO[0]),
         "reachable": ("reachable (oracle)", OKABE_ITO[1]),
@@ -373,7 +388,7 @@ def realized_vs_reachable(results: AuditResult | Sequence[AuditResult]) -> go.Fi
             )
     fig.update_yaxes(range=[0, 1.05], title_text="accuracy", row=1, col=1)
     fig.update_xaxes(title_text="probe", row=1, col=1)
-    head = "Realized versus reachable" + (f"<br>{results[0].info.model} / {results[0].info.task}" if one else "")
+    head = "Realized versus reachable" + (f"<br>{common}" if common else "")
     fig.update_layout(template=PAPER, barmode="group", title=head)
     return captioned(
         fig,

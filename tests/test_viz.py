@@ -81,6 +81,16 @@ def test_figure_explains_why_reachable_can_be_below_realized(tiny):
     assert [t.x[0] for t in fig.data][:1] == ["routes"], "short probe labels on the axis"
 
 
+def test_panels_of_one_model_are_titled_by_task_alone(tiny):
+    """Six "model / task" panel titles ran into each other at a paper's width (the default
+    grid's figure): each panel names what differs, the figure's title what they share."""
+    a = audit(tiny, tasks.get("add-small", n=2), ["routes:k=2"], progress=False)
+    b = audit(tiny, tasks.get("sub", n=2), ["routes:k=2"], progress=False)
+    fig = viz.realized_vs_reachable([a, b])
+    assert [t.text for t in fig.layout.annotations][:2] == ["add-small", "sub"]
+    assert fig.layout.title.text.endswith(f"<br>{a.info.model}") and fig.layout.title.text.count(str(a.info.model)) == 1
+
+
 def test_screen_audit_attribution_and_route_figures(tiny, sweep_and_result):
     sweep, result, fs = sweep_and_result
     assert len(viz.screen_vs_repair(sweep).data) == 1
