@@ -775,12 +775,18 @@ def ranked(table: pd.DataFrame) -> pd.DataFrame:
     return done.sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True], na_position="last")
 
 
+def within_bound(table: pd.DataFrame, bound: float) -> pd.DataFrame:
+    """The generated rows a bottleneck may be chosen from: some discovery repair, and a break
+    rate at most ``bound``. An unmeasured break rate (no control set) bounds nothing: the
+    bottleneck says so instead."""
+    ok = table.dropna(subset=["repair_discovery"])
+    return ok[((ok["break"] <= bound) | ok["break"].isna()) & (ok["repair_discovery"] > 0)]
+
+
 def _bottleneck(table: pd.DataFrame, bound: float) -> Bottleneck | None:
     if "repair_discovery" not in table:
         return None
-    ok = table.dropna(subset=["repair_discovery"])
-    # an unmeasured break rate (no control set) bounds nothing: the bottleneck says so instead
-    ok = ok[((ok["break"] <= bound) | ok["break"].isna()) & (ok["repair_discovery"] > 0)]
+    ok = within_bound(table, bound)
     if ok.empty:
         return None
     best = ranked(ok).iloc[0]

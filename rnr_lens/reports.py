@@ -376,12 +376,12 @@ def screen_agreement(full: SweepResult, picked: int) -> ScreenAgreement:
     found it, or a tied one); a pick outside the bound gives up all of it. ``spearman`` is the
     rank correlation of the log-prob screen with the generated repair rates over every block.
     """
-    from rnr_lens.miner import ranked
+    from rnr_lens.miner import ranked, within_bound
 
     table = ranked(full.table)
     best = full.bottleneck.layer if full.bottleneck is not None else int(table.iloc[0]["layer"])
     repair = {int(r["layer"]): float(r["repair_discovery"]) for _, r in table.iterrows()}
-    within = {int(r["layer"]) for _, r in table.iterrows() if r["repair_discovery"] > 0 and not r["break"] > full.break_bound}
+    within = {int(layer) for layer in within_bound(table, full.break_bound)["layer"]}
     given_up = repair[best] - (repair[picked] if full.bottleneck is None or picked in within else 0.0)
     return ScreenAgreement(
         screen_block=picked,
