@@ -37,6 +37,8 @@ from typing import Any
 FORWARD_PHASES = ("prefill", "decode", "teacher-forced")
 """The phases that run model forwards; the rest of a stage is Python, the store and sampling."""
 STORE_PHASE = "store"
+_INNER = (*FORWARD_PHASES, STORE_PHASE)
+"""The inner phases a stage's seconds are split into (the rest is its ``other``)."""
 
 _OPEN: list[Profile] = []
 
@@ -74,9 +76,14 @@ class Profile:
     """Where the profile writes itself after each top-level stage (None: nowhere)."""
 
     @property
+    def own_wall(self) -> float:
+        """Wall time of this run alone (until now while it is open)."""
+        return (self.ended or time.perf_counter()) - self.started
+
+    @property
     def wall(self) -> float:
         """Wall time of this run plus the earlier runs it continues."""
-        return sum(self.earlier) + (self.ended or time.perf_counter()) - self.started
+        return sum(self.earlier) + self.own_wall
 
     def _add(self, name: str, seconds: float, outer: list[str]) -> None:
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
@@ -101,8 +108,7 @@ class Profile:
     def from_dict(cls, d: Mapping[str, Any], **kwargs: Any) -> Profile:
         """A profile that continues the one ``d`` was written from: its phases' seconds and
         calls, the stages' inner seconds, and its runs' wall times as ``earlier``."""
-        inner_names = (*FORWARD_PHASES, STORE_PHASE)
-        nested = {(r["stage"], i): float(r[f"{i}_s"]) for r in d["stages"] for i in inner_names if r.get(f"{i}_s")}
+        nested = {(r["stage"], i): float(r[f"{i}_s"]) for r in d["stages"] for i in _INNER if r.get(f"{i}_s")}
         return cls(
             seconds={n: float(v["seconds"]) for n, v in d["phases"].items()},
             calls={n: int(v["calls"]) for n, v in d["phases"].items()},
@@ -113,17 +119,15 @@ class Profile:
 
     def rows(self) -> list[PhaseRow]:
         """Each stage (a phase that holds others, or any phase marked at the top), slowest first."""
-        inner_names = (*FORWARD_PHASES, STORE_PHASE)
-        stages = [n for n in self.seconds if n not in inner_names]
-        out = [PhaseRow(s, self.seconds[s], self.calls[s], {i: self.nested.get((s, i), 0.0) for i in inner_names}) for s in stages]
+        stages = [n for n in self.seconds if n not in _INNER]
+        out = [PhaseRow(s, self.seconds[s], self.calls[s], {i: self.nested.get((s, i), 0.0) for i in _INNER}) for s in stages]
         return sorted(out, key=lambda r: -r.seconds)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: wall time, every phase's seconds and calls, and the stages' breakdown."""
-        own = (self.ended or time.perf_counter()) - self.started
         return {
             "wall_s": self.wall,
-            "runs_s": [*self.earlier, own],
+            "runs_s": [*self.earlier, self.own_wall],
             "phases": {n: {"seconds": s, "calls": self.calls[n]} for n, s in sorted(self.seconds.items(), key=lambda x: -x[1])},
             "stages": [
                 {"stage": r.stage, "seconds": r.seconds, "calls": r.calls, **{f"{k}_s": v for k, v in r.inner.items()}, "other_s": r.other}
@@ -135,10 +139,10 @@ class Profile:
         """The profile as a table that fits 100 columns."""
         runs = f" over {len(self.earlier) + 1} runs (resumed)" if self.earlier else ""
         lines = [f"wall time {self.wall:.1f} s{runs}; per stage (seconds, and its share in each inner phase):"]
-        head = f"{'stage':<26}{'seconds':>9}{'calls':>7}" + "".join(f"{n:>15}" for n in (*FORWARD_PHASES, STORE_PHASE, "other"))
+        head = f"{'stage':<26}{'seconds':>9}{'calls':>7}" + "".join(f"{n:>15}" for n in (*_INNER, "other"))
         lines.append(head)
         for r in self.rows():
-            shares = [*(r.inner[n] for n in (*FORWARD_PHASES, STORE_PHASE)), r.other]
+            shares = [*(r.inner[n] for n in _INNER), r.other]
             lines.append(
                 f"{r.stage[:25]:<26}{r.seconds:>9.1f}{r.calls:>7}" + "".join(f"{s / r.seconds:>15.0%}" if r.seconds else f"{'-':>15}" for s in shares)
             )
