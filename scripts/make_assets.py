@@ -65,13 +65,14 @@ def report_figures(folder: Path, out: Path, prefix: str) -> list[Path]:
     model, realized against reachable over its tasks and each task's repair/break per block."""
     import json
 
+    from rnr_lens.claims import Claims
     from rnr_lens.miner import SweepResult
 
-    claims = json.loads((folder / "claims.json").read_text())
+    claims = Claims.from_dict(json.loads((folder / "claims.json").read_text()))
     store = RunStore(folder / "runs.db", mode="read")
     mined: dict[str, list[tuple[str, str]]] = {}
-    for b in claims["bottleneck"]:
-        mined.setdefault(b["model"], []).append((b["audit"], b["task"]))
+    for b in claims.bottleneck:
+        mined.setdefault(b.setting.model, []).append((b.setting.audit, b.setting.task))
     if not mined:
         raise SystemExit(f"{folder / 'claims.json'} has no mined setting yet; draw after the report has mined one")
     written = []
