@@ -324,17 +324,19 @@ def claim_bottleneck(
     chosen = sweep.bottleneck
     order = ([chosen.layer] if chosen else []) + [int(r) for r in done["layer"] if not chosen or int(r) != chosen.layer]
     blocks = [_block_rates(sweep, b) for b in order[:2]]
-    agreement = None
+    agreement, judged = None, sweep
     if grid.exhaustive and len(done):  # reuses the confirmed evaluations from the store; generates the rest
         full = mine(model, fs, strategy="exhaustive", break_bound=grid.break_bound, store=store, progress=progress)
         agreement = screen_agreement(full, order[0])
+        if chosen is None and full.bottleneck is None:  # "no block within the bound" then speaks for every block
+            judged = full
     null = null_repair(model, fs, store=store, exclude=chosen.layer if chosen else None) if len(fs.heldout) else None
     # without a bottleneck (no generated block repairs within the bound) the best other block is shown as second
     picked, rest = (blocks[0], blocks[1:]) if chosen is not None else (None, blocks)
     return BottleneckClaim(
         setting_of(result),
         n_fail,
-        sweep.verdict(null, break_bound=grid.break_bound),
+        judged.verdict(null, break_bound=grid.break_bound),
         mined=_failure_set_size(result, fs),
         break_bound=grid.break_bound,
         null=NullRates(null.blocks, null.random_block, null.rerun) if null else None,

@@ -143,7 +143,9 @@ def test_sharded_report_equals_the_unsharded_one_and_checks_the_screen(first_rep
     for plain, full in zip(claims["bottleneck"], sharded["bottleneck"], strict=True):
         agreement = full.pop("screen_vs_exhaustive", None)
         plain = {k: v for k, v in plain.items() if k != "screen_vs_exhaustive"}  # the fixture's claims stay whole
+        verdicts = plain.pop("verdict"), full.pop("verdict")
         assert full == plain, "the exhaustive sweep does not change the screen's pick or its rates"
+        assert verdicts[1]["status"] == verdicts[0]["status"]
         if full["failures"] < 2:
             assert agreement is None, "no failure set, nothing swept"
             continue
@@ -162,6 +164,10 @@ def test_sharded_report_equals_the_unsharded_one_and_checks_the_screen(first_rep
         best = valid.iloc[0] if len(valid) else table.iloc[0]  # the same rule as the screen's pick
         if full.get("bottleneck"):
             assert agreement["screen_block"] == full["bottleneck"]["block"]
+        if not full.get("bottleneck") and not len(valid):  # no block within the bound: the verdict says all were generated
+            assert f"({len(table)} of {len(table)} blocks generated)" in verdicts[1]["text"]
+        else:
+            assert verdicts[1] == verdicts[0], "the verdict is the screen's pick's"
         picked = table[table["layer"] == agreement["screen_block"]].iloc[0]
         kept = picked["repair_discovery"] if picked.name in valid.index or not len(valid) else 0.0
         assert agreement["exhaustive_block"] == best["layer"] and agreement["same_block"] == (best["layer"] == picked["layer"])
@@ -300,6 +306,18 @@ def test_the_deep_grid_is_valid_and_takes_small_tasks_whole():
     assert sizes == {spec: min(grid.n, tasks.split_size(spec)) for spec in grid.tasks}
     assert sizes["add-small"] == tasks.split_size("add-small") < grid.n
     assert _load_task("add-small", grid).questions == tasks.get("add-small", n="all").questions
+
+
+def test_the_deep_training_grid_is_the_deep_grid_without_mining():
+    """Its base audits must repeat the deep run's question for question: the README reads the
+    two runs as one grid (claims 1 and 2 from one, claim 3 from the other)."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    assets = Path(__file__).resolve().parents[1] / "assets"
+    deep, half = Grid.load(assets / "grid-deep.yaml"), Grid.load(assets / "grid-deep-training.yaml")
+    assert not half.mine and half.pairs
+    assert replace(half, mine=deep.mine, exhaustive=deep.exhaustive) == deep
 
 
 def test_trained_checkpoints_run_right_after_their_base():
