@@ -37,7 +37,7 @@ from typing import Any
 FORWARD_PHASES = ("prefill", "decode", "teacher-forced")
 """The phases that run model forwards; the rest of a stage is Python, the store and sampling."""
 STORE_PHASE = "store"
-_INNER = (*FORWARD_PHASES, STORE_PHASE)
+INNER_PHASES = (*FORWARD_PHASES, STORE_PHASE)
 """The inner phases a stage's seconds are split into (the rest is its ``other``)."""
 
 _OPEN: list[Profile] = []
@@ -108,7 +108,7 @@ class Profile:
     def from_dict(cls, d: Mapping[str, Any], **kwargs: Any) -> Profile:
         """A profile that continues the one ``d`` was written from: its phases' seconds and
         calls, the stages' inner seconds, and its runs' wall times as ``earlier``."""
-        nested = {(r["stage"], i): float(r[f"{i}_s"]) for r in d["stages"] for i in _INNER if r.get(f"{i}_s")}
+        nested = {(r["stage"], i): float(r[f"{i}_s"]) for r in d["stages"] for i in INNER_PHASES if r.get(f"{i}_s")}
         return cls(
             seconds={n: float(v["seconds"]) for n, v in d["phases"].items()},
             calls={n: int(v["calls"]) for n, v in d["phases"].items()},
@@ -119,8 +119,8 @@ class Profile:
 
     def rows(self) -> list[PhaseRow]:
         """Each stage (a phase that holds others, or any phase marked at the top), slowest first."""
-        stages = [n for n in self.seconds if n not in _INNER]
-        out = [PhaseRow(s, self.seconds[s], self.calls[s], {i: self.nested.get((s, i), 0.0) for i in _INNER}) for s in stages]
+        stages = [n for n in self.seconds if n not in INNER_PHASES]
+        out = [PhaseRow(s, self.seconds[s], self.calls[s], {i: self.nested.get((s, i), 0.0) for i in INNER_PHASES}) for s in stages]
         return sorted(out, key=lambda r: -r.seconds)
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,10 +139,10 @@ class Profile:
         """The profile as a table that fits 100 columns."""
         runs = f" over {len(self.earlier) + 1} runs (resumed)" if self.earlier else ""
         lines = [f"wall time {self.wall:.1f} s{runs}; per stage (seconds, and its share in each inner phase):"]
-        head = f"{'stage':<26}{'seconds':>9}{'calls':>7}" + "".join(f"{n:>15}" for n in (*_INNER, "other"))
+        head = f"{'stage':<26}{'seconds':>9}{'calls':>7}" + "".join(f"{n:>15}" for n in (*INNER_PHASES, "other"))
         lines.append(head)
         for r in self.rows():
-            shares = [*(r.inner[n] for n in _INNER), r.other]
+            shares = [*(r.inner[n] for n in INNER_PHASES), r.other]
             lines.append(
                 f"{r.stage[:25]:<26}{r.seconds:>9.1f}{r.calls:>7}" + "".join(f"{s / r.seconds:>15.0%}" if r.seconds else f"{'-':>15}" for s in shares)
             )

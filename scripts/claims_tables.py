@@ -1,10 +1,12 @@
-"""Print a report's claims as Markdown tables (the README's grid tables are made with this).
+"""Print a report's claims and profile as Markdown tables (the README's grid tables are made
+with this).
 
 Reads ``claims.json`` back into its records (:class:`rnr_lens.claims.Claims`) and prints, per
 claim, one row per setting: its estimates with their 95% intervals as the report gives them
-(``Estimate.text``) and its verdict. Nothing is recomputed here.
+(``Estimate.text``) and its verdict; with ``--profile``, the run's time per stage
+(:class:`rnr_lens.phases.Profile`). Nothing is recomputed here.
 
-    python scripts/claims_tables.py report/claims.json [--model smollm2]
+    python scripts/claims_tables.py report/claims.json [--model smollm2] [--profile report/profile.json [--stages mine:]]
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rnr_lens.claims import BlockRates, Claims, Setting  # noqa: E402
+from rnr_lens.phases import INNER_PHASES, Profile  # noqa: E402
 from rnr_lens.stats import Estimate  # noqa: E402
 
 
@@ -103,10 +107,28 @@ def training_table(claims: Claims) -> str:
     return _table(["task", "n", "Δ realized", *(f"Δ reachable, `{p.split(',')[0]}`" for p in probes)], rows)
 
 
+def profile_table(profile: dict[str, Any], stages: str = "") -> str:
+    """Where a run's time went, from its ``profile.json``: each stage whose name starts with
+    ``stages`` (all by default), slowest first, its seconds and the share of them in each inner
+    phase; the whole profile ends with its wall time (summed over the runs it covers)."""
+    inner = INNER_PHASES
+    rows = [
+        [r.stage, f"{r.seconds:.1f}", *(f"{v / r.seconds:.0%}" if r.seconds else "–" for v in (*(r.inner[i] for i in inner), r.other))]
+        for r in Profile.from_dict(profile).rows()
+        if r.stage.startswith(stages)
+    ]
+    if not stages:
+        runs = len(profile.get("runs_s", [profile["wall_s"]]))
+        rows.append([f"all (wall time{f', {runs} runs' if runs > 1 else ''})", f"{profile['wall_s']:.1f}", *([""] * (len(inner) + 1))])
+    return _table(["stage", "seconds", *inner, "rest"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("claims", type=Path)
     parser.add_argument("--model", default="", help="only settings whose model name contains this")
+    parser.add_argument("--profile", type=Path, help="the run's profile.json: print its time per stage too")
+    parser.add_argument("--stages", default="", help="only the profile's stages whose name starts with this (e.g. mine:)")
     args = parser.parse_args()
     claims = Claims.from_dict(json.loads(args.claims.read_text()))
     print(routes_table(claims, args.model), end="\n\n")
@@ -114,6 +136,8 @@ def main() -> None:
     print(training_table(claims), end="\n\n")
     for claim, line in claims.summary.items():
         print(f"- {claim}: {line}")
+    if args.profile:
+        print("", profile_table(json.loads(args.profile.read_text()), args.stages), sep="\n")
 
 
 if __name__ == "__main__":
