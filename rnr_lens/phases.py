@@ -59,6 +59,14 @@ class PhaseRow:
         sampling, tokenizing and decoding text."""
         return max(0.0, self.seconds - sum(self.inner.values()))
 
+    @property
+    def shares(self) -> tuple[float, ...] | None:
+        """The share of the stage's seconds in each of :data:`INNER_PHASES`, then the rest
+        (None for a stage that took no time)."""
+        if not self.seconds:
+            return None
+        return tuple(v / self.seconds for v in (*(self.inner[n] for n in INNER_PHASES), self.other))
+
 
 @dataclass
 class Profile:
@@ -142,10 +150,8 @@ class Profile:
         head = f"{'stage':<26}{'seconds':>9}{'calls':>7}" + "".join(f"{n:>15}" for n in (*INNER_PHASES, "other"))
         lines.append(head)
         for r in self.rows():
-            shares = [*(r.inner[n] for n in INNER_PHASES), r.other]
-            lines.append(
-                f"{r.stage[:25]:<26}{r.seconds:>9.1f}{r.calls:>7}" + "".join(f"{s / r.seconds:>15.0%}" if r.seconds else f"{'-':>15}" for s in shares)
-            )
+            cells = [f"{share:>15.0%}" for share in r.shares] if r.shares else [f"{'-':>15}"] * (len(INNER_PHASES) + 1)
+            lines.append(f"{r.stage[:25]:<26}{r.seconds:>9.1f}{r.calls:>7}" + "".join(cells))
         forwards = sum(self.seconds.get(n, 0.0) for n in FORWARD_PHASES)
         lines.append(f"forwards in all: {forwards:.1f} s ({forwards / self.wall:.0%} of wall time)" if self.wall else "")
         return "\n".join(lines)

@@ -111,16 +111,17 @@ def profile_table(profile: dict[str, Any], stages: str = "") -> str:
     """Where a run's time went, from its ``profile.json``: each stage whose name starts with
     ``stages`` (all by default), slowest first, its seconds and the share of them in each inner
     phase; the whole profile ends with its wall time (summed over the runs it covers)."""
-    inner = INNER_PHASES
+    whole = Profile.from_dict(profile)  # its earlier runs are the runs the file covers
+    blank = ["–"] * (len(INNER_PHASES) + 1)
     rows = [
-        [r.stage, f"{r.seconds:.1f}", *(f"{v / r.seconds:.0%}" if r.seconds else "–" for v in (*(r.inner[i] for i in inner), r.other))]
-        for r in Profile.from_dict(profile).rows()
+        [r.stage, f"{r.seconds:.1f}", *([f"{share:.0%}" for share in r.shares] if r.shares else blank)]
+        for r in whole.rows()
         if r.stage.startswith(stages)
     ]
     if not stages:
-        runs = len(profile.get("runs_s", [profile["wall_s"]]))
-        rows.append([f"all (wall time{f', {runs} runs' if runs > 1 else ''})", f"{profile['wall_s']:.1f}", *([""] * (len(inner) + 1))])
-    return _table(["stage", "seconds", *inner, "rest"], rows)
+        runs = len(whole.earlier)
+        rows.append([f"all (wall time{f', {runs} runs' if runs > 1 else ''})", f"{sum(whole.earlier):.1f}", *([""] * len(blank))])
+    return _table(["stage", "seconds", *INNER_PHASES, "rest"], rows)
 
 
 def main() -> None:
