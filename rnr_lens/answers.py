@@ -8,6 +8,8 @@ the phrase itself.
 =====================  ==============================================================
 name                   what it returns
 =====================  ==============================================================
+``concluding-token``   the default for numbers: ``concluding-number``, where only a number
+                       that stands as a token counts ("Thes1" and "H2O" state none)
 ``concluding-number``  the number a statement concludes with: in the answer's first
                        sentence, the number right after its last "=", "is", "equals" or
                        "answer:" (None if that number opens an unevaluated expression such
@@ -96,28 +98,55 @@ _CONCLUSION_RE = re.compile(r"=|\b(?:is|equals|answer\s*:)(?![A-Za-z])", re.IGNO
 _OPERATOR_NEXT_RE = re.compile(r"\s*(?:[-+*×÷x]|\bplus\b|\bminus\b|\btimes\b)\s*\$?\d", re.IGNORECASE)
 
 
+def _glued(text: str, start: int, end: int) -> bool:
+    """Is the number at ``text[start:end]`` glued to a letter ("Thes1", "H2O", "5th", "1.25x")?"""
+    return (start > 0 and text[start - 1].isalpha()) or (end < len(text) and text[end].isalpha())
+
+
 def extract_concluding(text: str) -> str | None:
-    """The number the answer's first sentence concludes with, as a person reads it.
+    """``concluding-number``: the number the answer's first sentence concludes with, as a
+    person reads it.
 
     The first sentence (up to a full stop that is not a decimal point, ``!``, ``?`` or a line
     break) is read after its last conclusion marker (``=``, "is", "equals", "answer:"); the
     first number there is the answer, unless an arithmetic operator follows it (an unevaluated
-    expression states no answer). A sentence with no marker gives its last number.
+    expression states no answer). A sentence with no marker gives its last number. Kept as it
+    was measured, for configs that name it: it reads a digit glued to a word ("Thes1") as a
+    number; :func:`extract_concluding_token` does not.
 
     Example:
         >>> [extract_concluding(t) for t in ("The answer is 7 + 6 = 13.", "The answer is 2 + 3 = 5. Sam has 9.", "The answer is 1 + 0.")]
         ['13', '5', None]
     """
+    return _concluding(text, tokens=False)
+
+
+def extract_concluding_token(text: str) -> str | None:
+    """``concluding-token``, the default for numbers: :func:`extract_concluding`'s rule, where
+    only a number that stands as a token counts (no letter glued to either side): the number
+    after the last marker states no answer when it is glued ("=Thes1", "is 2.25x + 0.25"), and
+    a sentence without a marker gives its last number that stands alone. A random route's
+    "UnSEENTIFICTheIBS =Thes1" states no answer, where ``concluding-number`` read 1.
+
+    Example:
+        >>> [extract_concluding_token(t) for t in ("The answer is 13.", "No It ClThe =Thes1", "H2O is water")]
+        ['13', None, None]
+    """
+    return _concluding(text, tokens=True)
+
+
+def _concluding(text: str, *, tokens: bool) -> str | None:
     body = text.lstrip()
     end = _SENTENCE_END_RE.search(body)
     sentence = body[: end.start()] if end else body
     markers = list(_CONCLUSION_RE.finditer(sentence))
     if not markers:
-        numbers = _numbers(sentence)
+        found_all = [m for m in _NUMBER_RE.finditer(sentence) if not (tokens and _glued(sentence, m.start(), m.end()))]
+        numbers = [v for v in (canonical_number(m.group()) for m in found_all) if v is not None]
         return numbers[-1] if numbers else None
     rest = sentence[markers[-1].end() :]
     found = _NUMBER_RE.search(rest)
-    if found is None:
+    if found is None or (tokens and _glued(rest, found.start(), found.end())):
         return None
     if _OPERATOR_NEXT_RE.match(rest[found.end() :]):
         return None
@@ -189,6 +218,7 @@ def normalize_string(text: str) -> str:
 
 
 EXTRACTORS: dict[str, Callable[[str], str | None]] = {
+    "concluding-token": extract_concluding_token,
     "concluding-number": extract_concluding,
     "number": extract_number,
     "answer-is": extract_answer_is,
@@ -202,7 +232,7 @@ EXTRACTORS: dict[str, Callable[[str], str | None]] = {
 }
 
 
-NUMERIC_EXTRACTORS = ("concluding-number", "number", "answer-is", "first-number", "last-number")
+NUMERIC_EXTRACTORS = ("concluding-token", "concluding-number", "number", "answer-is", "first-number", "last-number")
 """The extractors that read a numeric answer out of free text, compared side by side by
 ``check-format`` and in ``docs/extractors.md`` (``gsm8k-flexible`` is ``last-number``;
 ``gsm8k-strict`` and ``boxed`` read formats the default prompts never ask for)."""

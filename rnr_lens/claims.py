@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from rnr_lens.stats import Estimate
-from rnr_lens.verdicts import Verdict
+from rnr_lens.verdicts import RULES, Verdict
 
 
 def _est(d: Mapping[str, Any] | None) -> Estimate | None:
@@ -77,8 +77,13 @@ class RoutesClaim:
     much of the random routes' gain each answer-blind selector keeps.
 
     Attributes:
-        retention: Per probe, each answer-blind selector's retention (None where the probe's
-            reach is not resolved above chance).
+        random_minus_search_margin: Random - search tested against ``-margin``.
+        search_gain, random_gain: Each probe's reach minus realized, paired.
+        kept_half: ``(R - D) - (S - D) / 2`` per question: random routes keep half of the
+            search's gain where it is resolved above zero.
+        retention: Per probe, each answer-blind selector's net retention (None where the
+            probe's reach is not resolved above chance).
+        retention_gross: The share of the gained questions each selector's pick keeps.
         edits_search_mean, edits_search_max: The depth of the routes the search tried.
     """
 
@@ -94,12 +99,17 @@ class RoutesClaim:
     above_chance_random: Estimate
     above_chance_search: Estimate
     random_minus_search: Estimate
+    random_minus_search_margin: Estimate
+    search_gain: Estimate
+    random_gain: Estimate
+    kept_half: Estimate
     margin: float
     edits_random: int
     edits_search_mean: float | None
     edits_search_max: int | None
     oracle_gain: Mapping[str, Estimate]
     retention: Mapping[str, Mapping[str, Estimate | None]]
+    retention_gross: Mapping[str, Mapping[str, Estimate | None]]
     retention_verdict: Verdict
     verdict: Verdict
     format_misses: FormatMisses
@@ -113,6 +123,10 @@ class RoutesClaim:
         "above_chance_random",
         "above_chance_search",
         "random_minus_search",
+        "random_minus_search_margin",
+        "search_gain",
+        "random_gain",
+        "kept_half",
     )
 
     def to_dict(self) -> dict[str, Any]:
@@ -127,6 +141,7 @@ class RoutesClaim:
             "edits_search": {"mean": self.edits_search_mean, "max": self.edits_search_max},
             "oracle_gain": {p: e.to_dict() for p, e in self.oracle_gain.items()},
             "retention": {p: {s: _out(e) for s, e in r.items()} for p, r in self.retention.items()},
+            "retention_gross": {p: {s: _out(e) for s, e in r.items()} for p, r in self.retention_gross.items()},
             "retention_verdict": self.retention_verdict.to_dict(),
             "verdict": self.verdict.to_dict(),
             "format_misses": self.format_misses.to_dict(),
@@ -146,16 +161,23 @@ class RoutesClaim:
             edits_search_max=depth.get("max"),
             oracle_gain={p: Estimate.from_dict(e) for p, e in d["oracle_gain"].items()},
             retention={p: {s: _est(e) for s, e in r.items()} for p, r in d["retention"].items()},
+            retention_gross={p: {s: _est(e) for s, e in r.items()} for p, r in d.get("retention_gross", {}).items()},
             retention_verdict=Verdict.from_dict(d["retention_verdict"]),
             verdict=Verdict.from_dict(d["verdict"]),
             format_misses=FormatMisses.from_dict(d["format_misses"]),
-            **{k: Estimate.from_dict(d[k]) for k in cls._ESTIMATES},
+            **{k: _est_or_empty(d.get(k)) for k in cls._ESTIMATES},
         )
+
+
+def _est_or_empty(d: Mapping[str, Any] | None) -> Estimate:
+    """An estimate a file of an earlier rules version may lack (read as empty)."""
+    return Estimate.empty() if d is None else Estimate.from_dict(dict(d))
 
 
 @dataclass(frozen=True)
 class BlockRates:
-    """One generated block's repair on each half of a failure set and its control break."""
+    """One generated block's repair on each half of a failure set and its break rate: on the
+    held-out controls (rules 2; on every control under rules 1, whose files say no ``rules``)."""
 
     block: int
     repair_discovery: float
@@ -249,7 +271,12 @@ class FailureSetSize:
 class BottleneckClaim:
     """Claim 2 on one setting: the bottleneck MLP of its failure set, its held-out repair beside
     the null, and the verdict. ``mined`` is None where the setting had no failure set to mine
-    (fewer than two questions reachable but not realized): only the count and the verdict."""
+    (fewer than two questions reachable but not realized): only the count and the verdict.
+
+    Attributes:
+        versus_null: The bottleneck's held-out repair minus each null arm's, paired per question.
+        tie: The blocks tied with it on discovery repair, each confirmed on the held-out half.
+    """
 
     setting: Setting
     failures: int
@@ -260,6 +287,8 @@ class BottleneckClaim:
     screen_vs_exhaustive: ScreenAgreement | None = None
     bottleneck: BlockRates | None = None
     second: BlockRates | None = None
+    versus_null: Mapping[str, Estimate] = field(default_factory=dict)
+    tie: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {**self.setting.to_dict(), "failures": self.failures}
@@ -275,6 +304,8 @@ class BottleneckClaim:
                 "format_misses": {"failures": m.format_failures, "extractor": m.extractor, "note": m.format_note},
                 "bottleneck": self.bottleneck.to_dict() if self.bottleneck else None,
                 "second": self.second.to_dict() if self.second else None,
+                "versus_null": {k: e.to_dict() for k, e in self.versus_null.items()},
+                "tie": list(self.tie),
             }
         return out | {"verdict": self.verdict.to_dict()}
 
@@ -296,6 +327,8 @@ class BottleneckClaim:
             ScreenAgreement.from_dict(d["screen_vs_exhaustive"]) if d.get("screen_vs_exhaustive") else None,
             BlockRates.from_dict(d["bottleneck"]) if d.get("bottleneck") else None,
             BlockRates.from_dict(d["second"]) if d.get("second") else None,
+            {k: Estimate.from_dict(e) for k, e in (d.get("versus_null") or {}).items()},
+            tuple(int(b) for b in d.get("tie", ())),
         )
 
     @property
@@ -309,6 +342,9 @@ class TrainingProbe:
     audits (``excluded``: left out as unfinished).
 
     Attributes:
+        ceiling_vs_margin: Delta reachable tested against ``+margin``.
+        contrast: Delta realized / 2 - delta reachable, per question (rules 1: delta realized -
+            delta reachable, by MOVER).
         transitions: Questions moving from each state (inner keys, the base) to each state
             (outer keys, the trained checkpoint).
     """
@@ -318,13 +354,13 @@ class TrainingProbe:
     excluded: int
     delta_realized: Estimate
     delta_reachable: Estimate
-    delta_reachable_tost: Estimate
+    ceiling_vs_margin: Estimate
     contrast: Estimate
     margin: float
     verdict: Verdict
     transitions: Mapping[str, Mapping[str, int]]
 
-    _ESTIMATES: ClassVar[tuple[str, ...]] = ("delta_realized", "delta_reachable", "delta_reachable_tost", "contrast")
+    _ESTIMATES: ClassVar[tuple[str, ...]] = ("delta_realized", "delta_reachable", "ceiling_vs_margin", "contrast")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -346,7 +382,7 @@ class TrainingProbe:
             margin=float(d["margin"]),
             verdict=Verdict.from_dict(d["verdict"]),
             transitions={k: {s: int(n) for s, n in v.items()} for k, v in d["transitions"].items()},
-            **{k: Estimate.from_dict(d[k]) for k in cls._ESTIMATES},
+            **{k: _est_or_empty(d.get(k)) for k in cls._ESTIMATES},
         )
 
 
@@ -396,6 +432,8 @@ class Claims:
         grid: The grid's settings as written (a JSON record: the grid file's own fields).
         configs: Each deployment config used, by its hash (as JSON records).
         summary: Per claim, one line: how many settings are decided which way.
+        rules: The version of the verdict rules that decided it (:data:`rnr_lens.verdicts.RULES`;
+            a file without the field is version 1's): a stale file is recognisable.
     """
 
     grid: Mapping[str, Any]
@@ -406,6 +444,7 @@ class Claims:
     configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     progress: Progress | None = None
     summary: Mapping[str, str] = field(default_factory=dict)
+    rules: str = RULES
 
     @property
     def training_probes(self) -> list[TrainingProbe]:
@@ -414,6 +453,7 @@ class Claims:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
+            "rules": self.rules,
             "grid": dict(self.grid),
             "probes": list(self.probes),
             "routes_vs_search": [c.to_dict() for c in self.routes_vs_search],
@@ -440,4 +480,5 @@ class Claims:
             configs={h: dict(c) for h, c in d.get("configs", {}).items()},
             progress=Progress(**progress) if progress else None,
             summary=dict(d.get("summary", {})),
+            rules=str(d.get("rules", "1")),
         )

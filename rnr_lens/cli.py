@@ -533,19 +533,32 @@ def cmd_mine(args: argparse.Namespace) -> int:
         if args.null_blocks and len(fs.heldout) and not args.shard
         else None
     )
-    verdict = sweep.verdict(null, break_bound=args.break_bound)
+    verdict = sweep.verdict(null, break_bound=args.break_bound).verdict
     if args.json:
         print(json.dumps({**sweep.to_json(), "null": null.to_dict() if null else None, "verdict": verdict.to_dict()}, indent=2, default=str))
         return 0
     print(fs.describe())
-    cols = ["layer", "component", "method", "screen_logprob", "screen_atp", "repair", "repair_discovery", "repair_heldout", "break"]
+    cols = [
+        "layer",
+        "component",
+        "method",
+        "screen_logprob",
+        "screen_atp",
+        "repair",
+        "repair_discovery",
+        "repair_heldout",
+        "break_discovery",
+        "break_heldout",
+    ]
     print_table(sweep.table[[c for c in cols if c in sweep.table]].astype(object).where(sweep.table.notna(), None).to_dict("records"))
     b = sweep.bottleneck
     if b is None:
         print(f"no bottleneck: no candidate repairs a failure with break rate <= {args.break_bound}")
     else:
         broke = f"{b.break_rate:.2f}" if b.break_rate is not None else "unmeasured (no realized question to break)"
-        print(f"bottleneck: {b.ablation}  repair discovery {b.repair_discovery:.2f}, held-out {b.repair_heldout:.2f}, break {broke}")
+        print(
+            f"bottleneck: {b.ablation}  repair discovery {b.repair_discovery:.2f}, held-out {b.repair_heldout:.2f}, break (discovery controls) {broke}"
+        )
         for line in b.why():
             print(f"  {line}")
     if null is not None:

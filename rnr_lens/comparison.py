@@ -4,8 +4,8 @@ was already reachable?
 ``compare(a, b)`` refuses unless both audits share the deployment config hash, the task and
 the probes (with their budgets); then, per probe, it reports the change in realized accuracy
 and in the reachable ceiling with paired score intervals and exact McNemar tests over
-questions (:func:`rnr_lens.stats.paired_difference`), their contrast (delta realized minus
-delta reachable, per question), and each question's transition between three states:
+questions (:func:`rnr_lens.stats.paired_difference`), their contrast (half the realized rise
+minus the ceiling's, per question: :func:`rnr_lens.verdicts.ceiling_contrast`), and each question's transition between three states:
 *realized*, *reachable only* (reachable by the probe but not realized) and *unreachable*.
 
 Only questions complete in both audits are compared (their realized answer and all of the
@@ -25,8 +25,8 @@ import pandas as pd
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import reachable_column
 from rnr_lens.results import AuditResult
-from rnr_lens.stats import Estimate, contrast, paired_difference
-from rnr_lens.verdicts import MARGIN, TrainingVerdict, training_verdict
+from rnr_lens.stats import Estimate, paired_difference
+from rnr_lens.verdicts import MARGIN, TrainingVerdict, ceiling_contrast, training_verdict
 
 STATES = ("realized", "reachable only", "unreachable")
 
@@ -49,7 +49,7 @@ class Comparison:
 
     a: AuditResult
     b: AuditResult
-    deltas: pd.DataFrame  # probe, n, realized_a/b, delta_realized, reachable_a/b, delta_reachable, contrast
+    deltas: pd.DataFrame  # probe, n, realized_a/b, delta_realized, reachable_a/b, delta_reachable, contrast (delta realized / 2 - delta reachable)
     transitions: pd.DataFrame  # probe, question_id, before, after
     excluded: dict[str, int] = field(default_factory=dict)  # per probe: questions not complete in both
     paired: dict[str, Paired] = field(default_factory=dict, repr=False)  # per probe: the compared questions' outcomes
@@ -136,7 +136,7 @@ def compare(a: AuditResult, b: AuditResult) -> Comparison:
                 "reachable_a": float(reach[:, 0].mean()) if ids else float("nan"),
                 "reachable_b": float(reach[:, 1].mean()) if ids else float("nan"),
                 "delta_reachable": dk,
-                "contrast": contrast(dr, dk, per_r, per_k),
+                "contrast": ceiling_contrast(per_r, per_k, prompts),
             }
         )
         for qid in ids:

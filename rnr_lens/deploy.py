@@ -27,10 +27,13 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.prompts import ChatPrompt, PromptLike
 from rnr_lens.tasks.core import Question
 
-CONFIG_VERSION = 2
-"""Version 2 made ``concluding-number`` the default extractor for numbers; a version-1 config
-that names no extractor meant ``number`` and is read so (its hash stays what it was)."""
-READABLE_VERSIONS = (1, 2)
+CONFIG_VERSION = 3
+"""Version 3 made ``concluding-token`` the default extractor for numbers (a digit glued to a word
+states no answer), version 2 ``concluding-number``; a config of an earlier version that names
+no extractor meant that version's default and is read so (its hash stays what it was)."""
+READABLE_VERSIONS = (1, 2, 3)
+DEFAULT_EXTRACTOR = {1: "number", 2: "concluding-number", 3: "concluding-token"}
+"""The numeric extractor each config version defaults to."""
 MAX_NEW_TOKENS = 8192
 """Longest generation budget a config may ask for (the model's context is checked per audit)."""
 
@@ -57,7 +60,7 @@ class DeploymentConfig:
     assistant_prefix: str = "The answer is "
     max_new_tokens: int = 16
     stop: tuple[str, ...] = ("\n",)
-    extractor: str = "concluding-number"
+    extractor: str = DEFAULT_EXTRACTOR[CONFIG_VERSION]
     temperature: float = 0.0
     version: int = field(default=CONFIG_VERSION)
 
@@ -143,8 +146,9 @@ class DeploymentConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise RnrLensError(f"unknown deployment config field {unknown[0]!r}; known fields: {', '.join(sorted(known))}")
-        if data.get("version") == 1 and "extractor" not in data:
-            data = {**data, "extractor": "number"}  # version 1's default: the file means what it meant
+        version = data.get("version", CONFIG_VERSION)
+        if "extractor" not in data and version in DEFAULT_EXTRACTOR:
+            data = {**data, "extractor": DEFAULT_EXTRACTOR[version]}  # that version's default: the file means what it meant
         return cls(**data)
 
     @classmethod

@@ -46,7 +46,7 @@ def html_table(rows: Sequence[Sequence[Any]], columns: Sequence[str], wrap: Sequ
     """A plain HTML table for notebook views and the report: numbers and intervals never wrap;
     the free-text columns named in ``wrap`` do, never narrower than a short sentence; a column
     named in ``below`` (a verdict: a sentence per row) is written under its row across the whole
-    table width; headers wrap at spaces; a table wider than its page scrolls inside it."""
+    table width, and left out where the row has none; headers wrap at spaces; a table wider than its page scrolls inside it."""
     style = "padding:2px 8px;text-align:left;vertical-align:top"
     nowrap = style + ";white-space:nowrap"
     shown = [i for i, c in enumerate(columns) if c not in below]
@@ -63,7 +63,7 @@ def html_table(rows: Sequence[Sequence[Any]], columns: Sequence[str], wrap: Sequ
         + "".join(
             f"<tr class='rnr-below'><td colspan='{len(shown)}' style='{style};padding-bottom:8px'><b>{text(columns[i])}:</b> {text(row[i])}</td></tr>"
             for i, c in enumerate(columns)
-            if c in below
+            if c in below and row[i] not in (None, "")
         )
         for row in rows
     )

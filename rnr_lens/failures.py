@@ -53,6 +53,19 @@ class FailureSet:
         out = [("discovery", self.discovery), ("heldout", self.heldout)]
         return out + ([("control", self.control)] if self.control is not None else [])
 
+    @property
+    def heldout_controls(self) -> frozenset[str]:
+        """The control questions of the held-out half: a seeded half of the control set (the
+        set's seed), never used to admit a block, so a bottleneck's break rate is judged on
+        controls that did not choose it. The other half admits blocks (the miner's break
+        bound). Derived from the frozen lists, so every set frozen before splits the same way.
+        """
+        if self.control is None:
+            return frozenset()
+        ids = [q.id for q in self.control]
+        random.Random(f"control-split:{self.definition.get('seed', 0)}").shuffle(ids)
+        return frozenset(ids[(len(ids) + 1) // 2 :])
+
     def describe(self) -> str:
         d = self.definition
         what = d["selection"] + (f" under {d['probe']}" if d.get("probe") else "")

@@ -48,7 +48,7 @@ from rnr_lens.shards import Shard
 from rnr_lens.stats import Estimate, rate, wilson
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.tasks.core import Question
-from rnr_lens.verdicts import BREAK_BOUND, UNRESOLVED, Verdict, bottleneck_verdict
+from rnr_lens.verdicts import BREAK_BOUND, BlockCounts, BlockTrial, BottleneckVerdict, bottleneck_verdict
 
 STRATEGIES = ("screen+confirm", "exhaustive")
 
@@ -62,7 +62,8 @@ class Bottleneck:
         repair_discovery: Repair rate on the discovery half (where it was chosen).
         repair_heldout: Repair rate on the held-out half (its confirmation).
         repair: Repair rate on the whole failure set.
-        break_rate: Break rate on the control set, or None when unmeasured (no control set).
+        break_rate: Break rate on the discovery half of the control set (where it was admitted),
+            or None when unmeasured (no control set). The verdict reads the held-out half.
         heldout: The held-out repair with its Wilson 95% interval and n (the held-out failures).
         n_discovery: Discovery failures it was chosen on.
         passed_over: Generated blocks that rank above it (more discovery repair) but break
@@ -229,39 +230,53 @@ class SweepResult:
     def repaired(self, layer: int, part: str = "heldout", component: str = "mlp") -> np.ndarray:
         """Per question of one half (``discovery`` or ``heldout``): did silencing ``layer``
         repair it? Empty where that block was not generated."""
-        d = self._details(layer, component, part)
-        return (d["after_correct"].astype(bool) & ~d["before_correct"].astype(bool)).to_numpy(float)
+        return self.repaired_by_question(layer, part, component).to_numpy(float)
 
-    def broken(self, layer: int, component: str = "mlp") -> np.ndarray:
-        """Per control question: did silencing ``layer`` break it?"""
+    def repaired_by_question(self, layer: int, part: str = "heldout", component: str = "mlp") -> pd.Series:
+        """:meth:`repaired`, indexed by question id."""
+        d = self._details(layer, component, part)
+        values = (d["after_correct"].astype(bool) & ~d["before_correct"].astype(bool)).astype(float)
+        return pd.Series(values.to_numpy(), index=d["question_id"].to_numpy() if "question_id" in d else None, dtype=float)
+
+    def broken(self, layer: int, component: str = "mlp", half: str | None = None) -> np.ndarray:
+        """Per control question: did silencing ``layer`` break it? ``half``: only the
+        ``discovery`` controls (which admit a block) or the ``heldout`` ones (which judge it)."""
         d = self._details(layer, component, "control")
+        if half is not None and "half" in d:
+            d = d[d["half"] == half]
         return (d["before_correct"].astype(bool) & ~d["after_correct"].astype(bool)).to_numpy(float)
 
     def _details(self, layer: int, component: str, part: str) -> pd.DataFrame:
         if self.details.empty:
-            return self.details.reindex(columns=["after_correct", "before_correct"])
+            return self.details.reindex(columns=["question_id", "after_correct", "before_correct"])
         d = self.details
         return d[(d["layer"] == layer) & (d["component"] == component) & (d["set"] == part)]
 
-    def verdict(self, null: NullRepair | None = None, *, break_bound: float = BREAK_BOUND) -> Verdict:
-        """Claim 2 on this sweep: does silencing the bottleneck repair most held-out failures
-        (:func:`rnr_lens.verdicts.bottleneck_verdict`), beside ``null``?"""
-        b = self.bottleneck
-        if b is None:
-            generated = int(self.table["repair_discovery"].notna().sum()) if "repair_discovery" in self.table else 0
-            text = (
-                f"no generated block repairs a discovery failure within the break bound {break_bound:.2f} "
-                f"({generated} of {len(self.table)} blocks generated): nothing is confirmed on the held-out half"
-            )
-            return Verdict(UNRESOLVED, text)
-        broken = self.broken(b.layer, b.component)
-        return bottleneck_verdict(
-            self.repaired(b.layer, "heldout", b.component),
-            rate(broken) if len(broken) else None,
-            (null.random_block, null.rerun) if null is not None else (),
-            block=b.layer,
-            break_bound=break_bound,
-        )[1]
+    def verdict(self, null: NullRepair | None = None, *, break_bound: float | None = None) -> BottleneckVerdict:
+        """Claim 2 on this sweep (:func:`rnr_lens.verdicts.bottleneck_verdict`): the blocks
+        tied on the best discovery repair within the bound (default: this sweep's own bound),
+        each with its held-out repair and held-out-control break, beside ``null``'s arms on the
+        same questions; with an exhaustive sweep, every block's counts on the whole set."""
+        bound = self.break_bound if break_bound is None else break_bound
+        rows = [(int(r["layer"]), str(r["component"])) for _, r in tied_best(self.table, bound).iterrows()]
+        repaired = [self.repaired_by_question(layer, "heldout", component) for layer, component in rows]
+        arms: dict[str, np.ndarray] = {}
+        if null is not None and rows:  # each arm's values in the order of the held-out rows
+            arms = {name: np.array([per[i] for i in repaired[0].index], float) for name, per in null.per_question.items()}
+        tie = [
+            BlockTrial(layer, rep.to_numpy(float), self.broken(layer, component, half="heldout")) for (layer, component), rep in zip(rows, repaired)
+        ]
+        generated_all = "repair_discovery" in self.table and bool(self.table["repair_discovery"].notna().all())
+        counts = (
+            [
+                BlockCounts(int(r["layer"]), int(r["n_repaired"]), int(r["n_failures"]), int(r["n_broken"]), int(r["n_control"]))
+                for _, r in self.table.iterrows()
+            ]
+            if self.strategy == "exhaustive" and generated_all
+            else []
+        )
+        generated = int(self.table["repair_discovery"].notna().sum()) if "repair_discovery" in self.table else 0
+        return bottleneck_verdict(tie, arms, sweep=counts, generated=(generated, len(self.table)), break_bound=bound)
 
     def to_json(self) -> dict[str, Any]:
         table = self.table.astype(object).where(self.table.notna(), None)
@@ -513,7 +528,7 @@ def _tabulate(
         }
         if str(a) in results:
             after = results[str(a)]
-            row.update(_rates(after, before))
+            row.update(_rates(after, before, failure_set.heldout_controls))
             for o in after:
                 b = before[o.question_id]
                 details.append(
@@ -524,6 +539,7 @@ def _tabulate(
                         "question_id": o.question_id,
                         "prompt": prompts.get(o.question_id, ""),
                         "set": o.set,
+                        "half": ("heldout" if o.question_id in failure_set.heldout_controls else "discovery") if o.set == "control" else o.set,
                         "before_text": b.text,
                         "before_answer": b.answer,
                         "before_correct": b.correct,
@@ -652,6 +668,9 @@ class NullRepair:
     blocks: tuple[int, ...]
     random_block: Estimate
     rerun: Estimate
+    per_question: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
+    """Per arm (``random block``, ``unablated re-run``), each held-out question's repair (the
+    share of the drawn blocks that repair it; 0/1 for the re-run), for paired tests."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"blocks": list(self.blocks), "random_block": self.random_block.to_dict(), "rerun": self.rerun.to_dict()}
@@ -704,7 +723,9 @@ def null_repair(
             bar.close()
     ids = sorted(heldout)
     shares = np.array([np.mean([r.get(i, 0.0) for r in per_block]) for i in ids]) if per_block else np.array([])
-    return NullRepair(drawn, rate(shares), rate(np.array([rerun.get(i, 0.0) for i in ids])))
+    again = np.array([rerun.get(i, 0.0) for i in ids])
+    per_question = {"random block": dict(zip(ids, shares.tolist())), "unablated re-run": dict(zip(ids, again.tolist()))}
+    return NullRepair(drawn, rate(shares), rate(again), per_question if per_block else {"unablated re-run": per_question["unablated re-run"]})
 
 
 def _from_shards(store: RunStore, failure_set: FailureSet, key: SweepKey) -> list[dict[str, Any]] | None:
@@ -723,12 +744,19 @@ def _from_shards(store: RunStore, failure_set: FailureSet, key: SweepKey) -> lis
     return None
 
 
-_COUNTS = {"repair": "n_failures", "repair_discovery": "n_discovery", "repair_heldout": "n_heldout", "break": "n_control"}
+_COUNTS = {
+    "repair": "n_failures",
+    "repair_discovery": "n_discovery",
+    "repair_heldout": "n_heldout",
+    "break": "n_control",
+    "break_discovery": "n_control_discovery",
+    "break_heldout": "n_control_heldout",
+}
 
 
 def table_estimate(row: Any, key: str) -> Estimate:
-    """One rate of a sweep table's row (``repair``, ``repair_discovery``, ``repair_heldout`` or
-    ``break``) as the :class:`~rnr_lens.stats.Estimate` its flat columns (``key``,
+    """One rate of a sweep table's row (``repair``, ``repair_discovery``, ``repair_heldout``,
+    ``break``, ``break_discovery`` or ``break_heldout``) as the :class:`~rnr_lens.stats.Estimate` its flat columns (``key``,
     ``key_low``, ``key_high``, and its count) were written from; empty where the block was not
     generated. The table keeps flat columns for plotting and export; readers format through this.
     """
@@ -738,7 +766,7 @@ def table_estimate(row: Any, key: str) -> Estimate:
     return Estimate(float(row[key]), float(row[f"{key}_low"]), float(row[f"{key}_high"]), int(n) if pd.notna(n) else 0, "wilson")
 
 
-def _rates(after: list[Outcome], before: dict[str, Outcome]) -> dict[str, Any]:
+def _rates(after: list[Outcome], before: dict[str, Outcome], heldout_controls: frozenset[str] = frozenset()) -> dict[str, Any]:
     out: dict[str, Any] = {}
     failures = [o for o in after if o.set != "control"]
     control = [o for o in after if o.set == "control"]
@@ -756,31 +784,52 @@ def _rates(after: list[Outcome], before: dict[str, Outcome]) -> dict[str, Any]:
     ):
         est = wilson(sum(map(repaired, rows)), len(rows))
         out[name], out[f"{name}_low"], out[f"{name}_high"] = est.value, est.low, est.high
-    est = wilson(sum(map(broken, control)), len(control))
-    out["break"], out["break_low"], out["break_high"] = est.value, est.low, est.high
+    for name, rows in (
+        ("break", control),
+        ("break_discovery", [o for o in control if o.question_id not in heldout_controls]),
+        ("break_heldout", [o for o in control if o.question_id in heldout_controls]),
+    ):
+        est = wilson(sum(map(broken, rows)), len(rows))
+        out[name], out[f"{name}_low"], out[f"{name}_high"] = est.value, est.low, est.high
     out["n_repaired"] = sum(map(repaired, failures))
     out["n_failures"] = len(failures)
     out["n_discovery"] = sum(o.set == "discovery" for o in failures)
     out["n_heldout"] = sum(o.set == "heldout" for o in failures)
     out["n_broken"] = sum(map(broken, control))
     out["n_control"] = len(control)
+    out["n_control_discovery"] = sum(o.question_id not in heldout_controls for o in control)
+    out["n_control_heldout"] = sum(o.question_id in heldout_controls for o in control)
     return out
 
 
+def admitting_break(table: pd.DataFrame) -> str:
+    """The break-rate column that admits a block: the discovery half of the controls (tables
+    written before the control set was split have only ``break``, every control)."""
+    return "break_discovery" if "break_discovery" in table else "break"
+
+
 def ranked(table: pd.DataFrame) -> pd.DataFrame:
-    """A sweep table's generated rows, best first: discovery repair, then lower break rate
-    (unmeasured last), then the earlier layer. The bottleneck is the first row within the
-    break bound."""
+    """A sweep table's generated rows, best first: discovery repair, then lower break rate on
+    the discovery controls (unmeasured last), then the earlier layer. The bottleneck is the
+    first row within the break bound."""
     done = table.dropna(subset=["repair_discovery"])
-    return done.sort_values(["repair_discovery", "break", "layer"], ascending=[False, True, True], na_position="last")
+    return done.sort_values(["repair_discovery", admitting_break(table), "layer"], ascending=[False, True, True], na_position="last")
 
 
 def within_bound(table: pd.DataFrame, bound: float) -> pd.DataFrame:
     """The generated rows a bottleneck may be chosen from: some discovery repair, and a break
-    rate at most ``bound``. An unmeasured break rate (no control set) bounds nothing: the
-    bottleneck says so instead."""
+    rate on the discovery controls at most ``bound``. An unmeasured break rate (no control set)
+    bounds nothing: the bottleneck says so instead."""
     ok = table.dropna(subset=["repair_discovery"])
-    return ok[((ok["break"] <= bound) | ok["break"].isna()) & (ok["repair_discovery"] > 0)]
+    brk = ok[admitting_break(table)]
+    return ok[((brk <= bound) | brk.isna()) & (ok["repair_discovery"] > 0)]
+
+
+def tied_best(table: pd.DataFrame, bound: float) -> pd.DataFrame:
+    """The rows within the bound that share the best discovery repair: each is confirmed on the
+    held-out half, and the verdict keeps the better under Holm over the tie."""
+    ok = within_bound(table, bound)
+    return ranked(ok[ok["repair_discovery"] == ok["repair_discovery"].max()]) if len(ok) else ok
 
 
 def _bottleneck(table: pd.DataFrame, bound: float) -> Bottleneck | None:
@@ -792,10 +841,11 @@ def _bottleneck(table: pd.DataFrame, bound: float) -> Bottleneck | None:
     best = ranked(ok).iloc[0]
     order = ranked(table)
     above = order.iloc[: list(order.index).index(best.name)]
+    brk = admitting_break(table)
     passed = tuple(
-        f"{r.component}{int(r.layer)}:{r.method} (discovery {r.repair_discovery:.2f}, break {r['break']:.2f})"
+        f"{r.component}{int(r.layer)}:{r.method} (discovery {r.repair_discovery:.2f}, break {r[brk]:.2f})"
         for _, r in above.iterrows()
-        if r.repair_discovery > best.repair_discovery and pd.notna(r["break"]) and r["break"] > bound
+        if r.repair_discovery > best.repair_discovery and pd.notna(r[brk]) and r[brk] > bound
     )
     return Bottleneck(
         layer=int(best.layer),
@@ -804,7 +854,7 @@ def _bottleneck(table: pd.DataFrame, bound: float) -> Bottleneck | None:
         repair_discovery=float(best.repair_discovery),
         repair_heldout=float(best.repair_heldout),
         repair=float(best.repair),
-        break_rate=None if pd.isna(best["break"]) else float(best["break"]),
+        break_rate=None if pd.isna(best[brk]) else float(best[brk]),
         heldout=wilson(round(best.repair_heldout * best.n_heldout), int(best.n_heldout))
         if pd.notna(best.get("n_heldout")) and best.n_heldout > 0
         else None,

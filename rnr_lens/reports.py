@@ -217,10 +217,11 @@ def claim_routes(result: AuditResult, grid: Grid) -> RoutesClaim:
     reach = {p: q[reachable_column(p)].to_numpy(float) for p in (random_probe, search_probe)}
     chance = {p: result.chance(p)[mask] for p in (random_probe, search_probe)}
     decided = verdicts.routes_vs_search(
-        reach[random_probe], reach[search_probe], chance[random_probe], chance[search_probe], prompts, margin=grid.margin
+        reach[random_probe], reach[search_probe], realized, chance[random_probe], chance[search_probe], prompts, margin=grid.margin
     )
     above = {random_probe: decided.above_chance_random, search_probe: decided.above_chance_search}
     retention: dict[str, dict[str, Estimate | None]] = {}
+    gross: dict[str, dict[str, Estimate | None]] = {}
     gains: dict[str, Estimate] = {}
     judged: dict[str, list[verdicts.Retention]] = {}
     for probe in (random_probe, search_probe):
@@ -230,11 +231,13 @@ def claim_routes(result: AuditResult, grid: Grid) -> RoutesClaim:
         judged[probe] = verdicts.retention(blind, realized, reach[probe], above[probe], prompts, gain=gain, margin=grid.retention_margin)
         gains[probe] = gain
         retention[probe] = {r.selector: r.estimate for r in judged[probe]}
+        gross[probe] = {r.selector: r.gross for r in judged[probe]}
     # read leniently (any try whose text states the gold counts as correct), would it differ?
     stated = {p: q["question_id"].isin(result.format_misses(p)["question_id"]).to_numpy(float) for p in (random_probe, search_probe)}
     lenient = verdicts.routes_vs_search(  # reach and its chance level both read leniently: matched
         np.maximum(reach[random_probe], stated[random_probe]),
         np.maximum(reach[search_probe], stated[search_probe]),
+        realized,
         result.chance(random_probe, lenient=True)[mask],
         result.chance(search_probe, lenient=True)[mask],
         prompts,
@@ -256,12 +259,17 @@ def claim_routes(result: AuditResult, grid: Grid) -> RoutesClaim:
         above_chance_random=decided.above_chance_random,
         above_chance_search=decided.above_chance_search,
         random_minus_search=decided.difference,
+        random_minus_search_margin=decided.versus_margin,
+        search_gain=decided.search_gain,
+        random_gain=decided.random_gain,
+        kept_half=decided.kept_half,
         margin=grid.margin,
         edits_random=grid.edits,
         edits_search_mean=float(np.mean(depth)) if depth else None,
         edits_search_max=max(depth, default=None),
         oracle_gain=gains,
         retention=retention,
+        retention_gross=gross,
         retention_verdict=verdicts.retention_verdict(judged[random_probe], margin=grid.retention_margin),
         verdict=decided.verdict,
         format_misses=_format_misses(result, {p: int(stated[p].sum()) for p in (random_probe, search_probe)}, decided.verdict, lenient),
@@ -321,28 +329,31 @@ def claim_bottleneck(
     sweep = mine(model, fs, strategy="screen+confirm", top_m=3, break_bound=grid.break_bound, store=store, progress=progress)
     figures.append((f"{result.info.model} / {result.info.task}", viz.repair_break(sweep)))
     done = ranked(sweep.table)
-    chosen = sweep.bottleneck
-    order = ([chosen.layer] if chosen else []) + [int(r) for r in done["layer"] if not chosen or int(r) != chosen.layer]
-    blocks = [_block_rates(sweep, b) for b in order[:2]]
     agreement, judged = None, sweep
     if grid.exhaustive and len(done):  # reuses the confirmed evaluations from the store; generates the rest
         full = mine(model, fs, strategy="exhaustive", break_bound=grid.break_bound, store=store, progress=progress)
-        agreement = screen_agreement(full, order[0])
-        if chosen is None and full.bottleneck is None:  # "no block within the bound" then speaks for every block
-            judged = full
+        picked = sweep.bottleneck.layer if sweep.bottleneck else int(done.iloc[0]["layer"])
+        agreement, judged = screen_agreement(full, picked), full  # every block generated: the full sweep decides
+    chosen = judged.bottleneck
     null = null_repair(model, fs, store=store, exclude=chosen.layer if chosen else None) if len(fs.heldout) else None
+    decided = judged.verdict(null, break_bound=grid.break_bound)
+    kept = decided.block
+    order = ([kept] if kept is not None else []) + [int(r) for r in ranked(judged.table)["layer"] if int(r) != kept]
+    blocks = [_block_rates(judged, b) for b in order[:2]]
     # without a bottleneck (no generated block repairs within the bound) the best other block is shown as second
-    picked, rest = (blocks[0], blocks[1:]) if chosen is not None else (None, blocks)
+    picked_rates, rest = (blocks[0], blocks[1:]) if kept is not None else (None, blocks)
     return BottleneckClaim(
         setting_of(result),
         n_fail,
-        judged.verdict(null, break_bound=grid.break_bound),
+        decided.verdict,
         mined=_failure_set_size(result, fs),
         break_bound=grid.break_bound,
         null=NullRates(null.blocks, null.random_block, null.rerun) if null else None,
         screen_vs_exhaustive=agreement,
-        bottleneck=picked,
+        bottleneck=picked_rates,
         second=rest[0] if rest else None,
+        versus_null=dict(decided.versus_null),
+        tie=decided.tie,
     )
 
 
@@ -358,8 +369,9 @@ def _failure_set_size(result: AuditResult, fs: Any) -> FailureSetSize:
 
 
 def _block_rates(sweep: Any, layer: int) -> BlockRates:
-    """One generated block's repair on each half and control break, as estimates."""
-    held, broken = sweep.repaired(layer, "heldout"), sweep.broken(layer)
+    """One generated block's repair on each half and its break on the held-out controls (the
+    ones that did not admit it), as estimates."""
+    held, broken = sweep.repaired(layer, "heldout"), sweep.broken(layer, half="heldout")
     return BlockRates(
         layer,
         rate(sweep.repaired(layer, "discovery")).value,
@@ -411,8 +423,8 @@ def claim_training(a: AuditResult, b: AuditResult, grid: Grid | None = None) -> 
                 excluded=int(c.excluded[probe]),
                 delta_realized=decided.delta_realized,
                 delta_reachable=decided.delta_reachable,
-                delta_reachable_tost=decided.delta_reachable_tost,
-                contrast=row["contrast"],
+                ceiling_vs_margin=decided.ceiling_vs_margin,
+                contrast=decided.ceiling_vs_gain,
                 margin=margin,
                 verdict=decided.verdict,
                 transitions={str(k): {str(s): int(n) for s, n in v.items()} for k, v in c.transition_counts(probe).to_dict().items()},
@@ -571,7 +583,8 @@ def _counts_text(vs: list[verdicts.Verdict]) -> str:
 
 
 def summary_lines(claims: Claims) -> dict[str, str]:
-    """Per claim, how many settings are decided which way (never "not below in N of M" alone)."""
+    """Per claim, how many settings are decided which way (never "not below in N of M" alone).
+    A tally, not a test: each verdict is at its own level, with no correction across settings."""
     grid = claims.grid
     routes, bottleneck, trained = claims.routes_vs_search, claims.bottleneck, claims.training_probes
     both = [c.screen_vs_exhaustive for c in bottleneck if c.screen_vs_exhaustive is not None]
@@ -587,7 +600,8 @@ def summary_lines(claims: Claims) -> dict[str, str]:
 
     return {
         "routes_vs_search": line(
-            [c.verdict for c in routes], f"random routes reach at least as much as the search (margin {grid['margin']:.2f}), settings"
+            [c.verdict for c in routes],
+            f"random routes reach as much as the search (margin {grid['margin']:.2f}) and keep half of its gain, settings",
         ),
         "retention": line(
             [c.retention_verdict for c in routes],
@@ -598,7 +612,8 @@ def summary_lines(claims: Claims) -> dict[str, str]:
         )
         + agree,
         "training": line(
-            [p.verdict for p in trained], f"realized rose while the ceiling fell or stayed flat (within ±{grid['margin']:.2f}), comparisons"
+            [p.verdict for p in trained],
+            f"realized rose while the ceiling rose by less than {grid['margin']:.2f} and less than half of it, or fell, comparisons",
         ),
     }
 

@@ -17,18 +17,27 @@ excludes the null **and** the exact test agrees at the same level.
   no library in our stack has it), with the exact sign test (McNemar's exact test when every
   prompt is distinct; over prompts, a sign test of the prompts' mean differences) from
   ``scipy.stats.binomtest``.
-- a rate against its chance level (reachability against the derangement chance), and a
-  contrast of two paired differences: the MOVER interval (Zou and Donner 2008) from the two
-  Wilson (or Tango) intervals and the per-question correlation, with, against chance, the exact
-  Poisson-binomial test of the reached count against the per-question chance probabilities
-  (whole prompts drawn together).
+- the mean of per-question values on a finite support (a contrast such as ``(R - D) -
+  (S - D) / 2``, or Delta realized / 2 - Delta reachable): the same constrained-maximum-likelihood
+  score construction applied to those values, with the score test it inverts
+  (:func:`score_mean`; on 0/1 pairs it is Tango's interval), and that test at a shifted null (a
+  margin, :func:`score_p`).
+- a rate against its chance level (reachability against the derangement chance): the chance
+  level treated as fixed, in the interval (the reach's Wilson interval, shifted) and in the
+  exact Poisson-binomial test of the reached count against the per-question chance
+  probabilities (whole prompts drawn together).
 - a rate against a fixed value (a repair rate against one half): Wilson, with the exact
   binomial test.
 - a ratio of paired means (retention of a gain): Fieller's interval, unbounded where the
-  denominator is not resolved away from zero.
+  denominator is not resolved away from zero, with the t-test it inverts against a margin.
+
 - power: the smallest effect an ``n`` resolves at the stated level with 80% power, and the
   ``n`` that would resolve an observed effect (``statsmodels.stats.power.NormalIndPower``,
   one sample, on the per-question standard deviation).
+
+Every attached p-value is two-sided and taken **in the estimate's direction** (twice the tail on
+the side the estimate lies): a test whose statistic points the other way than the estimate never
+resolves it.
 """
 
 from __future__ import annotations
@@ -233,9 +242,18 @@ def rate(
     pvalue = None
     binary = bool(np.isin(data, (0.0, 1.0)).all())
     if null is not None and binary and deff == 1:
-        pvalue = float(sps.binomtest(int(data.sum()), len(data), null).pvalue)
+        pvalue = binomial_p(int(data.sum()), len(data), null)
         method += "; exact binomial test"
     return Estimate(p, low, high, len(data) if deff == 1 else m, method, level, pvalue, null)
+
+
+def binomial_p(successes: int, n: int, null: float) -> float:
+    """The exact binomial test of ``successes`` of ``n`` against ``null``: twice the tail on
+    the side the observed rate lies (at most 1; 1 at the null itself)."""
+    if successes == n * null:
+        return 1.0
+    tail = sps.binom.sf(successes - 1, n, null) if successes > n * null else sps.binom.cdf(successes, n, null)
+    return min(1.0, 2 * float(tail))
 
 
 def wilson(successes: int, n: int, *, null: float | None = None, level: float = LEVEL) -> Estimate:
@@ -248,30 +266,28 @@ def wilson(successes: int, n: int, *, null: float | None = None, level: float = 
 # ---------------------------------------------------------------------------------------------
 
 
-def mover(a: Estimate, b: Estimate, r: float, *, level: float | None = None) -> tuple[float, float]:
-    """The MOVER interval of ``a - b`` from each one's interval and their correlation ``r``
-    (Zou and Donner 2008)."""
-    d = a.value - b.value
-    r = 0.0 if not math.isfinite(r) else r
-    down = (a.value - a.low) ** 2 - 2 * r * (a.value - a.low) * (b.high - b.value) + (b.high - b.value) ** 2
-    up = (a.high - a.value) ** 2 - 2 * r * (a.high - a.value) * (b.value - b.low) + (b.value - b.low) ** 2
-    return d - math.sqrt(max(down, 0.0)), d + math.sqrt(max(up, 0.0))
-
-
-def _corr(a: np.ndarray, b: np.ndarray) -> float:
-    if len(a) < 2 or a.std() == 0 or b.std() == 0:
-        return 0.0
-    return float(np.corrcoef(a, b)[0, 1])
-
-
 def sign_test(diff: np.ndarray, clusters: Sequence[object] | None = None) -> float:
-    """Two-sided exact sign test of paired differences (McNemar's exact test for 0/1 pairs):
-    over prompts, the sign of each prompt's mean difference. 1.0 where none differs."""
+    """Exact sign test of paired differences (McNemar's exact test for 0/1 pairs; over
+    prompts, the sign of each prompt's mean difference), **in the direction of the mean
+    difference**: twice the binomial tail on the side the mean points to (at most 1). A test
+    whose majority points the other way than the mean (110 questions at +1 and 170 at -1/2 of
+    725: mean +0.034, a majority below zero) never resolves it. 1.0 where none differs or the
+    mean is zero.
+
+    Example:
+        >>> round(sign_test(np.r_[np.ones(6), np.zeros(34)]), 4)   # 6 of 6 discordant one way
+        0.0312
+    """
+    diff = np.asarray(diff, float)
+    mean = float(diff.mean()) if diff.size else 0.0
     if clusters is not None and len(set(map(str, clusters))) < len(diff):
         codes = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)[1]
         diff = np.bincount(codes, weights=diff) / np.bincount(codes)
     pos, neg = int((diff > 0).sum()), int((diff < 0).sum())
-    return 1.0 if pos + neg == 0 else float(sps.binomtest(pos, pos + neg, 0.5).pvalue)
+    if pos + neg == 0 or mean == 0:
+        return 1.0
+    toward = pos if mean > 0 else neg
+    return min(1.0, 2 * float(sps.binom.sf(toward - 1, pos + neg, 0.5)))
 
 
 def tango(b: float, c: float, n: float, level: float = LEVEL) -> tuple[float, float]:
@@ -315,6 +331,114 @@ def tango(b: float, c: float, n: float, level: float = LEVEL) -> tuple[float, fl
     return low, high
 
 
+def _constrained_sd(values: np.ndarray, weights: np.ndarray, delta: float, lo: float, hi: float) -> float:
+    """The per-question sd of values on the support ``[lo, hi]`` under the multinomial's
+    maximum-likelihood probabilities constrained to mean ``delta`` (Tango's construction for any
+    finite set of values: observed values get ``w / (n + lam (v - delta))``; where the
+    constraint cannot be met by them, the leftover mass sits on the support's far end, an
+    unobserved value, which is what lets 0 of 40 keep an interval)."""
+    n = float(weights.sum())
+    d = values - delta
+    lam_lo, lam_hi = -n / (hi - delta), n / (delta - lo)  # where the support's ends bind
+
+    def g(lam: float) -> float:
+        return float((weights * d / (n + lam * d)).sum())
+
+    extra, lam = 0.0, 0.0
+    top_seen, bottom_seen = bool(np.isclose(values, hi).any()), bool(np.isclose(values, lo).any())
+    if not top_seen and g(lam_lo) <= 0:  # even all the room toward hi is not enough: mass on hi
+        lam, extra_at = lam_lo, hi
+    elif not bottom_seen and g(lam_hi) >= 0:
+        lam, extra_at = lam_hi, lo
+    else:
+        span = lam_hi - lam_lo
+        lam = float(brentq(g, lam_lo + 1e-12 * span, lam_hi - 1e-12 * span, xtol=1e-14 * n)) if g(0.0) != 0 else 0.0
+        extra_at = hi
+    p = weights / (n + lam * d)
+    extra = max(0.0, 1.0 - float(p.sum()))
+    var = float((p * d * d).sum()) + extra * (extra_at - delta) ** 2
+    return math.sqrt(max(var, 0.0))
+
+
+def _score_z(values: np.ndarray, weights: np.ndarray, delta: float, lo: float, hi: float) -> float:
+    n = float(weights.sum())
+    mean = float((weights * values).sum()) / n
+    if delta <= lo or delta >= hi:
+        return math.copysign(math.inf, mean - delta) if mean != delta else 0.0
+    sd = _constrained_sd(values, weights, delta, lo, hi)
+    if sd == 0:
+        return 0.0 if mean == delta else math.copysign(math.inf, mean - delta)
+    return (mean - delta) * math.sqrt(n) / sd
+
+
+def _tabulate(values: np.ndarray, clusters: Sequence[object] | None) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """Distinct values, their counts on the effective sample ``n / deff``, deff, prompts."""
+    deff, m = design_effect(values, clusters)
+    uniq, counts = np.unique(np.round(values, 12), return_counts=True)
+    return uniq, counts / deff, deff, m
+
+
+def score_mean(
+    values: Sequence[float] | np.ndarray,
+    support: tuple[float, float],
+    clusters: Sequence[object] | None = None,
+    *,
+    null: float = 0.0,
+    level: float = LEVEL,
+) -> Estimate:
+    """The mean of per-question values taking finitely many values in ``support`` (a contrast
+    such as ``(R - D) - (S - D) / 2``, values in {-1, -1/2, 0, 1/2, 1}): the score interval of
+    Tango's constrained-maximum-likelihood construction applied to those values (on
+    ``n / deff`` where prompts repeat), with the score test it inverts against ``null``
+    (two-sided; interval and test always agree). On a plain paired difference of 0/1 outcomes
+    (support ``(-1, 1)``) it is Tango's interval; at 0 of n it does not collapse.
+
+    Example:
+        >>> c = np.r_[np.ones(110), np.full(170, -0.5), np.zeros(445)]   # mean +0.034 of 725
+        >>> e = score_mean(c, (-1, 1))
+        >>> e.text(3), e.resolved
+        ('0.034 [0.002,0.069]', 'above')
+    """
+    x = np.asarray(values, dtype=float)
+    lo, hi = float(support[0]), float(support[1])
+    if x.size == 0:
+        return Estimate.empty("score")
+    if x.min() < lo - 1e-12 or x.max() > hi + 1e-12:
+        raise ValueError(f"score_mean: values must lie in the support [{lo}, {hi}], got [{x.min()}, {x.max()}]")
+    uniq, weights, deff, m = _tabulate(x, clusters)
+    mean = float(x.mean())
+    z = float(sps.norm.ppf(1 - _alpha(level) / 2))
+    eps = 1e-9 * (hi - lo)
+
+    def bound(target: float, a: float, b: float, edge: float) -> float:
+        fa, fb = _score_z(uniq, weights, a, lo, hi) - target, _score_z(uniq, weights, b, lo, hi) - target
+        if fa == 0:
+            return a
+        if fb == 0:
+            return b
+        if fa * fb > 0:
+            return edge
+        return float(brentq(lambda d: _score_z(uniq, weights, d, lo, hi) - target, a, b, xtol=1e-10))
+
+    low = bound(z, lo + eps, mean, lo) if mean > lo else lo
+    high = bound(-z, mean, hi - eps, hi) if mean < hi else hi
+    p = score_p(x, null, support, clusters)
+    over = "" if deff == 1 and m == len(x) else f" over {m} prompts (design effect {deff:.2f})"
+    return Estimate(mean, low, high, m, "constrained-ML score interval and score test" + over, level, p, null)
+
+
+def score_p(values: Sequence[float] | np.ndarray, null: float, support: tuple[float, float], clusters: Sequence[object] | None = None) -> float:
+    """The two-sided p of the score test that :func:`score_mean` inverts, against ``null`` (a
+    margin: ``-0.05`` for non-inferiority). One-sided at level ``a`` is two-sided at ``2a``,
+    read in the estimate's direction."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return 1.0
+    uniq, weights, _, _ = _tabulate(x, clusters)
+    stat = _score_z(uniq, weights, float(null), float(support[0]), float(support[1]))
+    return 1.0 if stat == 0 else min(1.0, 2 * float(sps.norm.sf(abs(stat))))
+
+
 def paired_difference(
     a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, clusters: Sequence[object] | None = None, *, level: float = LEVEL
 ) -> Estimate:
@@ -344,26 +468,29 @@ def paired_difference(
 def above_chance(
     reached: Sequence[float] | np.ndarray, chance: Sequence[float] | np.ndarray, clusters: Sequence[object] | None = None, *, level: float = LEVEL
 ) -> Estimate:
-    """Reachability minus its chance level, paired per question: the MOVER interval, and the
-    exact Poisson-binomial test of the reached count against the per-question chance
-    probabilities (each prompt's questions drawn together), tested against 0."""
+    """Reachability minus its chance level, the chance level treated as **fixed** (known
+    per-question probabilities, not a second estimate) in both the interval and the test: the
+    reach's Wilson interval shifted by the mean chance, and the exact Poisson-binomial test of
+    the reached count against the per-question chance probabilities (each prompt's questions
+    drawn together), tested against 0 in the estimate's direction. One quantity, one interval,
+    one test."""
     x, c = np.asarray(reached, dtype=float), np.asarray(chance, dtype=float)
     keep = ~np.isnan(c)
     x, c = x[keep], c[keep]
     groups = None if clusters is None else [g for g, k in zip(clusters, keep) if k]
     if x.size == 0:
-        return Estimate.empty("mover vs chance")
-    ex, ec = rate(x, groups, level=level), rate(c, groups, level=level)
-    low, high = mover(ex, ec, _corr(x, c))
+        return Estimate.empty("wilson vs fixed chance")
+    ex, level_c = rate(x, groups, level=level), float(c.mean())
     p = _chance_test(x, c, groups)
     return Estimate(
-        float(x.mean() - c.mean()), max(low, -1.0), min(high, 1.0), ex.n, "mover (wilson) vs chance; exact poisson-binomial test", level, p, 0.0
+        float(x.mean()) - level_c, ex.low - level_c, ex.high - level_c, ex.n, "wilson vs fixed chance; exact poisson-binomial test", level, p, 0.0
     )
 
 
 def _chance_test(reached: np.ndarray, chance: np.ndarray, clusters: Sequence[object] | None) -> float:
-    """Two-sided p (twice the smaller tail) of the reached count when each prompt is reached
-    with its mean chance probability, all of its questions together."""
+    """Two-sided p (twice the tail on the side the reached count lies, at most 1) of the
+    reached count when each prompt is reached with its mean chance probability, all of its
+    questions together."""
     if clusters is None:
         sizes, probs, observed = np.ones(len(reached), int), chance, reached
     else:
@@ -378,24 +505,23 @@ def _chance_test(reached: np.ndarray, chance: np.ndarray, clusters: Sequence[obj
         shifted[size:] = dist[: len(dist) - size]
         dist = (1 - q) * dist + q * shifted
     s = int(round(float(observed.sum())))
-    upper, lower = float(dist[s:].sum()), float(dist[: s + 1].sum())
-    return min(1.0, 2 * min(upper, lower))
+    expected = float((sizes * np.clip(probs, 0.0, 1.0)).sum())
+    if s == expected:
+        return 1.0
+    tail = float(dist[s:].sum()) if s > expected else float(dist[: s + 1].sum())  # the estimate's side
+    return min(1.0, 2 * tail)
 
 
-def contrast(a: Estimate, b: Estimate, da: np.ndarray, db: np.ndarray) -> Estimate:
-    """``a - b`` of two paired differences (e.g. delta realized minus delta reachable), by
-    MOVER from their own intervals and the correlation of their per-question values."""
-    if a.is_empty or b.is_empty:
-        return Estimate.empty("mover contrast")
-    low, high = mover(a, b, _corr(np.asarray(da, float), np.asarray(db, float)))
-    return Estimate(a.value - b.value, max(low, -2.0), min(high, 2.0), min(a.n, b.n), "mover contrast of two tango intervals", a.level)
-
-
-def ratio(num: np.ndarray, den: np.ndarray, *, level: float = LEVEL) -> Estimate:
+def ratio(num: np.ndarray, den: np.ndarray, *, null: float | None = None, level: float = LEVEL) -> Estimate:
     """``mean(num) / mean(den)`` of paired per-question values with Fieller's interval;
     unbounded (``-inf``/``inf``) where the denominator is not resolved away from zero. Each
     mean's variance is floored at that of one discordant question in ``n + 1``, so a sample
-    without spread does not give a point."""
+    without spread does not give a point.
+
+    With ``null``, the test Fieller's interval inverts is attached: ``T = (mean(num) - null *
+    mean(den)) / se`` on ``n - 1`` degrees of freedom, two-sided (a retention against its
+    margin), so the interval and the test agree.
+    """
     a, b = np.asarray(num, float), np.asarray(den, float)
     n = len(a)
     if n < 2 or b.mean() == 0:
@@ -406,13 +532,27 @@ def ratio(num: np.ndarray, den: np.ndarray, *, level: float = LEVEL) -> Estimate
     floor = (1 / (n + 1)) * (1 - 1 / (n + 1)) / n
     va, vb, cab = max(a.var(ddof=1) / n, floor), max(b.var(ddof=1) / n, floor), np.cov(a, b, ddof=1)[0, 1] / n
     t = float(sps.t.ppf(1 - _alpha(level) / 2, n - 1))
+    p = None
+    if null is not None:
+        se = math.sqrt(max(va - 2 * null * cab + null * null * vb, 0.0))
+        stat = (ma - null * mb) / se if se > 0 else math.copysign(math.inf, ma - null * mb)
+        p = 1.0 if stat == 0 else min(1.0, 2 * float(sps.t.sf(abs(stat), n - 1)))
     # (ma - R mb)^2 = t^2 (va - 2 R cab + R^2 vb)  ->  A R^2 - 2 B R + C = 0
     A, B, C = mb**2 - t**2 * vb, ma * mb - t**2 * cab, ma**2 - t**2 * va
     disc = B * B - A * C
     if A <= 0 or disc < 0:
-        return Estimate(float(ma / mb), -math.inf, math.inf, n, "fieller (unbounded: the gain is not resolved above zero)", level)
+        return Estimate(float(ma / mb), -math.inf, math.inf, n, "fieller (unbounded: the gain is not resolved above zero)", level, p, null)
     root = math.sqrt(disc)
-    return Estimate(float(ma / mb), float((B - root) / A), float((B + root) / A), n, "fieller", level)
+    return Estimate(
+        float(ma / mb),
+        float((B - root) / A),
+        float((B + root) / A),
+        n,
+        "fieller; the t-test it inverts" if null is not None else "fieller",
+        level,
+        p,
+        null,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,15 +2,21 @@
 
 A :class:`Verdict` has one of four statuses, always relative to the paper's claim:
 
-- ``support``: the claim's inequality is resolved: a difference's interval and its exact test
-  agree at the stated level; a margin (non-inferiority, equivalence) is read from the score
-  interval alone (the confidence-interval method: no exact test of a shifted null for paired
-  proportions is in scipy or statsmodels);
+- ``support``: the claim's inequality is resolved: a difference's interval and its test agree
+  at the stated level; a margin (non-inferiority) is tested by the score test at the shifted
+  null, which the score interval inverts (:func:`rnr_lens.stats.score_p`);
 - ``against``: the opposite is resolved;
 - ``unresolved``: neither is; the verdict then says the smallest effect this ``n`` could
   resolve (80% power) and roughly how many questions would resolve the effect observed;
 - ``uninformative``: the setting cannot speak to the claim (no probe reaches above its chance
-  level, no failure set, no realized gain to attribute).
+  level, no failure set, a realized change resolved at or below zero).
+
+Every level is **per setting and per claim**, one-sided 2.5% in each direction (the two-sided
+95% interval's bound), with no correction across the settings of a grid: about 2.5% of settings
+per direction are expected to be decided wrongly by chance, and a summary's counts are a tally,
+not a test. Within one verdict the rules say where a correction applies (Holm over the two ways
+claim 1 can be against; over a tie of blocks; over the answer-blind selectors) and where none is
+needed (an intersection-union test, which requires every part at the full level).
 
 An unresolved difference is never counted as support. Margins are stated once, here, with
 their reasons, and are never tuned toward the paper's answers; a grid may set its own.
@@ -22,20 +28,44 @@ beside the verdict.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from rnr_lens.stats import LEVEL, Estimate, above_chance, design_effect, detectable, n_needed, paired_difference, per_question_sd, rate, ratio
+from rnr_lens.stats import (
+    LEVEL,
+    Estimate,
+    above_chance,
+    design_effect,
+    detectable,
+    n_needed,
+    paired_difference,
+    per_question_sd,
+    rate,
+    ratio,
+    score_mean,
+    score_p,
+    sign_test,
+    wilson,
+)
+
+RULES = "2"
+"""The version of the rules below, written beside every verdict (``rules`` in ``claims.json``):
+a verdict of another version was decided by other rules and is re-derived, not compared.
+Version 1 (no ``rules`` field): the rules before issue 34 (claim 1 support by the margin alone,
+claim 2 against from the selected block, claim 3 by TOST)."""
 
 SUPPORT, AGAINST, UNRESOLVED, UNINFORMATIVE = "support", "against", "unresolved", "uninformative"
 STATUSES = (SUPPORT, AGAINST, UNRESOLVED, UNINFORMATIVE)
 
 MARGIN = 0.05
-"""Non-inferiority (claim 1) and equivalence (claim 3) margin on a difference of rates: five
-points of accuracy, the smallest gain benchmark comparisons commonly report as a gain, so a
-difference inside it is one a reader would call "the same"."""
+"""Non-inferiority margin on a difference of rates (claim 1: random routes against the search;
+claim 3: the ceiling's change): five points of accuracy, the smallest gain benchmark
+comparisons commonly report as a gain, so a difference inside it is one a reader would call
+"the same". Because a margin must be small beside the effect it protects, each use is paired
+with a gain-relative condition (claim 1: random routes keep half of the search's gain; claim 3:
+the ceiling's change below half of the realized rise)."""
 
 RETENTION_MARGIN = 0.25
 """Claim 1's "answer-blind selectors retain almost none of the gain": retention below a
@@ -43,10 +73,10 @@ quarter of the oracle's gain counts as "almost none"; an interval wholly above i
 some"."""
 
 BREAK_BOUND = 0.2
-"""The largest control break rate (point estimate) a bottleneck may have: a block whose
-silencing breaks more than one in five of the questions the model gets right is no repair (the
-miner's bound since its first version). The verdict further needs the break rate's upper bound
-below one half."""
+"""The largest control break rate a bottleneck may have: a block whose silencing breaks more
+than one in five of the questions the model gets right is no repair (the miner's bound since
+its first version). The miner admits blocks by the point estimate on the discovery half of the
+controls; the verdict needs the break rate's 95% upper bound on the held-out controls below it."""
 
 MOST = 0.5
 """Claim 2's "repairs most of a failure set": a held-out repair rate resolved above one half."""
@@ -63,12 +93,14 @@ class Verdict:
             resolves at the stated level with 80% power.
         n_needed: Questions (per arm's shared set) that would resolve the observed effect with
             80% power; None where no ``n`` would (an observed effect of zero).
+        rules: The version of the rules that decided it (:data:`RULES`).
     """
 
     status: str
     text: str
     detectable: float | None = None
     n_needed: int | None = None
+    rules: str = RULES
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -90,11 +122,19 @@ class Verdict:
         return f"{self.status}: {self.text}" + (f" ({self.power_text})" if self.power_text else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "text": self.text, "detectable": self.detectable, "n_needed": self.n_needed, "power": self.power_text}
+        return {
+            "status": self.status,
+            "text": self.text,
+            "detectable": self.detectable,
+            "n_needed": self.n_needed,
+            "power": self.power_text,
+            "rules": self.rules,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Verdict:
-        return cls(d["status"], d["text"], d.get("detectable"), d.get("n_needed"))
+        """Read a written verdict; one written without ``rules`` is version 1's."""
+        return cls(d["status"], d["text"], d.get("detectable"), d.get("n_needed"), str(d.get("rules", "1")))
 
 
 def counts(verdicts: Iterable[Verdict]) -> dict[str, int]:
@@ -111,6 +151,56 @@ def _sd(diff: np.ndarray, prompts: Sequence[str] | None) -> float:
     return per_question_sd(diff) * float(np.sqrt(deff))
 
 
+def holm(pvalues: Sequence[float], level: float = LEVEL) -> list[bool]:
+    """Which of ``pvalues`` Holm's step-down procedure rejects at ``1 - level``: the same
+    answer as ``statsmodels``' ``multipletests(method="holm")`` (a test keeps them equal), in a
+    few lines because that function runs a garbage collection on every call (0.2 s, which the
+    verdicts' error-rate simulation cannot afford).
+
+    Example:
+        >>> holm([0.03, 0.03, 0.03, 0.03]), holm([0.01, 0.04])   # four at 0.03: none survives
+        ([False, False, False, False], [True, True])
+    """
+    alpha, m = 1 - level, len(pvalues)
+    out = [False] * m
+    for rank, i in enumerate(sorted(range(m), key=lambda j: pvalues[j])):
+        if pvalues[i] > alpha / (m - rank):
+            break
+        out[i] = True
+    return out
+
+
+def _toward(e: Estimate, side: str) -> float:
+    """``e``'s p where its estimate lies on ``side`` (``"above"``/``"below"``) of its null, else 1."""
+    if e.is_empty or e.p is None or e.null is None:
+        return 1.0
+    return e.p if (e.value > e.null if side == "above" else e.value < e.null) else 1.0
+
+
+def at_margin(e: Estimate, per_question: np.ndarray, margin: float, prompts: Sequence[str] | None = None) -> Estimate:
+    """A paired difference ``e`` tested against a margin instead of zero: the score test that
+    its interval inverts, at the shifted null (``e.resolved`` then says whether it is resolved
+    above or below the margin)."""
+    if e.is_empty:
+        return e
+    p = score_p(per_question, margin, (-1.0, 1.0), prompts)
+    return replace(e, p=p, null=margin, method=f"{e.method.split(';')[0]}; score test at {margin:+.2f}")
+
+
+def _plan(parts: Sequence[tuple[float, np.ndarray]], prompts: Sequence[str] | None, level: float) -> tuple[float | None, int | None]:
+    """What n decides an intersection of conditions: the smallest effect this n resolves for
+    the condition that needs the most questions, and that many questions (None where one
+    condition's observed distance is not in the claim's direction: no n would resolve it)."""
+    plans = []
+    for distance, values in parts:
+        sd = _sd(values, prompts)
+        plans.append((n_needed(distance, sd, level=level) if distance > 0 else None, detectable(sd, len(values), level=level)))
+    if any(n is None for n, _ in plans):
+        return max((d for _, d in plans if d is not None), default=None), None
+    n, d = max(plans, key=lambda t: t[0] or 0)
+    return d, n
+
+
 # ---------------------------------------------------------------------------------------------
 # Claim 1: random routes against structured search
 # ---------------------------------------------------------------------------------------------
@@ -118,9 +208,22 @@ def _sd(diff: np.ndarray, prompts: Sequence[str] | None) -> float:
 
 @dataclass(frozen=True)
 class RoutesVerdict:
-    """Claim 1's first half on one setting: the estimates and the verdict."""
+    """Claim 1's first half on one setting: the estimates and the verdict.
 
-    difference: Estimate  # reach(random) - reach(search), paired per question
+    Attributes:
+        difference: reach(random) - reach(search), paired per question (tested against 0).
+        versus_margin: The same difference tested against ``-margin``.
+        search_gain: reach(search) - realized, paired (the gate: is there anything to match?).
+        random_gain: reach(random) - realized, paired.
+        kept_half: The mean per-question contrast ``(R - D) - (S - D) / 2``: random routes keep
+            more than half of the search's gain where it is resolved above zero.
+    """
+
+    difference: Estimate
+    versus_margin: Estimate
+    search_gain: Estimate
+    random_gain: Estimate
+    kept_half: Estimate
     above_chance_random: Estimate
     above_chance_search: Estimate
     verdict: Verdict
@@ -129,6 +232,7 @@ class RoutesVerdict:
 def routes_vs_search(
     reach_random: np.ndarray,
     reach_search: np.ndarray,
+    realized: np.ndarray,
     chance_random: np.ndarray,
     chance_search: np.ndarray,
     prompts: Sequence[str] | None = None,
@@ -136,61 +240,87 @@ def routes_vs_search(
     margin: float = MARGIN,
     level: float = LEVEL,
 ) -> RoutesVerdict:
-    """Claim 1 on one setting. Checked in this order: neither probe's reach resolved above its
-    chance level: uninformative; random routes non-inferior to the search (``random >= search -
-    margin``: the Tango interval's lower bound above ``-margin``, even where the search is
-    resolved ahead by less than the margin): support; the search resolved above random
-    (interval below zero and the exact McNemar test): against; else unresolved.
+    """Claim 1 on one setting ("random routes reach as much as the search at a matched
+    budget"): a fixed sequence of tests, each at one-sided ``(1 - level) / 2``.
+
+    1. *against* where random routes are resolved behind: random - search below ``-margin``,
+       or the contrast ``(R - D) - (S - D) / 2`` below zero (random routes keep less than half
+       of the search's gain), Holm over the two; checked before the gate (routes that break
+       the model are against whatever the search does);
+    2. *support* by superiority where random routes are resolved above both the search and
+       realized;
+    3. *uninformative* unless the search's gain over realized is resolved above zero and its
+       reach above its chance level: with nothing to match, matching says nothing;
+    4. *support* where both hold (an intersection-union test, each part at the full level):
+       random - search's lower bound above ``-margin`` (the score test at the margin), and the
+       contrast resolved above zero (random routes keep at least half of the search's gain);
+    5. else *unresolved*, with the ``n`` that would decide the part that needs the most.
 
     Example:
-        >>> both, none = np.ones(400), np.zeros(400)
-        >>> routes_vs_search(both, both, none, none).verdict.status   # 400 questions show a 0.05 margin
+        >>> gain = np.r_[np.ones(300), np.zeros(100)]   # both probes reach 300 of 400
+        >>> realized = np.r_[np.ones(100), np.zeros(300)]  # the default only 100
+        >>> low = np.full(400, 0.02)
+        >>> routes_vs_search(gain, gain, realized, low, low).verdict.status
         'support'
-        >>> routes_vs_search(both[:40], both[:40], none[:40], none[:40]).verdict.status   # 40 cannot
-        'unresolved'
+        >>> routes_vs_search(gain, gain, gain, low, low).verdict.status   # the search gains nothing
+        'uninformative'
     """
-    diff = paired_difference(reach_random, reach_search, prompts, level=level)
-    ac_r = above_chance(reach_random, chance_random, prompts, level=level)
-    ac_s = above_chance(reach_search, chance_search, prompts, level=level)
+    r, s, d = (np.asarray(x, float) for x in (reach_random, reach_search, realized))
+    diff = paired_difference(r, s, prompts, level=level)
+    ac_r = above_chance(r, chance_random, prompts, level=level)
+    ac_s = above_chance(s, chance_search, prompts, level=level)
     if diff.is_empty:
-        return RoutesVerdict(diff, ac_r, ac_s, Verdict(UNINFORMATIVE, "no question has both probes' tries"))
-    d = np.asarray(reach_random, float) - np.asarray(reach_search, float)
-    n = len(d)  # questions: the sd below is inflated by the prompts' design effect instead
-    sd = _sd(d, prompts)
-    if ac_r.resolved != "above" and ac_s.resolved != "above":
-        best, reach, chance = max(((ac_r, reach_random, chance_random), (ac_s, reach_search, chance_search)), key=lambda t: t[0].value)
-        sd_c = _sd(np.asarray(reach, float) - np.asarray(chance, float), prompts)
-        return RoutesVerdict(
-            diff,
-            ac_r,
-            ac_s,
-            Verdict(
-                UNINFORMATIVE,
-                f"neither probe reaches resolved above its chance level (random {ac_r.text()}, search {ac_s.text()} above chance), "
-                "so their difference says nothing about reaching",
-                detectable(sd_c, n, level=level),
-                n_needed(best.value, sd_c, level=level) if best.value > 0 else None,
-            ),
+        empty = Estimate.empty("tango")
+        return RoutesVerdict(diff, diff, empty, empty, empty, ac_r, ac_s, Verdict(UNINFORMATIVE, "no question has both probes' tries"))
+    vs_margin = at_margin(diff, r - s, -margin, prompts)
+    search_gain = paired_difference(s, d, prompts, level=level)
+    random_gain = paired_difference(r, d, prompts, level=level)
+    contrast = (r - d) - 0.5 * (s - d)
+    kept = score_mean(contrast, (-1.0, 1.0), prompts, level=level)
+
+    def out(status: str, text: str, plan: tuple[float | None, int | None] = (None, None)) -> RoutesVerdict:
+        return RoutesVerdict(diff, vs_margin, search_gain, random_gain, kept, ac_r, ac_s, Verdict(status, text, *plan))
+
+    shown = f"random - search {diff.text()}, random keeps half of the search's gain: (R-D) - (S-D)/2 {kept.text()}"
+    behind = holm([_toward(vs_margin, "below"), _toward(kept, "below")], level)
+    if any(behind):
+        why = f"random - search is resolved below -{margin:.2f}" if behind[0] else "random routes keep less than half of the search's gain"
+        return out(AGAINST, f"{why} (Holm over the two ways): {shown}")
+    if diff.resolved == "above" and random_gain.resolved == "above":
+        return out(SUPPORT, f"random routes reach more than the search ({diff.text()}) and than realized ({random_gain.text()})")
+    if search_gain.resolved != "above" or ac_s.resolved != "above":
+        missing = (
+            f"the search's gain over realized is not resolved above zero ({search_gain.text()})"
+            if search_gain.resolved != "above"
+            else f"the search's reach is not resolved above its chance level ({ac_s.text()} above chance)"
         )
-    if diff.low > -margin:  # non-inferiority comes first: a search ahead by less than the margin is "the same"
-        note = {"above": " (random routes resolved above the search)", "below": " (the search resolved ahead, by less than the margin)"}
-        text = f"random routes reach at least as much as the search within {margin:.2f}: random - search {diff.text()}{note.get(diff.resolved or '', '')}"
-        return RoutesVerdict(diff, ac_r, ac_s, Verdict(SUPPORT, text))
-    if diff.resolved == "below":
-        text = f"the search reaches more than random routes: random - search {diff.text()}, exact McNemar p = {diff.p:.3g}"
-        return RoutesVerdict(diff, ac_r, ac_s, Verdict(AGAINST, text))
-    # unresolved: how many questions would show non-inferiority (or the search's lead) at this size
-    distance = diff.value + margin if diff.value > -margin else diff.value
-    text = f"random - search {diff.text()} is neither within -{margin:.2f} (its lower bound) nor resolved below zero (p = {diff.p:.3g})"
-    return RoutesVerdict(diff, ac_r, ac_s, Verdict(UNRESOLVED, text, detectable(sd, n, level=level), n_needed(distance, sd, level=level)))
+        plan = _plan([(search_gain.value, s - d)], prompts, level)
+        return out(UNINFORMATIVE, f"{missing}: with nothing to match, matching says nothing ({shown})", plan)
+    if vs_margin.resolved == "above" and kept.resolved == "above":
+        return out(SUPPORT, f"random routes reach as much as the search within {margin:.2f} and keep at least half of its gain: {shown}")
+    needs = [
+        part
+        for part, ok in (
+            (f"random - search's lower bound above -{margin:.2f}", vs_margin.resolved == "above"),
+            ("the contrast resolved above zero", kept.resolved == "above"),
+        )
+        if not ok
+    ]
+    plan = _plan([(diff.value + margin, r - s), (kept.value, contrast)], prompts, level)
+    return out(UNRESOLVED, f"{shown}; support needs {' and '.join(needs)}", plan)
 
 
 @dataclass(frozen=True)
 class Retention:
-    """The share of the oracle's gain an answer-blind selector keeps: ``(blind - realized) /
-    (oracle - realized)`` with Fieller's interval, or None (with the reason) where the probe's
-    reach is not resolved above its chance level or its gain over realized is not resolved
-    above zero (a share of a gain that may be chance, or absent, means nothing).
+    """The share of the oracle's gain an answer-blind selector keeps.
+
+    ``estimate`` is the **net** share, ``(blind - realized) / (oracle - realized)`` with
+    Fieller's interval and the t-test it inverts against the retention margin: net of the
+    realized answers the selector loses (a pick that is wrong where the default was right
+    counts against it). ``gross`` is the share of the gained questions (reached, not realized)
+    whose pick is correct, Wilson. Both are None (with the reason) where the probe's reach is
+    not resolved above its chance level or its gain over realized is not resolved above zero (a
+    share of a gain that may be chance, or absent, means nothing).
 
     ``detectable`` and ``n_needed`` plan the retention verdict: the smallest retention distance
     from the margin this ``n`` resolves (80% power), and the questions that would resolve the
@@ -201,6 +331,7 @@ class Retention:
     reason: str = ""
     detectable: float | None = None
     n_needed: int | None = None
+    gross: Estimate | None = None
 
 
 def retention(
@@ -223,17 +354,20 @@ def retention(
     gain = gain if gain is not None else paired_difference(reach, real, prompts, level=level)
     if gain.resolved != "above":
         return [Retention(s, None, f"no gain over realized resolved ({gain.text()})") for s in selectors]
+    gained = (reach == 1) & (real == 0)
     out = []
     for s, v in selectors.items():
-        kept = np.asarray(v, float) - real
+        picks = np.asarray(v, float)
+        kept = picks - real
         u = kept - margin * (reach - real)  # retention below the margin <=> mean(u) below zero
         sd = _sd(u, prompts)
         out.append(
             Retention(
                 s,
-                ratio(kept, reach - real, level=level),
+                ratio(kept, reach - real, null=margin, level=level),
                 detectable=_over(detectable(sd, len(u), level=level), gain.value),
                 n_needed=n_needed(float(u.mean()), sd, level=level),
+                gross=rate(picks[gained], level=level),
             )
         )
     return out
@@ -243,24 +377,29 @@ def _over(x: float | None, scale: float) -> float | None:
     return None if x is None or not scale else x / scale
 
 
-def retention_verdict(retentions: Sequence[Retention], *, margin: float = RETENTION_MARGIN) -> Verdict:
+def retention_verdict(retentions: Sequence[Retention], *, margin: float = RETENTION_MARGIN, level: float = LEVEL) -> Verdict:
     """Claim 1's second half on one setting ("answer-blind procedures retain almost none of the
-    gain"): support where every blind selector's Fieller interval lies wholly below ``margin``;
-    against where one lies wholly above it; uninformative without a gain above chance. The
-    interval alone decides (no exact test of a ratio is at hand), and the text says so."""
+    gain"), on the net retention: *against* where one selector's retention is resolved above
+    ``margin`` (Fieller's interval and its t-test, Holm over the selectors); *support* where
+    every selector's is resolved below it (an intersection-union test: no correction needed);
+    *uninformative* without a gain above chance; else *unresolved*."""
     measured = [r for r in retentions if r.estimate is not None and not r.estimate.is_empty]
     if not measured:
         reason = next((r.reason for r in retentions if r.reason), "no selections stored, or a gain of exactly zero")
         return Verdict(UNINFORMATIVE, f"no retention to judge: {reason}")
-    above = [r for r in measured if r.estimate is not None and r.estimate.low > margin]
-    if above:
-        r = above[0]
-        return Verdict(AGAINST, f"{r.selector} keeps {r.estimate.text() if r.estimate else '-'} of the gain, its interval wholly above {margin:.2f}")
-    if all(r.estimate is not None and r.estimate.high < margin for r in measured):
-        return Verdict(SUPPORT, f"every answer-blind selector keeps under {margin:.2f} of the gain (each interval wholly below)")
+
+    def shown(r: Retention) -> str:
+        gross = f"; gross {r.gross.text()} of the gained questions" if r.gross is not None and not r.gross.is_empty else ""
+        return f"{r.selector} keeps {r.estimate.text() if r.estimate else '-'} of the gain (net of lost realized answers{gross})"
+
+    above = holm([_toward(r.estimate, "above") if r.estimate else 1.0 for r in measured], level)
+    if any(above):
+        r = measured[above.index(True)]
+        return Verdict(AGAINST, f"{shown(r)}: resolved above {margin:.2f} (Holm over {len(measured)} selectors)")
+    if all(r.estimate is not None and r.estimate.resolved == "below" for r in measured):
+        return Verdict(SUPPORT, f"every answer-blind selector keeps under {margin:.2f} of the gain, each resolved (net of lost realized answers)")
     worst = max(measured, key=lambda r: r.estimate.high if r.estimate else 0.0)
-    text = f"{worst.selector} keeps {worst.estimate.text() if worst.estimate else '-'} of the gain: its interval straddles {margin:.2f}"
-    return Verdict(UNRESOLVED, text, worst.detectable, worst.n_needed)
+    return Verdict(UNRESOLVED, f"{shown(worst)}: not resolved below {margin:.2f}", worst.detectable, worst.n_needed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,52 +407,198 @@ def retention_verdict(retentions: Sequence[Retention], *, margin: float = RETENT
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class BlockTrial:
+    """One candidate block's outcomes on the held-out half, per question: did silencing it
+    repair each held-out failure, and break each held-out control (the controls that did not
+    admit it)? ``heldout_repaired`` is in the order of the null arms' values."""
+
+    block: int
+    heldout_repaired: np.ndarray
+    heldout_broken: np.ndarray
+
+
+@dataclass(frozen=True)
+class BlockCounts:
+    """One block of an exhaustive sweep on one question set for every block: the whole failure
+    set and every control."""
+
+    block: int
+    repaired: int
+    failures: int
+    broken: int
+    controls: int
+
+
+@dataclass(frozen=True)
+class BottleneckVerdict:
+    """Claim 2 on one setting.
+
+    Attributes:
+        block: The block the verdict speaks for (the kept one of a tie), or None.
+        heldout: Its held-out repair against one half (Wilson at the tie's Holm level, exact
+            binomial test).
+        break_heldout: Its break rate on the held-out controls (Wilson 95%).
+        versus_null: Its held-out repair minus each null arm's (paired per question: score
+            interval, exact sign test; McNemar's against the unablated re-run).
+        tie: The blocks tied with it on discovery repair (itself included), each confirmed on
+            the held-out half.
+    """
+
+    block: int | None
+    heldout: Estimate | None
+    break_heldout: Estimate | None
+    versus_null: dict[str, Estimate]
+    tie: tuple[int, ...]
+    verdict: Verdict
+
+
+def _first_n(resolves: Any, start: int = 1, stop: int = 10_000) -> int | None:
+    """The smallest ``n`` in ``[start, stop)`` for which ``resolves(n)`` holds."""
+    return next((n for n in range(start, stop) if resolves(n)), None)
+
+
+def heldout_needed(ties: int = 1, *, level: float = LEVEL) -> int | None:
+    """The fewest held-out failures with which a repair rate can resolve above one half at all
+    (every one repaired), at the level a tie of ``ties`` blocks leaves (Holm's first step).
+
+    Example:
+        >>> heldout_needed(), heldout_needed(2)   # 6 of 6 gives p = 0.031; a tie of two needs 7
+        (6, 7)
+    """
+    tied = 1 - (1 - level) / ties
+    return _first_n(lambda n: wilson(n, n, null=MOST, level=tied).resolved == "above")
+
+
+def controls_needed(breaks: int, *, bound: float = BREAK_BOUND, level: float = LEVEL) -> int | None:
+    """The fewest held-out controls with which ``breaks`` breaks still leave the break rate's
+    upper bound below ``bound``.
+
+    Example:
+        >>> controls_needed(0), controls_needed(1)   # at the default bound of 0.2
+        (16, 25)
+    """
+    return _first_n(lambda n: wilson(breaks, n, level=level).high < bound, start=max(breaks, 1))
+
+
+def _versus(repaired: np.ndarray, arm: np.ndarray, level: float) -> Estimate:
+    """Held-out repair minus a null arm's, paired per question: the score interval on the
+    per-question differences and the exact sign test (McNemar's where the arm is 0/1)."""
+    d = np.asarray(repaired, float) - np.asarray(arm, float)
+    e = score_mean(d, (-1.0, 1.0), level=level)
+    return replace(e, p=sign_test(d), method="score interval; exact sign (McNemar) test")
+
+
+def _exhaustive_against(sweep: Sequence[BlockCounts], bound: float, level: float) -> tuple[bool, str]:
+    """Is every block ruled out, each on the whole failure set and every control, at half the
+    level (the "or" within a block spends two chances): repair resolved below one half, or
+    break resolved above ``bound``? No correction across blocks: against needs every one."""
+    half = 1 - (1 - level) / 2
+    low_repair = high_break = 0
+    for b in sweep:
+        repair = wilson(b.repaired, b.failures, null=MOST, level=half)
+        broken = wilson(b.broken, b.controls, null=bound, level=half) if b.controls else None
+        if repair.resolved == "below":
+            low_repair += 1
+        elif broken is not None and broken.resolved == "above":
+            high_break += 1
+        else:
+            return False, ""
+    return True, (
+        f"every one of {len(sweep)} blocks is ruled out on the whole failure set and every control ({half:.1%} bounds): "
+        f"{low_repair} repair resolved below one half, {high_break} more break resolved above {bound:.2f}"
+    )
+
+
 def bottleneck_verdict(
-    heldout_repaired: np.ndarray | None,
-    break_rate: Estimate | None,
-    nulls: Sequence[Estimate] = (),
+    tie: Sequence[BlockTrial],
+    nulls: dict[str, np.ndarray] | None = None,
     *,
-    block: int | None,
+    sweep: Sequence[BlockCounts] = (),
+    generated: tuple[int, int] | None = None,
     break_bound: float = BREAK_BOUND,
     level: float = LEVEL,
-) -> tuple[Estimate | None, Verdict]:
-    """Silencing one MLP block repairs most of a failure set. Checked in this order:
+) -> BottleneckVerdict:
+    """Silencing one MLP block repairs most of a failure set: an intersection-union test both
+    ways.
 
-    - uninformative: no held-out failure to confirm on;
-    - against: the held-out repair is resolved below one half (Wilson interval and exact
-      binomial test);
-    - unresolved: it is not resolved above one half (with what n would resolve it);
-    - unresolved: the break rate is unmeasured, above ``break_bound`` (point), or has its upper
-      bound at one half or more;
-    - unresolved: its interval does not lie above each null's (an arbitrary block silenced; the
-      unablated model re-run in the same batches);
-    - support otherwise.
+    - *support*, checked first: the selected block (``tie``: the blocks tied on discovery
+      repair within the bound, each confirmed on the held-out half; the one with the smallest
+      p is kept, Holm over the tie) has (1) its held-out repair resolved above one half, (2)
+      its break rate on the held-out controls with a 95% upper bound below ``break_bound``,
+      and (3) its held-out repair resolved above each null arm's (``nulls``: an arbitrary
+      block, an unablated re-run; per held-out question); all required, each at the full level;
+    - *against*: only with an exhaustive ``sweep`` (every block, one question set), where every
+      block is ruled out (:func:`_exhaustive_against`); a screen alone never gives against;
+    - *uninformative*: no held-out failure to confirm on and no exhaustive sweep;
+    - else *unresolved*, saying which part is missing and what n would decide it.
 
-    The bottleneck was chosen on the discovery half, so only held-out questions decide.
+    ``generated`` is (blocks generated, blocks in the model), for the text where no block was
+    selected.
     """
-    if block is None or heldout_repaired is None or len(heldout_repaired) == 0:
-        return None, Verdict(UNINFORMATIVE, "no held-out failures to confirm a block on")
-    held = rate(np.asarray(heldout_repaired, float), null=MOST, level=level)
-    sd = 0.5  # a binomial's sd at the null of one half
-    plan = detectable(sd, held.n, level=level), n_needed(held.value - MOST, sd, level=level)
-    named = f"MLP {block} repairs {held.text()} of {held.n} held-out failures"
-    if held.resolved == "below":
-        return held, Verdict(AGAINST, f"silencing {named}, resolved below one half")
-    if held.resolved != "above":
-        hopeless = " (no repair rate resolves above one half with this few held-out failures)" if plan[0] is None or plan[0] >= MOST else ""
-        return held, Verdict(UNRESOLVED, f"{named}: not resolved at this failure-set size{hopeless}", *plan)
-    if break_rate is None or break_rate.is_empty:
-        return held, Verdict(UNRESOLVED, f"{named}, but its break rate is unmeasured (no realized control)")
-    if break_rate.value > break_bound or break_rate.high >= MOST:
-        n_break = n_needed(MOST - break_rate.value, 0.5, level=level) if break_rate.value < MOST else None
-        text = f"{named} but breaks {break_rate.text()} of the realized controls (bound {break_bound:.2f}, upper bound below one half)"
-        return held, Verdict(UNRESOLVED, text, detectable(0.5, break_rate.n, level=level), n_break)
-    for null in nulls:
-        if not null.is_empty and held.low <= null.high:
-            return held, Verdict(UNRESOLVED, f"{named}, but its interval does not lie above the null's ({null.text()}, {null.method})")
-    return held, Verdict(
-        SUPPORT, f"silencing {named}, resolved above one half, its interval above each null's; breaks {break_rate.text()} of the controls"
-    )
+    nulls = nulls or {}
+    n_ties = max(len(tie), 1)
+    tied_level = 1 - (1 - level) / n_ties
+    trials = [(t, rate(np.asarray(t.heldout_repaired, float), null=MOST, level=tied_level)) for t in tie if len(t.heldout_repaired)]
+    ruled_out, against_text = _exhaustive_against(sweep, break_bound, level) if sweep else (False, "")
+
+    def out(
+        status: str, text: str, chosen: tuple[BlockTrial, Estimate] | None = None, plan: tuple[float | None, int | None] = (None, None)
+    ) -> BottleneckVerdict:
+        if chosen is None:
+            return BottleneckVerdict(None, None, None, {}, tuple(t.block for t in tie), Verdict(status, text, *plan))
+        t, held = chosen
+        broken = rate(np.asarray(t.heldout_broken, float), level=level) if len(t.heldout_broken) else None
+        versus = {name: _versus(t.heldout_repaired, arm, level) for name, arm in nulls.items() if len(arm)}
+        return BottleneckVerdict(t.block, held, broken, versus, tuple(x.block for x in tie), Verdict(status, text, *plan))
+
+    if not trials:
+        if ruled_out:
+            return out(AGAINST, against_text)
+        if not tie:
+            made = f" ({generated[0]} of {generated[1]} blocks generated)" if generated else ""
+            screen_only = "" if sweep else "; a screen alone never gives against (sweep every block with exhaustive)"
+            return out(UNRESOLVED, f"no generated block repairs a discovery failure within the break bound {break_bound:.2f}{made}{screen_only}")
+        return out(UNINFORMATIVE, "no held-out failures to confirm a block on")
+    chosen = min(trials, key=lambda th: (_toward(th[1], "above"), -th[1].value, th[0].block))
+    t, held = chosen
+    named = f"MLP {t.block} repairs {held.text()} of {held.n} held-out failures"
+    if len(trials) > 1:
+        others = ", ".join(str(x.block) for x, _ in trials if x.block != t.block)
+        named += f" (tied on discovery repair with MLP {others}; kept by held-out repair, Holm over {len(trials)})"
+    broken = rate(np.asarray(t.heldout_broken, float), level=level) if len(t.heldout_broken) else None
+    versus = {name: _versus(t.heldout_repaired, arm, level) for name, arm in nulls.items() if len(arm)}
+    parts = {
+        "held-out repair resolved above one half": held.resolved == "above",
+        f"a held-out break rate with its upper bound below {break_bound:.2f}": broken is not None and broken.high < break_bound,
+        "held-out repair resolved above each null": bool(versus) and all(v.resolved == "above" for v in versus.values()),
+    }
+    if all(parts.values()):
+        nulls_text = ", ".join(f"{k} {v.text()}" for k, v in versus.items())
+        return out(
+            SUPPORT,
+            f"silencing {named}, resolved above one half; breaks {broken.text() if broken else '-'} of {broken.n if broken else 0} held-out controls; above the null ({nulls_text})",
+            chosen,
+        )
+    if ruled_out:
+        return out(AGAINST, against_text, chosen)
+    missing = [k for k, ok in parts.items() if not ok]
+    notes = []
+    need = heldout_needed(len(trials), level=level)
+    if held.resolved != "above" and need is not None and held.n < need:
+        notes.append(f"no repair rate resolves above one half with fewer than {need} held-out failures")
+    n_controls = broken.n if broken is not None else 0
+    if broken is None or broken.high >= break_bound:
+        notes.append(
+            f"the break bound needs at least {controls_needed(0, bound=break_bound, level=level)} held-out controls with 0 breaks "
+            f"({controls_needed(1, bound=break_bound, level=level)} with 1); this set has {n_controls}"
+        )
+    breaks = f"; breaks {broken.text()} of {broken.n} held-out controls" if broken is not None else "; break rate unmeasured (no held-out control)"
+    plan = (detectable(0.5, held.n, level=level), n_needed(held.value - MOST, 0.5, level=level)) if held.resolved != "above" else (None, None)
+    text = f"{named}{breaks}; support needs {' and '.join(missing)}" + (f" ({'; '.join(notes)})" if notes else "")
+    if not sweep:
+        text += "; a screen alone never gives against"
+    return out(UNRESOLVED, text, chosen, plan)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,13 +606,30 @@ def bottleneck_verdict(
 # ---------------------------------------------------------------------------------------------
 
 
+def ceiling_contrast(
+    delta_realized: np.ndarray, delta_reachable: np.ndarray, prompts: Sequence[str] | None = None, *, level: float = LEVEL
+) -> Estimate:
+    """Half the realized rise minus the ceiling's rise, per question (``Δr / 2 - Δk``, values in
+    ``[-1.5, 1.5]``): resolved above zero where the ceiling kept up with less than half of the
+    realized gain. Score interval and the score test it inverts (:func:`rnr_lens.stats.score_mean`)."""
+    values = 0.5 * np.asarray(delta_realized, float) - np.asarray(delta_reachable, float)
+    return score_mean(values, (-1.5, 1.5), prompts, level=level)
+
+
 @dataclass(frozen=True)
 class TrainingVerdict:
-    """Claim 3 on one trained pair, task and probe."""
+    """Claim 3 on one trained pair, task and probe.
+
+    Attributes:
+        delta_realized, delta_reachable: Trained minus base, paired per question.
+        ceiling_vs_margin: Delta reachable tested against ``+margin`` (non-inferiority's mirror).
+        ceiling_vs_gain: :func:`ceiling_contrast`, against zero.
+    """
 
     delta_realized: Estimate
     delta_reachable: Estimate
-    delta_reachable_tost: Estimate  # the (1 - 2 alpha) interval the equivalence test reads
+    ceiling_vs_margin: Estimate
+    ceiling_vs_gain: Estimate
     verdict: Verdict
 
 
@@ -341,37 +643,56 @@ def training_verdict(
     margin: float = MARGIN,
     level: float = LEVEL,
 ) -> TrainingVerdict:
-    """Training raised realized accuracy while the ceiling fell or stayed flat. Checked in this
-    order: no resolved rise in realized accuracy: uninformative (no gain to attribute); the
-    ceiling resolved below zero: support; flat, i.e. equivalent within ``±margin`` by the two
-    one-sided tests at ``1 - level`` (read as the ``1 - 2(1 - level)`` Tango interval inside the
-    margin; a resolved rise smaller than the margin still counts as flat): support; the ceiling
-    resolved above zero: against; else unresolved."""
-    dr = paired_difference(realized_b, realized_a, prompts, level=level)
-    dk = paired_difference(reach_b, reach_a, prompts, level=level)
-    tost = paired_difference(reach_b, reach_a, prompts, level=1 - 2 * (1 - level))
+    """Training raised realized accuracy while the ceiling did not keep up. Checked in this
+    order, each test at one-sided ``(1 - level) / 2``:
+
+    1. no resolved rise in realized accuracy: *uninformative* where the change is resolved
+       below zero or shown flat (its 95% interval inside ``±margin``, both margin tests
+       agreeing): there is no gain to attribute; otherwise *unresolved* (a rise not yet
+       resolved), with the ``n`` that would resolve it;
+    2. *against* where delta reachable is resolved above ``+margin`` (training expanded reach);
+    3. *support* where both hold (an intersection-union test): delta reachable's upper bound
+       below ``+margin`` (the score test at the margin), and ``Δr / 2 - Δk`` resolved above
+       zero (the ceiling rose by less than half the realized rise, or fell);
+    4. else *unresolved*, with the ``n`` that would decide the part that needs the most.
+
+    Example:
+        >>> base, trained = np.r_[np.ones(100), np.zeros(300)], np.r_[np.ones(300), np.zeros(100)]
+        >>> training_verdict(base, trained, trained, trained).verdict.status   # the ceiling stayed put
+        'support'
+    """
+    ra, rb, ka, kb = (np.asarray(x, float) for x in (realized_a, realized_b, reach_a, reach_b))
+    dr = paired_difference(rb, ra, prompts, level=level)
+    dk = paired_difference(kb, ka, prompts, level=level)
     if dr.is_empty:
-        return TrainingVerdict(dr, dk, tost, Verdict(UNINFORMATIVE, "no question complete in both audits"))
-    ddr = np.asarray(realized_b, float) - np.asarray(realized_a, float)
-    n = len(ddr)  # questions: the sd is inflated by the prompts' design effect instead
-    ddk = np.asarray(reach_b, float) - np.asarray(reach_a, float)
+        return TrainingVerdict(dr, dk, dk, Estimate.empty("score"), Verdict(UNINFORMATIVE, "no question complete in both audits"))
+    ddr, ddk = rb - ra, kb - ka
+    dk_margin = at_margin(dk, ddk, margin, prompts)
+    gain = ceiling_contrast(ddr, ddk, prompts, level=level)
+
+    def out(status: str, text: str, plan: tuple[float | None, int | None] = (None, None)) -> TrainingVerdict:
+        return TrainingVerdict(dr, dk, dk_margin, gain, Verdict(status, text, *plan))
+
     if dr.resolved != "above":
-        sd = _sd(ddr, prompts)
-        text = f"no rise in realized accuracy resolved (delta realized {dr.text()}), so there is no gain to attribute"
-        return TrainingVerdict(
-            dr, dk, tost, Verdict(UNINFORMATIVE, text, detectable(sd, n, level=level), n_needed(dr.value, sd, level=level) if dr.value > 0 else None)
+        flat = at_margin(dr, ddr, margin, prompts).resolved == "below" and at_margin(dr, ddr, -margin, prompts).resolved == "above"
+        if dr.resolved == "below" or flat:
+            how = "fell" if dr.resolved == "below" else f"stayed flat (within ±{margin:.2f}, resolved)"
+            return out(UNINFORMATIVE, f"realized accuracy {how} (delta realized {dr.text()}): there is no gain to attribute")
+        text = f"a rise in realized accuracy is not resolved (delta realized {dr.text()}; delta reachable {dk.text()})"
+        return out(UNRESOLVED, text, _plan([(dr.value, ddr)], prompts, level))
+    shown = f"realized rose ({dr.text()}); delta reachable {dk.text()}, delta realized / 2 - delta reachable {gain.text()}"
+    if dk_margin.resolved == "above":
+        return out(AGAINST, f"{shown}: the ceiling rose by more than {margin:.2f} (training expanded reach)")
+    if dk_margin.resolved == "below" and gain.resolved == "above":
+        how = "fell" if dk.resolved == "below" else f"rose by less than {margin:.2f} and by less than half the realized rise"
+        return out(SUPPORT, f"{shown}: the ceiling {how}")
+    needs = [
+        part
+        for part, ok in (
+            (f"delta reachable's upper bound below +{margin:.2f}", dk_margin.resolved == "below"),
+            ("delta realized / 2 - delta reachable resolved above zero", gain.resolved == "above"),
         )
-    if dk.resolved == "below":
-        return TrainingVerdict(dr, dk, tost, Verdict(SUPPORT, f"realized rose ({dr.text()}) while the ceiling fell ({dk.text()})"))
-    if tost.low > -margin and tost.high < margin:  # equivalence comes before a resolved rise smaller than the margin
-        rise = " (a rise smaller than the margin is resolved)" if dk.resolved == "above" else ""
-        text = f"realized rose ({dr.text()}) while the ceiling stayed flat: delta reachable within ±{margin:.2f} (TOST, {tost.level:.0%} interval {tost.text()}){rise}"
-        return TrainingVerdict(dr, dk, tost, Verdict(SUPPORT, text))
-    if dk.resolved == "above":
-        return TrainingVerdict(
-            dr, dk, tost, Verdict(AGAINST, f"realized rose ({dr.text()}) and so did the ceiling ({dk.text()}): training expanded reach")
-        )
-    sd = _sd(ddk, prompts)
-    distance = margin - abs(dk.value) if abs(dk.value) < margin else dk.value
-    text = f"realized rose ({dr.text()}); the ceiling's change {dk.text()} is neither resolved nor within ±{margin:.2f}"
-    return TrainingVerdict(dr, dk, tost, Verdict(UNRESOLVED, text, detectable(sd, n, level=level), n_needed(distance, sd, level=level)))
+        if not ok
+    ]
+    plan = _plan([(margin - dk.value, ddk), (gain.value, 0.5 * ddr - ddk)], prompts, level)
+    return out(UNRESOLVED, f"{shown}; support needs {' and '.join(needs)}", plan)

@@ -99,6 +99,26 @@ def test_concluding_number_reads_what_a_statement_concludes(text, expected):
     assert get_extractor("concluding-number")(text) == expected
 
 
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("No It ClThe UnSEENTIFICTheIBS =Thes1", None),  # a random route's text: concluding-number read 1 and counted it correct
+        ("The answer is 2.25x + 0.25, where x represents the", None),
+        ("The answer is 1.25x.", None),  # the whole number, glued: never backs off to 1.2
+        ("The answer is 5th.", None),
+        ("H2O is 5.", "5"),
+        ("Thes1 and 5", "5"),
+        ("The answer is 7 + 6 = 13.", "13"),
+        ("The answer is $1,234.", "1234"),
+        ("The answer is -5.", "-5"),
+        ("The answer is 1 + 0.", None),
+    ],
+)
+def test_concluding_token_reads_only_numbers_that_stand_alone(text, expected):
+    """Issue 34: a digit glued to a word was read as an answer."""
+    assert get_extractor("concluding-token")(text) == expected
+
+
 def test_the_default_numeric_extractor_is_the_measured_best():
     """docs/extractors.md shows the table scripts/extractor_agreement.py prints from the
     labelled outputs, and the default numeric extractor is the one that agrees most with the

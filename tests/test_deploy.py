@@ -57,13 +57,16 @@ def test_bad_config_file(tmp_path):
         DeploymentConfig.load(tmp_path / "none.yaml")
 
 
-def test_a_version_1_config_reads_as_it_always_did():
-    """Version 2 changed the default extractor; a version-1 file that names none meant the old
-    one. Parity: the version-1 default keeps the hash old stores hold (494b6cc75e41221e, the
-    README's example audit before the change), so resuming them still finds them."""
+def test_earlier_config_versions_read_as_they_always_did():
+    """Versions 2 and 3 changed the default extractor; a file of an earlier version that names
+    none meant its own default. Parity: each keeps the hash old stores hold (494b6cc75e41221e,
+    the README's example audit under version 1; bb23c11aa238eaee under version 2), so resuming
+    them still finds them."""
     old = DeploymentConfig.from_dict({"version": 1})
     assert old.extractor == "number" and old.hash() == "494b6cc75e41221e"
-    assert DeploymentConfig.from_dict({}).extractor == "concluding-number"
-    assert DeploymentConfig.from_json(old.to_json()) == old
+    two = DeploymentConfig.from_dict({"version": 2})
+    assert two.extractor == "concluding-number" and two.hash() == "bb23c11aa238eaee"
+    assert DeploymentConfig.from_dict({}).extractor == "concluding-token"
+    assert DeploymentConfig.from_json(old.to_json()) == old and DeploymentConfig.from_json(two.to_json()) == two
     with pytest.raises(RnrLensError, match="version must be one of"):
-        DeploymentConfig.from_dict({"version": 3})
+        DeploymentConfig.from_dict({"version": 4})

@@ -78,6 +78,27 @@ def test_failure_set_is_frozen_and_split(planted):
         failures.freeze(result, store, probe="ablation", seed=5)
 
 
+def test_the_control_set_is_split_and_each_half_has_its_break_rate(tiny, planted):
+    """The controls that admit a block bias its break rate low: they are split like the
+    failure set, the discovery half admits, the held-out half judges (issue 34)."""
+    result, store = planted
+    fs = failures.freeze(result, store, probe="ablation")
+    held = fs.heldout_controls
+    assert held < set(fs.control.ids) and len(held) == len(fs.control) // 2
+    assert failures.freeze(result, store, probe="ablation").heldout_controls == held, "the split is a function of the frozen set"
+    sweep = mine(tiny, fs, strategy="exhaustive", break_bound=1.0, store=store, progress=False)
+    for _, row in sweep.table.iterrows():
+        assert row["n_control_discovery"] + row["n_control_heldout"] == row["n_control"] and row["n_control_heldout"] == len(held)
+        assert row["break_discovery"] * row["n_control_discovery"] + row["break_heldout"] * row["n_control_heldout"] == pytest.approx(
+            row["break"] * row["n_control"]
+        )
+    broken = sweep.broken(PLANTED.layer, half="heldout")
+    assert len(broken) == len(held) and broken.mean() == pytest.approx(sweep.table.set_index("layer").loc[PLANTED.layer, "break_heldout"])
+    decided = sweep.verdict(break_bound=1.0)
+    assert decided.block == PLANTED.layer and decided.break_heldout is not None and decided.break_heldout.n == len(held)
+    assert decided.verdict.status == R.verdicts.UNRESOLVED, "no null arms, no support"
+
+
 @pytest.mark.parametrize("strategy", ["exhaustive", "screen+confirm"])
 def test_miner_finds_the_planted_bottleneck(tiny, planted, strategy):
     result, store = planted

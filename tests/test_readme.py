@@ -46,3 +46,19 @@ def test_the_readme_grid_tables_are_the_committed_claims():
         profile = results.with_name("profile.json")
         if claims.progress is not None and claims.progress.complete and profile.exists():  # a finished run says where its time went
             assert tables.profile_table(json.loads(profile.read_text())) in readme, f"{profile}: time per stage"
+
+
+def test_the_readme_says_which_committed_claims_are_an_earlier_rules_version():
+    """A claims.json decided by other verdict rules than the code's is named as such in the
+    README (guards against old verdicts read as the current rules')."""
+    import json
+
+    from rnr_lens.claims import Claims
+    from rnr_lens.verdicts import RULES
+
+    readme = (REPO / "README.md").read_text()
+    for results in sorted((REPO / "assets" / "results").glob("*/claims.json")):
+        claims = Claims.from_dict(json.loads(results.read_text()))
+        if claims.rules != RULES:
+            note = readme.split(f"decided by version {claims.rules} of the rules", 1)
+            assert len(note) == 2 and f"`{results.parent.name}`" in note[1].split("\n### ", 1)[0], results

@@ -16,6 +16,10 @@ from rnr_lens.stats import (
     per_question_sd,
     rate,
     ratio,
+    score_mean,
+    score_p,
+    sign_test,
+    tango,
     wilson,
 )
 
@@ -110,6 +114,65 @@ def test_reach_against_chance_uses_the_exact_poisson_binomial_test():
     assert below.value < 0 and below.resolved is None
     far = above_chance(np.r_[np.ones(20), np.zeros(20)], np.full(40, 0.1))
     assert far.resolved == "above" and far.low > 0
+
+
+def test_chance_is_fixed_in_the_interval_and_the_test_alike():
+    """Above chance's MOVER interval treated the averaged chance as binomial while its exact
+    test treated it as fixed: one quantity, one interval, one test."""
+    reached, chance = np.r_[np.ones(14), np.zeros(26)], np.full(40, 0.15)
+    e, reach = above_chance(reached, chance), rate(reached)
+    assert (e.low, e.high) == pytest.approx((reach.low - 0.15, reach.high - 0.15))
+    assert e.value == pytest.approx(0.35 - 0.15) and e.resolved == "above"
+
+
+def test_the_score_mean_is_tangos_interval_on_paired_differences():
+    """Guards the generalization (claim 1's and 3's contrasts) against drifting from Tango's
+    published interval, including 0 of n, n of n and repeated prompts."""
+    rng = np.random.default_rng(0)
+    for b, c, n in [(0, 0, 40), (4, 0, 40), (3, 7, 40), (0, 5, 20), (40, 0, 40), (84, 62, 725), (1, 1, 3)]:
+        d = np.r_[np.ones(b), -np.ones(c), np.zeros(n - b - c)]
+        e = score_mean(d, (-1, 1))
+        assert (e.low, e.high) == pytest.approx(tango(b, c, n), abs=1e-8)
+    for _ in range(20):
+        x, y = rng.integers(0, 2, 30).astype(float), rng.integers(0, 2, 30).astype(float)
+        prompts = [f"p{i % 10}" for i in range(30)]
+        pd_, sm = paired_difference(x, y, prompts), score_mean(x - y, (-1, 1), prompts)
+        assert (pd_.low, pd_.high) == pytest.approx((sm.low, sm.high), abs=1e-8)
+    assert score_mean(np.zeros(40), (-1, 1)).text(3) == "0.000 [-0.088,0.088]", "0 of 40 keeps an interval"
+
+
+def test_the_score_test_inverts_the_interval_at_any_null():
+    c = np.r_[np.ones(30), np.full(25, -0.5), np.zeros(145)]
+    e = score_mean(c, (-1, 1))
+    for null in (e.low, e.high):
+        assert score_p(c, null, (-1, 1)) == pytest.approx(0.05, abs=1e-6), "the bound is where the test's p is 5%"
+    assert score_p(c, e.low - 0.01, (-1, 1)) < 0.05 < score_p(c, e.low + 0.01, (-1, 1))
+
+
+def test_a_test_pointing_the_other_way_never_resolves():
+    """Estimate.resolved checks the test's direction, not only its p: over prompts, the mean
+    can be positive while most prompts' differences are negative."""
+    diff = np.r_[np.full(3, 1.0), np.full(9, -0.1)]  # mean +0.175, nine of twelve below zero
+    assert sign_test(diff) == 1.0
+    assert sign_test(-np.r_[np.ones(6), np.zeros(34)]) == pytest.approx(binomtest(0, 6, 0.5).pvalue)
+    first = np.r_[np.ones(8), np.zeros(32)]
+    second = np.r_[np.zeros(8), np.zeros(32)]
+    assert paired_difference(first, second).resolved == "above"
+
+
+def test_the_binomial_test_is_scipys_at_one_half_and_directional_elsewhere():
+    for k, n in [(9, 10), (1, 10), (5, 10), (6, 6)]:
+        assert rate(np.r_[np.ones(k), np.zeros(n - k)], null=0.5).p == pytest.approx(binomtest(k, n, 0.5).pvalue)
+    assert rate(np.r_[np.ones(3), np.zeros(17)], null=0.2).p == pytest.approx(min(1, 2 * binomtest(3, 20, 0.2, alternative="less").pvalue))
+
+
+def test_fieller_carries_the_test_it_inverts():
+    kept = np.r_[np.ones(37), np.zeros(163)]
+    gain = np.r_[np.ones(100), np.zeros(100)]
+    for margin in (0.2, 0.25, 0.3, 0.5):
+        e = ratio(kept, gain, null=margin)
+        excluded = not (e.low <= margin <= e.high)
+        assert (e.p is not None and e.p < 0.05) == excluded
 
 
 def test_fieller_ratio_is_unbounded_where_the_gain_is_not_resolved():
