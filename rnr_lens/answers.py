@@ -144,9 +144,10 @@ def _concluding(text: str, *, tokens: bool) -> str | None:
         found_all = [m for m in _NUMBER_RE.finditer(sentence) if not (tokens and _glued(sentence, m.start(), m.end()))]
         numbers = [v for v in (canonical_number(m.group()) for m in found_all) if v is not None]
         return numbers[-1] if numbers else None
-    rest = sentence[markers[-1].end() :]
+    start = markers[-1].end()
+    rest = sentence[start:]
     found = _NUMBER_RE.search(rest)
-    if found is None or (tokens and _glued(rest, found.start(), found.end())):
+    if found is None or (tokens and _glued(sentence, start + found.start(), start + found.end())):  # "is1" is glued too
         return None
     if _OPERATOR_NEXT_RE.match(rest[found.end() :]):
         return None

@@ -22,7 +22,7 @@ from rnr_lens.display import probe_labels, short_text
 from rnr_lens.errors import RnrLensError
 from rnr_lens.lens import LensModel
 from rnr_lens.phases import phase
-from rnr_lens.probes import Default, Probe, ProbeContext, parse_probe
+from rnr_lens.probes import Default, Probe, ProbeContext, legacy_name_note, parse_probe
 from rnr_lens.records import DEFAULT_PROBE, AuditRecord
 from rnr_lens.results import AuditResult
 from rnr_lens.shards import Shard
@@ -198,6 +198,9 @@ def resume_mismatch(store: RunStore, settings: dict[str, Any]) -> str | None:
         if [key for key, _ in differ] == ["model_fingerprint"]
         else ""
     )
+    legacy = [note for name in closest.probes if (note := legacy_name_note(name))] if "probes" in dict(differ) else []
+    if legacy:
+        hint += f" ({legacy[0]})"
     return (
         f"--resume found no audit with these settings in {store.path} ({len(audits)} there); the closest, {closest.id[:12]}, differs in: {what}{hint}; "
         "rerun with its settings to continue it, or leave out --resume to start a new audit"

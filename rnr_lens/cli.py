@@ -188,7 +188,7 @@ def print_audit(result: AuditResult, header: str, store: str) -> None:
     print_table([s.cells(labels[s.probe]) for s in summaries])  # the notebook view's columns
     print("reachable: one of the probe's own k tries is correct (the default answer is never counted);")
     print("chance: the same tries scored against other questions' gold answers (a derangement of the golds)")
-    print("95% Wilson intervals; above chance paired per question, resolved where the exact test agrees at 5%")
+    print("95% Wilson intervals; above chance (chance fixed) resolved where the exact test agrees at 5%")
     resolved = {labels[s.probe]: s.above_chance.resolved for s in summaries if s.above_chance is not None}
     if resolved:
         print(
@@ -209,7 +209,11 @@ def print_audit(result: AuditResult, header: str, store: str) -> None:
     if any(labels[s.probe] != s.probe for s in summaries):
         print("\nprobes:")
         for probe, label in labels.items():
-            print(f"  {label:<10} {probe}")
+            print(
+                textwrap.fill(
+                    probe.replace(",", ", "), 100, initial_indent=f"  {label:<10} ", subsequent_indent=" " * 13, break_on_hyphens=False
+                ).replace(", ", ",")
+            )
 
 
 def _refuse_mismatch(planned: AuditPlan, out: Path) -> None:

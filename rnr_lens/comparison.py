@@ -71,8 +71,9 @@ class Comparison:
         return t[(t.probe == probe) & (t.before == before) & (t.after == after)].question_id.tolist()
 
     def verdict(self, probe: str, margin: float = MARGIN) -> TrainingVerdict:
-        """Claim 3 under ``probe``: did training raise realized accuracy while the ceiling fell
-        or stayed flat within ``±margin`` (:func:`rnr_lens.verdicts.training_verdict`)?"""
+        """Claim 3 under ``probe``: did training raise realized accuracy while the ceiling did
+        not keep up (rose by less than ``margin`` and less than half the realized rise, or fell;
+        :func:`rnr_lens.verdicts.training_verdict`)?"""
         c = self.paired[self.a.probe_name(probe)]
         return training_verdict(c.realized_a, c.realized_b, c.reach_a, c.reach_b, c.prompts, margin=margin)
 

@@ -240,10 +240,12 @@ class SweepResult:
 
     def broken(self, layer: int, component: str = "mlp", half: str | None = None) -> np.ndarray:
         """Per control question: did silencing ``layer`` break it? ``half``: only the
-        ``discovery`` controls (which admit a block) or the ``heldout`` ones (which judge it)."""
+        ``discovery`` controls (which admit a block) or the ``heldout`` ones (which judge it);
+        none where the sweep was kept before the control set was split (its break rate per half
+        is unmeasured, never read off every control)."""
         d = self._details(layer, component, "control")
-        if half is not None and "half" in d:
-            d = d[d["half"] == half]
+        if half is not None:  # a sweep kept before the controls were split has no halves: unmeasured, not every control
+            d = d[d["half"] == half] if "half" in d else d.iloc[0:0]
         return (d["before_correct"].astype(bool) & ~d["after_correct"].astype(bool)).to_numpy(float)
 
     def _details(self, layer: int, component: str, part: str) -> pd.DataFrame:
@@ -260,11 +262,13 @@ class SweepResult:
         bound = self.break_bound if break_bound is None else break_bound
         rows = [(int(r["layer"]), str(r["component"])) for _, r in tied_best(self.table, bound).iterrows()]
         repaired = [self.repaired_by_question(layer, "heldout", component) for layer, component in rows]
-        arms: dict[str, np.ndarray] = {}
-        if null is not None and rows:  # each arm's values in the order of the held-out rows
-            arms = {name: np.array([per[i] for i in repaired[0].index], float) for name, per in null.per_question.items()}
+        # one question order for every tied block and null arm: the held-out questions all of them hold
+        held = [set(r.index) for r in repaired] + [set(per) for per in (null.per_question.values() if null is not None else ())]
+        ids = sorted(set.intersection(*held)) if rows else []
+        arms = {name: np.array([per[i] for i in ids], float) for name, per in null.per_question.items()} if null is not None else {}
         tie = [
-            BlockTrial(layer, rep.to_numpy(float), self.broken(layer, component, half="heldout")) for (layer, component), rep in zip(rows, repaired)
+            BlockTrial(layer, rep.reindex(ids).to_numpy(float), self.broken(layer, component, half="heldout"))
+            for (layer, component), rep in zip(rows, repaired)
         ]
         generated_all = "repair_discovery" in self.table and bool(self.table["repair_discovery"].notna().all())
         counts = (

@@ -21,6 +21,13 @@ each), so budgets can be matched across probes:
 - :class:`AblationProbe` - one try per block, that block's component silenced.
 
 Probes share one interface (:meth:`Probe.run`), so a notebook can define its own.
+
+**A probe's name fixes its tries.** The canonical name (:attr:`Probe.name`, the store's key and
+part of the audit's id) carries every choice that decides a try, the algorithm included: the
+sampler's draw (``draw=multinomial``), the random routes' draw (``shared=false``: per question)
+and the search's expansion rule (``expand=distinct``). A change of algorithm is a new value of
+one of these, never a silent change under an old name; ``tests/probes/test_golden.py`` keeps
+each name's tries equal to the committed ones (``tests/fixtures/golden_tries.json``).
 """
 
 from __future__ import annotations
@@ -146,19 +153,34 @@ class Default(Probe):
             yield [ctx.make_try(q, self.name, 0, g) for q, g in zip(pending, gens)]
 
 
+SAMPLER_DRAWS = ("multinomial",)
+"""How a sample's next token is drawn. ``multinomial``: ``torch.multinomial`` on the CPU over the
+(top-p filtered) distribution at temperature ``t``, one generator per sample seeded
+:func:`question_seed` ``+ i``."""
+
+SEARCH_EXPANSIONS = ("distinct", "tree")
+"""How the route search expands a node. ``distinct`` (since 2026-12-01, fad12eb): an untried edit
+is skipped where its route was already reached through another path of the tree (skip 3 then 5,
+or 5 then 3), so every try is a new route; ``tree``: every untried edit of the node, as before
+(two paths may try one route twice). Names written before the rule was named (no ``expand``)
+are ambiguous: both rules ran under them (:func:`legacy_name_note`)."""
+
+
 @dataclass(repr=False)
 class Sampling(Probe):
-    """``k`` samples at temperature ``t``."""
+    """``k`` samples at temperature ``t``, each token drawn by ``draw``."""
 
     k: int = 8
     t: float = 0.7
     top_p: float = 1.0
+    draw: str = "multinomial"
     kind: ClassVar[str] = "sampling"
 
     def __post_init__(self) -> None:
         _check_k(self)
         _check_range(self, "t", self.t, 0.0, MAX_TEMPERATURE, low_open=True, hint="for greedy decoding use the default deployment")
         _check_range(self, "top_p", self.top_p, 0.0, 1.0, low_open=True)
+        _check_choice(self, "draw", SAMPLER_DRAWS)
 
     @property
     def budget(self) -> int:
@@ -169,7 +191,7 @@ class Sampling(Probe):
         return self.k
 
     def params(self) -> dict[str, Any]:
-        return {"k": self.k, "t": self.t, "top_p": self.top_p}
+        return {"k": self.k, "t": self.t, "top_p": self.top_p, "draw": self.draw}
 
     def run(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
         whole = [q for q in questions if not any((q.id, i) in done for i in range(self.k))]
@@ -303,6 +325,8 @@ class RouteSearch(Probe):
         length_penalty: Subtracted from UCB per unit of route length / depth.
         epsilon: Chance of expanding a random unexplored child instead of descending.
         protect: First and last blocks never edited.
+        expand: ``distinct`` or ``tree`` (:data:`SEARCH_EXPANSIONS`): whether MCTS skips an
+            untried edit whose route another path of the tree already reached.
     """
 
     k: int = 8
@@ -312,6 +336,7 @@ class RouteSearch(Probe):
     length_penalty: float = 0.1
     epsilon: float = 0.1
     protect: int = 1
+    expand: str = "distinct"
     kind: ClassVar[str] = "search"
 
     def __post_init__(self) -> None:
@@ -324,6 +349,7 @@ class RouteSearch(Probe):
             raise RnrLensError(f"search reward must be 'confidence' or 'oracle', not {self.reward!r}")
         if self.algo not in ("mcts", "greedy"):
             raise RnrLensError(f"search algo must be 'mcts' or 'greedy', not {self.algo!r}")
+        _check_choice(self, "expand", SEARCH_EXPANSIONS)
 
     def check(self, n_layers: int) -> None:
         _check_protect(self, n_layers)
@@ -341,6 +367,7 @@ class RouteSearch(Probe):
             "length_penalty": self.length_penalty,
             "epsilon": self.epsilon,
             "protect": self.protect,
+            "expand": self.expand,
         }
 
     def score(self, t: Try) -> float:
@@ -407,11 +434,12 @@ class RouteSearch(Probe):
     def _mcts(self, n: int, rng: random.Random, base: float) -> Generator[tuple[int, tuple[int, ...]], float, None]:
         """Monte Carlo tree search over edits: yields ``(try index, edits)``, is sent the reward."""
         root = _Node(tuple([KEEP] * n), visits=1, total=base)
-        seen = {root.edits}  # routes already tried: two paths to one route (skip 3 then 5, 5 then 3) are tried once
+        seen = {root.edits}  # routes already tried: with expand=distinct two paths to one route (skip 3 then 5, 5 then 3) are tried once
+        distinct = self.expand == "distinct"
         for i in range(self.k):
             node = root
             while True:
-                untried = [a for a in self._actions(node.edits) if a not in node.children and _apply(node.edits, a) not in seen]
+                untried = [a for a in self._actions(node.edits) if a not in node.children and not (distinct and _apply(node.edits, a) in seen)]
                 if untried and (not node.children or rng.random() < self.epsilon or len(node.children) < 2):
                     action = rng.choice(untried)
                     child = _Node(_apply(node.edits, action), parent=node)
@@ -518,6 +546,35 @@ def _check_range(probe: Probe, key: str, value: object, low: float | None, high:
         lo = "-inf" if low is None else f"{low}"
         span = f"{'(' if low_open else '['}{lo}, {'inf' if high is None else high}]"
         raise RnrLensError(f"{probe.kind} probe: {key}={value!r} must be a finite number in {span}" + (f"; {hint}" if hint else ""))
+
+
+def _check_choice(probe: Probe, key: str, choices: Sequence[str]) -> None:
+    value = getattr(probe, key)
+    if value not in choices:
+        raise RnrLensError(f"probe {probe.kind}: {key}={value!r} is not known; choose one of {', '.join(choices)}")
+
+
+def legacy_name_note(name: str) -> str | None:
+    """Why a stored probe name written before its algorithm was named cannot be resumed
+    exactly, or None for a name this version writes: a search name without ``expand`` ran the
+    ``tree`` rule before 2026-12-01 12:30 UTC (fad12eb) and the ``distinct`` rule after it; a
+    sampling name without ``draw`` ran today's ``multinomial`` draw.
+
+    Example:
+        >>> legacy_name_note("search:k=8,reward=confidence,algo=mcts,c=1.0,length_penalty=0.1,epsilon=0.1,protect=1") is not None
+        True
+    """
+    kind, _, rest = name.partition(":")
+    keys = {part.partition("=")[0] for part in rest.split(",") if part}
+    if kind == "search" and "expand" not in keys:
+        return (
+            f"{name} was written before search names carried their expansion rule: rnr_lens before 2026-12-01 12:30 UTC "
+            "(commit fad12eb) ran expand=tree under it, later versions expand=distinct, so its tries cannot be resumed exactly; "
+            "its stored tries read as they are; audit again with search:...,expand=distinct (the default) or expand=tree"
+        )
+    if kind == "sampling" and "draw" not in keys:
+        return f"{name} was written before sampling names carried their draw (it was draw=multinomial); audit again to resume under the named draw"
+    return None
 
 
 def _check_protect(probe: Probe, n_layers: int) -> None:

@@ -16,7 +16,7 @@ excludes the null **and** the exact test agrees at the same level.
 - a paired difference of two rates on the same questions: Tango's score interval (Tango 1998;
   no library in our stack has it), with the exact sign test (McNemar's exact test when every
   prompt is distinct; over prompts, a sign test of the prompts' mean differences) from
-  ``scipy.stats.binomtest``.
+  ``scipy.stats.binom``'s tails.
 - the mean of per-question values on a finite support (a contrast such as ``(R - D) -
   (S - D) / 2``, or Delta realized / 2 - Delta reachable): the same constrained-maximum-likelihood
   score construction applied to those values, with the score test it inverts
@@ -26,8 +26,8 @@ excludes the null **and** the exact test agrees at the same level.
   level treated as fixed, in the interval (the reach's Wilson interval, shifted) and in the
   exact Poisson-binomial test of the reached count against the per-question chance
   probabilities (whole prompts drawn together).
-- a rate against a fixed value (a repair rate against one half): Wilson, with the exact
-  binomial test.
+- a rate against a fixed value (a repair rate against one half, a break rate against its
+  bound): Wilson, with the exact binomial test (:func:`binomial_p`).
 - a ratio of paired means (retention of a gain): Fieller's interval, unbounded where the
   denominator is not resolved away from zero, with the t-test it inverts against a margin.
 
@@ -344,15 +344,17 @@ def _constrained_sd(values: np.ndarray, weights: np.ndarray, delta: float, lo: f
     def g(lam: float) -> float:
         return float((weights * d / (n + lam * d)).sum())
 
-    extra, lam = 0.0, 0.0
+    span = lam_hi - lam_lo
+    a, b = lam_lo + 1e-12 * span, lam_hi - 1e-12 * span  # inside the bracket: observed ends make g infinite at its edges
     top_seen, bottom_seen = bool(np.isclose(values, hi).any()), bool(np.isclose(values, lo).any())
-    if not top_seen and g(lam_lo) <= 0:  # even all the room toward hi is not enough: mass on hi
+    g_a = g(lam_lo) if not top_seen else g(a)
+    g_b = g(lam_hi) if not bottom_seen else g(b)
+    if g_a <= 1e-12 * n:  # even all the room toward hi is not enough (g is decreasing): mass on hi
         lam, extra_at = lam_lo, hi
-    elif not bottom_seen and g(lam_hi) >= 0:
+    elif g_b >= -1e-12 * n:
         lam, extra_at = lam_hi, lo
     else:
-        span = lam_hi - lam_lo
-        lam = float(brentq(g, lam_lo + 1e-12 * span, lam_hi - 1e-12 * span, xtol=1e-14 * n)) if g(0.0) != 0 else 0.0
+        lam = float(brentq(g, a, b, xtol=1e-14 * n)) if g(0.0) != 0 else 0.0
         extra_at = hi
     p = weights / (n + lam * d)
     extra = max(0.0, 1.0 - float(p.sum()))
@@ -512,7 +514,7 @@ def _chance_test(reached: np.ndarray, chance: np.ndarray, clusters: Sequence[obj
     return min(1.0, 2 * tail)
 
 
-def ratio(num: np.ndarray, den: np.ndarray, *, null: float | None = None, level: float = LEVEL) -> Estimate:
+def ratio(num: np.ndarray, den: np.ndarray, clusters: Sequence[object] | None = None, *, null: float | None = None, level: float = LEVEL) -> Estimate:
     """``mean(num) / mean(den)`` of paired per-question values with Fieller's interval;
     unbounded (``-inf``/``inf``) where the denominator is not resolved away from zero. Each
     mean's variance is floored at that of one discordant question in ``n + 1``, so a sample
@@ -520,23 +522,27 @@ def ratio(num: np.ndarray, den: np.ndarray, *, null: float | None = None, level:
 
     With ``null``, the test Fieller's interval inverts is attached: ``T = (mean(num) - null *
     mean(den)) / se`` on ``n - 1`` degrees of freedom, two-sided (a retention against its
-    margin), so the interval and the test agree.
+    margin), so the interval and the test agree. Where ``clusters`` (prompts) repeat, the
+    variances are inflated by the design effect of the linearized ratio, ``num - R * den``, and
+    the degrees of freedom are the prompts'.
     """
     a, b = np.asarray(num, float), np.asarray(den, float)
     n = len(a)
     if n < 2 or b.mean() == 0:
         return Estimate.empty("fieller")
     ma, mb = a.mean(), b.mean()
+    deff, m = design_effect(a - (ma / mb) * b, clusters)
     # never below the variance of one discordant question in n + 1: a sample with no spread
     # (every pick equal to the default) still leaves room, as a Wilson interval does at 0 of n
     floor = (1 / (n + 1)) * (1 - 1 / (n + 1)) / n
-    va, vb, cab = max(a.var(ddof=1) / n, floor), max(b.var(ddof=1) / n, floor), np.cov(a, b, ddof=1)[0, 1] / n
-    t = float(sps.t.ppf(1 - _alpha(level) / 2, n - 1))
+    va, vb, cab = (deff * x for x in (max(a.var(ddof=1) / n, floor), max(b.var(ddof=1) / n, floor), np.cov(a, b, ddof=1)[0, 1] / n))
+    df = max(m - 1, 1)
+    t = float(sps.t.ppf(1 - _alpha(level) / 2, df))
     p = None
     if null is not None:
         se = math.sqrt(max(va - 2 * null * cab + null * null * vb, 0.0))
         stat = (ma - null * mb) / se if se > 0 else math.copysign(math.inf, ma - null * mb)
-        p = 1.0 if stat == 0 else min(1.0, 2 * float(sps.t.sf(abs(stat), n - 1)))
+        p = 1.0 if stat == 0 else min(1.0, 2 * float(sps.t.sf(abs(stat), df)))
     # (ma - R mb)^2 = t^2 (va - 2 R cab + R^2 vb)  ->  A R^2 - 2 B R + C = 0
     A, B, C = mb**2 - t**2 * vb, ma * mb - t**2 * cab, ma**2 - t**2 * va
     disc = B * B - A * C

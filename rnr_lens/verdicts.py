@@ -46,7 +46,6 @@ from rnr_lens.stats import (
     ratio,
     score_mean,
     score_p,
-    sign_test,
     wilson,
 )
 
@@ -76,7 +75,8 @@ BREAK_BOUND = 0.2
 """The largest control break rate a bottleneck may have: a block whose silencing breaks more
 than one in five of the questions the model gets right is no repair (the miner's bound since
 its first version). The miner admits blocks by the point estimate on the discovery half of the
-controls; the verdict needs the break rate's 95% upper bound on the held-out controls below it."""
+controls; the verdict needs the break rate on the held-out controls resolved below it (Wilson
+95% upper bound below it, the exact binomial test agreeing)."""
 
 MOST = 0.5
 """Claim 2's "repairs most of a failure set": a held-out repair rate resolved above one half."""
@@ -243,17 +243,18 @@ def routes_vs_search(
     """Claim 1 on one setting ("random routes reach as much as the search at a matched
     budget"): a fixed sequence of tests, each at one-sided ``(1 - level) / 2``.
 
-    1. *against* where random routes are resolved behind: random - search below ``-margin``,
-       or the contrast ``(R - D) - (S - D) / 2`` below zero (random routes keep less than half
-       of the search's gain), Holm over the two; checked before the gate (routes that break
-       the model are against whatever the search does);
+    1. *against* where random routes are resolved behind: random - search below ``-margin``
+       (whatever the gate below says: routes that break the model are against), or, past the
+       gate, the contrast ``(R - D) - (S - D) / 2`` below zero (random routes keep less than
+       half of the search's gain); Holm over the two;
     2. *support* by superiority where random routes are resolved above both the search and
-       realized;
+       realized, and above their chance level;
     3. *uninformative* unless the search's gain over realized is resolved above zero and its
        reach above its chance level: with nothing to match, matching says nothing;
     4. *support* where both hold (an intersection-union test, each part at the full level):
        random - search's lower bound above ``-margin`` (the score test at the margin), and the
-       contrast resolved above zero (random routes keep at least half of the search's gain);
+       contrast resolved above zero (random routes keep at least half of the search's gain),
+       with random routes' reach resolved above their chance level;
     5. else *unresolved*, with the ``n`` that would decide the part that needs the most.
 
     Example:
@@ -282,13 +283,16 @@ def routes_vs_search(
         return RoutesVerdict(diff, vs_margin, search_gain, random_gain, kept, ac_r, ac_s, Verdict(status, text, *plan))
 
     shown = f"random - search {diff.text()}, random keeps half of the search's gain: (R-D) - (S-D)/2 {kept.text()}"
-    behind = holm([_toward(vs_margin, "below"), _toward(kept, "below")], level)
+    gate = search_gain.resolved == "above" and ac_s.resolved == "above"
+    # Holm over the two ways to be against; the contrast is tested only past the gate (a gain
+    # the search does not have cannot be kept or lost), the margin whatever the gate says
+    behind = holm([_toward(vs_margin, "below"), _toward(kept, "below") if gate else 1.0], level)
     if any(behind):
         why = f"random - search is resolved below -{margin:.2f}" if behind[0] else "random routes keep less than half of the search's gain"
         return out(AGAINST, f"{why} (Holm over the two ways): {shown}")
-    if diff.resolved == "above" and random_gain.resolved == "above":
-        return out(SUPPORT, f"random routes reach more than the search ({diff.text()}) and than realized ({random_gain.text()})")
-    if search_gain.resolved != "above" or ac_s.resolved != "above":
+    if diff.resolved == "above" and random_gain.resolved == "above" and ac_r.resolved == "above":
+        return out(SUPPORT, f"random routes reach more than the search ({diff.text()}) and than realized ({random_gain.text()}), above chance")
+    if not gate:
         missing = (
             f"the search's gain over realized is not resolved above zero ({search_gain.text()})"
             if search_gain.resolved != "above"
@@ -296,7 +300,7 @@ def routes_vs_search(
         )
         plan = _plan([(search_gain.value, s - d)], prompts, level)
         return out(UNINFORMATIVE, f"{missing}: with nothing to match, matching says nothing ({shown})", plan)
-    if vs_margin.resolved == "above" and kept.resolved == "above":
+    if vs_margin.resolved == "above" and kept.resolved == "above" and ac_r.resolved == "above":
         return out(SUPPORT, f"random routes reach as much as the search within {margin:.2f} and keep at least half of its gain: {shown}")
     needs = [
         part
@@ -306,6 +310,8 @@ def routes_vs_search(
         )
         if not ok
     ]
+    if ac_r.resolved != "above":
+        needs.append("random routes' reach resolved above their chance level")
     plan = _plan([(diff.value + margin, r - s), (kept.value, contrast)], prompts, level)
     return out(UNRESOLVED, f"{shown}; support needs {' and '.join(needs)}", plan)
 
@@ -364,7 +370,7 @@ def retention(
         out.append(
             Retention(
                 s,
-                ratio(kept, reach - real, null=margin, level=level),
+                ratio(kept, reach - real, prompts, null=margin, level=level),
                 detectable=_over(detectable(sd, len(u), level=level), gain.value),
                 n_needed=n_needed(float(u.mean()), sd, level=level),
                 gross=rate(picks[gained], level=level),
@@ -393,6 +399,7 @@ def retention_verdict(retentions: Sequence[Retention], *, margin: float = RETENT
         return f"{r.selector} keeps {r.estimate.text() if r.estimate else '-'} of the gain (net of lost realized answers{gross})"
 
     above = holm([_toward(r.estimate, "above") if r.estimate else 1.0 for r in measured], level)
+    above = [x and r.estimate is not None and r.estimate.low > margin for x, r in zip(above, measured)]  # the interval agrees
     if any(above):
         r = measured[above.index(True)]
         return Verdict(AGAINST, f"{shown(r)}: resolved above {margin:.2f} (Holm over {len(measured)} selectors)")
@@ -438,9 +445,11 @@ class BottleneckVerdict:
         block: The block the verdict speaks for (the kept one of a tie), or None.
         heldout: Its held-out repair against one half (Wilson at the tie's Holm level, exact
             binomial test).
-        break_heldout: Its break rate on the held-out controls (Wilson 95%).
-        versus_null: Its held-out repair minus each null arm's (paired per question: score
-            interval, exact sign test; McNemar's against the unablated re-run).
+        break_heldout: Its break rate on the held-out controls against the bound (Wilson 95%,
+            exact binomial test).
+        versus_null: Its held-out repair minus each null arm's, paired per question, at the
+            tie's Holm level (Tango and McNemar against the re-run; the score interval and test
+            against the arbitrary-block shares).
         tie: The blocks tied with it on discovery repair (itself included), each confirmed on
             the held-out half.
     """
@@ -471,22 +480,26 @@ def heldout_needed(ties: int = 1, *, level: float = LEVEL) -> int | None:
 
 
 def controls_needed(breaks: int, *, bound: float = BREAK_BOUND, level: float = LEVEL) -> int | None:
-    """The fewest held-out controls with which ``breaks`` breaks still leave the break rate's
-    upper bound below ``bound``.
+    """The fewest held-out controls with which ``breaks`` breaks still resolve the break rate
+    below ``bound`` (its Wilson upper bound below it and the exact binomial test agreeing; the
+    interval alone would allow 16 and 25, at an exact one-sided level of 2.8%).
 
     Example:
         >>> controls_needed(0), controls_needed(1)   # at the default bound of 0.2
-        (16, 25)
+        (17, 26)
     """
-    return _first_n(lambda n: wilson(breaks, n, level=level).high < bound, start=max(breaks, 1))
+    return _first_n(lambda n: wilson(breaks, n, null=bound, level=level).resolved == "below", start=max(breaks, 1))
 
 
 def _versus(repaired: np.ndarray, arm: np.ndarray, level: float) -> Estimate:
-    """Held-out repair minus a null arm's, paired per question: the score interval on the
-    per-question differences and the exact sign test (McNemar's where the arm is 0/1)."""
-    d = np.asarray(repaired, float) - np.asarray(arm, float)
-    e = score_mean(d, (-1.0, 1.0), level=level)
-    return replace(e, p=sign_test(d), method="score interval; exact sign (McNemar) test")
+    """Held-out repair minus a null arm's, paired per question: against the unablated re-run
+    (0/1), Tango's interval with the exact McNemar test; against the arbitrary-block arm (each
+    question's share of the drawn blocks that repair it), the score interval on the
+    per-question differences with the score test it inverts (a sign test would test the median)."""
+    x, y = np.asarray(repaired, float), np.asarray(arm, float)
+    if np.isin(y, (0.0, 1.0)).all():
+        return paired_difference(x, y, level=level)
+    return score_mean(x - y, (-1.0, 1.0), level=level)
 
 
 def _exhaustive_against(sweep: Sequence[BlockCounts], bound: float, level: float) -> tuple[bool, str]:
@@ -525,12 +538,14 @@ def bottleneck_verdict(
     - *support*, checked first: the selected block (``tie``: the blocks tied on discovery
       repair within the bound, each confirmed on the held-out half; the one with the smallest
       p is kept, Holm over the tie) has (1) its held-out repair resolved above one half, (2)
-      its break rate on the held-out controls with a 95% upper bound below ``break_bound``,
-      and (3) its held-out repair resolved above each null arm's (``nulls``: an arbitrary
-      block, an unablated re-run; per held-out question); all required, each at the full level;
+      its break rate on the held-out controls resolved below ``break_bound`` (Wilson 95% and
+      the exact binomial test), and (3) its held-out repair resolved above each null arm's
+      (``nulls``: an arbitrary block, an unablated re-run; per held-out question); all
+      required, (1) and (3) at the tie's Holm level;
     - *against*: only with an exhaustive ``sweep`` (every block, one question set), where every
       block is ruled out (:func:`_exhaustive_against`); a screen alone never gives against;
-    - *uninformative*: no held-out failure to confirm on and no exhaustive sweep;
+    - *uninformative*: no held-out failure to confirm on, no block selected, and no
+      exhaustive sweep that rules out every block;
     - else *unresolved*, saying which part is missing and what n would decide it.
 
     ``generated`` is (blocks generated, blocks in the model), for the text where no block was
@@ -548,8 +563,8 @@ def bottleneck_verdict(
         if chosen is None:
             return BottleneckVerdict(None, None, None, {}, tuple(t.block for t in tie), Verdict(status, text, *plan))
         t, held = chosen
-        broken = rate(np.asarray(t.heldout_broken, float), level=level) if len(t.heldout_broken) else None
-        versus = {name: _versus(t.heldout_repaired, arm, level) for name, arm in nulls.items() if len(arm)}
+        broken = rate(np.asarray(t.heldout_broken, float), null=break_bound, level=level) if len(t.heldout_broken) else None
+        versus = {name: _versus(t.heldout_repaired, arm, tied_level) for name, arm in nulls.items() if len(arm)}
         return BottleneckVerdict(t.block, held, broken, versus, tuple(x.block for x in tie), Verdict(status, text, *plan))
 
     if not trials:
@@ -566,11 +581,11 @@ def bottleneck_verdict(
     if len(trials) > 1:
         others = ", ".join(str(x.block) for x, _ in trials if x.block != t.block)
         named += f" (tied on discovery repair with MLP {others}; kept by held-out repair, Holm over {len(trials)})"
-    broken = rate(np.asarray(t.heldout_broken, float), level=level) if len(t.heldout_broken) else None
-    versus = {name: _versus(t.heldout_repaired, arm, level) for name, arm in nulls.items() if len(arm)}
+    broken = rate(np.asarray(t.heldout_broken, float), null=break_bound, level=level) if len(t.heldout_broken) else None
+    versus = {name: _versus(t.heldout_repaired, arm, tied_level) for name, arm in nulls.items() if len(arm)}
     parts = {
         "held-out repair resolved above one half": held.resolved == "above",
-        f"a held-out break rate with its upper bound below {break_bound:.2f}": broken is not None and broken.high < break_bound,
+        f"a held-out break rate resolved below {break_bound:.2f}": broken is not None and broken.resolved == "below",
         "held-out repair resolved above each null": bool(versus) and all(v.resolved == "above" for v in versus.values()),
     }
     if all(parts.values()):
@@ -588,7 +603,7 @@ def bottleneck_verdict(
     if held.resolved != "above" and need is not None and held.n < need:
         notes.append(f"no repair rate resolves above one half with fewer than {need} held-out failures")
     n_controls = broken.n if broken is not None else 0
-    if broken is None or broken.high >= break_bound:
+    if broken is None or broken.resolved != "below":
         notes.append(
             f"the break bound needs at least {controls_needed(0, bound=break_bound, level=level)} held-out controls with 0 breaks "
             f"({controls_needed(1, bound=break_bound, level=level)} with 1); this set has {n_controls}"

@@ -112,6 +112,9 @@ def test_concluding_number_reads_what_a_statement_concludes(text, expected):
         ("The answer is $1,234.", "1234"),
         ("The answer is -5.", "-5"),
         ("The answer is 1 + 0.", None),
+        ("ClThe is1", None),  # glued to the marker itself
+        ("The answer is5", None),
+        ("x=3", "3"),
     ],
 )
 def test_concluding_token_reads_only_numbers_that_stand_alone(text, expected):

@@ -258,12 +258,13 @@ def test_audit_table_fits_100_columns_and_says_what_next(tiny_folder, tmp_path, 
     out = capsys.readouterr().out
     lines = out.split("\nnext:\n")[0].splitlines()  # the tables; the commands after "next:" hold paths
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    listed = "\n".join(lines).replace("\n" + " " * 13, "").splitlines()  # a long name continues on indented lines
     for label, spec in [
-        ("sampling-1", "sampling:k=2,t=0.7,top_p=1.0"),
-        ("sampling-2", "sampling:k=2,t=1.0,top_p=1.0"),
-        ("search", "search:k=2,reward=confidence,algo=mcts,c=1.0,length_penalty=0.1,epsilon=0.1,protect=1"),
+        ("sampling-1", "sampling:k=2,t=0.7,top_p=1.0,draw=multinomial"),
+        ("sampling-2", "sampling:k=2,t=1.0,top_p=1.0,draw=multinomial"),
+        ("search", "search:k=2,reward=confidence,algo=mcts,c=1.0,length_penalty=0.1,epsilon=0.1,protect=1,expand=distinct"),
     ]:
-        assert any(line.split() == [label, spec] for line in lines), f"{label} = {spec} listed under the table"
+        assert any(line.split() == [label, spec] for line in listed), f"{label} = {spec} listed under the table"
     steps = run_next_steps(out, capsys)
     assert steps[0] == f"rnr-lens show {db}" and any(s.startswith(f"rnr-lens export {db}") for s in steps)
 

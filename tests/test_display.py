@@ -21,3 +21,11 @@ def test_html_table_wraps_only_free_text_and_escapes():
     cells = table.split("<td ")[1:]
     assert "white-space:nowrap" not in cells[0] and "white-space:nowrap" in cells[1]
     assert "&lt;b&gt;x&lt;/b&gt;" in table and "<b>x</b>" not in table
+
+
+def test_an_empty_verdict_row_is_left_out():
+    """The report page showed an empty "verdict:" row under the search's retention line."""
+    from rnr_lens.display import html_table
+
+    page = html_table([["a", "support: x"], ["b", ""]], ["probe", "verdict"], below=("verdict",))
+    assert page.count("class='rnr-below'") == 1 and "<b>verdict:</b> support: x" in page

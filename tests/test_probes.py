@@ -28,7 +28,8 @@ def _run(probe, ctx, questions, done=None):
 
 
 def test_parse_and_canonical_names():
-    assert parse_probe("sampling:k=8,t=0.7").name == "sampling:k=8,t=0.7,top_p=1.0"
+    assert parse_probe("sampling:k=8,t=0.7").name == "sampling:k=8,t=0.7,top_p=1.0,draw=multinomial", "the draw is named"
+    assert parse_probe("search:k=8").name.endswith(",expand=distinct"), "the expansion rule is named"
     assert parse_probe("routes:k=4").k == 4
     assert parse_probe("search:k=3,reward=oracle,algo=greedy").reward == "oracle"
     assert parse_probe("ablation:component=attn,layers=1+2").layers == (1, 2)
@@ -38,6 +39,8 @@ def test_parse_and_canonical_names():
         ("sampling:k=x", "not a valid int"),
         ("sampling:k=0", "budget k must be"),
         ("search:reward=gold", "reward"),
+        ("search:expand=graph", "expand='graph' is not known; choose one of distinct, tree"),
+        ("sampling:draw=gumbel", "draw='gumbel' is not known"),
     ]:
         with pytest.raises(RnrLensError, match=msg):
             parse_probe(bad)
@@ -226,3 +229,31 @@ def test_random_routes_refuse_an_edit_rate_of_zero():
     """edit_rate=0 could draw only the identity, which is the default answer, never a try."""
     with pytest.raises(RnrLensError, match="edit_rate"):
         parse_probe("routes:k=2,edit_rate=0")
+
+
+def test_the_search_expansion_rules_differ_only_where_two_paths_meet(tiny):
+    """expand=tree is the rule before fad12eb (two paths may try one route twice), expand=distinct
+    the rule after it: one name per rule, so a store never mixes them under one name."""
+    import random as _random
+
+    from rnr_lens.probes import _advance
+
+    n, seen_twice = tiny.n_layers + 6, {}
+    for expand in ("distinct", "tree"):
+        probe = parse_probe(f"search:k=40,expand={expand},epsilon=0.5")
+        search = probe._mcts(n, _random.Random("search:0:q"), 0.0)
+        routes, request = [], _advance(search, None)
+        while request is not None:
+            routes.append(request[1])
+            request = _advance(search, 0.5)
+        seen_twice[expand] = len(routes) - len(set(routes))
+    assert seen_twice["distinct"] == 0 and seen_twice["tree"] > 0
+
+
+def test_a_legacy_name_says_why_it_cannot_be_resumed():
+    from rnr_lens.probes import legacy_name_note
+
+    old_search = "search:k=8,reward=confidence,algo=mcts,c=1.0,length_penalty=0.1,epsilon=0.1,protect=1"
+    assert "fad12eb" in legacy_name_note(old_search) and "expand=tree" in legacy_name_note(old_search)
+    assert "draw" in legacy_name_note("sampling:k=8,t=0.7,top_p=1.0")
+    assert legacy_name_note(parse_probe("search:k=8").name) is None and legacy_name_note(parse_probe("routes:k=8").name) is None
