@@ -43,7 +43,7 @@ resolves it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import comb
 from typing import Any
@@ -315,20 +315,22 @@ def tango(b: float, c: float, n: float, level: float = LEVEL) -> tuple[float, fl
         return (b - c - n * delta) / math.sqrt(var)
 
     eps = 1e-12
-
-    def root(target: float, lo: float, hi: float, edge: float) -> float:
-        f_lo, f_hi = score(lo) - target, score(hi) - target
-        if f_lo == 0:
-            return lo
-        if f_hi == 0:
-            return hi
-        if f_lo * f_hi > 0:
-            return edge
-        return float(brentq(lambda x: score(x) - target, lo, hi, xtol=1e-10))
-
-    low = root(z, -1 + eps, d_hat, -1.0) if d_hat > -1 else -1.0
-    high = root(-z, d_hat, 1 - eps, 1.0) if d_hat < 1 else 1.0
+    low = _invert(score, z, -1 + eps, d_hat, -1.0) if d_hat > -1 else -1.0
+    high = _invert(score, -z, d_hat, 1 - eps, 1.0) if d_hat < 1 else 1.0
     return low, high
+
+
+def _invert(score: Callable[[float], float], target: float, lo: float, hi: float, edge: float) -> float:
+    """Where a score statistic (decreasing in the null) crosses ``target`` between ``lo`` and
+    ``hi``: an interval's bound; ``edge`` where it never does (the bound is the support's end)."""
+    f_lo, f_hi = score(lo) - target, score(hi) - target
+    if f_lo == 0:
+        return lo
+    if f_hi == 0:
+        return hi
+    if f_lo * f_hi > 0:
+        return edge
+    return float(brentq(lambda x: score(x) - target, lo, hi, xtol=1e-10))
 
 
 def _constrained_sd(values: np.ndarray, weights: np.ndarray, delta: float, lo: float, hi: float) -> float:
@@ -412,18 +414,11 @@ def score_mean(
     z = float(sps.norm.ppf(1 - _alpha(level) / 2))
     eps = 1e-9 * (hi - lo)
 
-    def bound(target: float, a: float, b: float, edge: float) -> float:
-        fa, fb = _score_z(uniq, weights, a, lo, hi) - target, _score_z(uniq, weights, b, lo, hi) - target
-        if fa == 0:
-            return a
-        if fb == 0:
-            return b
-        if fa * fb > 0:
-            return edge
-        return float(brentq(lambda d: _score_z(uniq, weights, d, lo, hi) - target, a, b, xtol=1e-10))
+    def score(delta: float) -> float:
+        return _score_z(uniq, weights, delta, lo, hi)
 
-    low = bound(z, lo + eps, mean, lo) if mean > lo else lo
-    high = bound(-z, mean, hi - eps, hi) if mean < hi else hi
+    low = _invert(score, z, lo + eps, mean, lo) if mean > lo else lo
+    high = _invert(score, -z, mean, hi - eps, hi) if mean < hi else hi
     p = score_p(x, null, support, clusters)
     over = "" if deff == 1 and m == len(x) else f" over {m} prompts (design effect {deff:.2f})"
     return Estimate(mean, low, high, m, "constrained-ML score interval and score test" + over, level, p, null)

@@ -187,6 +187,11 @@ def at_margin(e: Estimate, per_question: np.ndarray, margin: float, prompts: Seq
     return replace(e, p=p, null=margin, method=f"{e.method.split(';')[0]}; score test at {margin:+.2f}")
 
 
+def _missing(parts: dict[str, bool]) -> list[str]:
+    """The parts of an intersection-union test that do not hold, by name, in order."""
+    return [name for name, ok in parts.items() if not ok]
+
+
 def _plan(parts: Sequence[tuple[float, np.ndarray]], prompts: Sequence[str] | None, level: float) -> tuple[float | None, int | None]:
     """What n decides an intersection of conditions: the smallest effect this n resolves for
     the condition that needs the most questions, and that many questions (None where one
@@ -302,16 +307,13 @@ def routes_vs_search(
         return out(UNINFORMATIVE, f"{missing}: with nothing to match, matching says nothing ({shown})", plan)
     if vs_margin.resolved == "above" and kept.resolved == "above" and ac_r.resolved == "above":
         return out(SUPPORT, f"random routes reach as much as the search within {margin:.2f} and keep at least half of its gain: {shown}")
-    needs = [
-        part
-        for part, ok in (
-            (f"random - search's lower bound above -{margin:.2f}", vs_margin.resolved == "above"),
-            ("the contrast resolved above zero", kept.resolved == "above"),
-        )
-        if not ok
-    ]
-    if ac_r.resolved != "above":
-        needs.append("random routes' reach resolved above their chance level")
+    needs = _missing(
+        {
+            f"random - search's lower bound above -{margin:.2f}": vs_margin.resolved == "above",
+            "the contrast resolved above zero": kept.resolved == "above",
+            "random routes' reach resolved above their chance level": ac_r.resolved == "above",
+        }
+    )
     plan = _plan([(diff.value + margin, r - s), (kept.value, contrast)], prompts, level)
     return out(UNRESOLVED, f"{shown}; support needs {' and '.join(needs)}", plan)
 
@@ -597,7 +599,7 @@ def bottleneck_verdict(
         )
     if ruled_out:
         return out(AGAINST, against_text, chosen)
-    missing = [k for k, ok in parts.items() if not ok]
+    missing = _missing(parts)
     notes = []
     need = heldout_needed(len(trials), level=level)
     if held.resolved != "above" and need is not None and held.n < need:
@@ -701,13 +703,11 @@ def training_verdict(
     if dk_margin.resolved == "below" and gain.resolved == "above":
         how = "fell" if dk.resolved == "below" else f"rose by less than {margin:.2f} and by less than half the realized rise"
         return out(SUPPORT, f"{shown}: the ceiling {how}")
-    needs = [
-        part
-        for part, ok in (
-            (f"delta reachable's upper bound below +{margin:.2f}", dk_margin.resolved == "below"),
-            ("delta realized / 2 - delta reachable resolved above zero", gain.resolved == "above"),
-        )
-        if not ok
-    ]
+    needs = _missing(
+        {
+            f"delta reachable's upper bound below +{margin:.2f}": dk_margin.resolved == "below",
+            "delta realized / 2 - delta reachable resolved above zero": gain.resolved == "above",
+        }
+    )
     plan = _plan([(margin - dk.value, ddk), (gain.value, 0.5 * ddr - ddk)], prompts, level)
     return out(UNRESOLVED, f"{shown}; support needs {' and '.join(needs)}", plan)
