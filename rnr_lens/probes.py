@@ -558,7 +558,9 @@ def legacy_name_note(name: str) -> str | None:
     """Why a stored probe name written before its algorithm was named cannot be resumed
     exactly, or None for a name this version writes: a search name without ``expand`` ran the
     ``tree`` rule before 2026-12-01 12:30 UTC (fad12eb) and the ``distinct`` rule after it; a
-    sampling name without ``draw`` ran today's ``multinomial`` draw.
+    sampling name without ``draw`` seeded every question's sample ``i`` alike (``seed + i``)
+    before 2026-12-01 00:22 UTC (6b624c3) and per question after it
+    (``scripts/probe_history.py`` found both).
 
     Example:
         >>> legacy_name_note("search:k=8,reward=confidence,algo=mcts,c=1.0,length_penalty=0.1,epsilon=0.1,protect=1") is not None
@@ -573,7 +575,11 @@ def legacy_name_note(name: str) -> str | None:
             "its stored tries read as they are; audit again with search:...,expand=distinct (the default) or expand=tree"
         )
     if kind == "sampling" and "draw" not in keys:
-        return f"{name} was written before sampling names carried their draw (it was draw=multinomial); audit again to resume under the named draw"
+        return (
+            f"{name} was written before sampling names carried their draw: rnr_lens before 2026-12-01 00:22 UTC (commit 6b624c3) "
+            "seeded sample i of every question with seed + i, later versions per question (question_seed), under one name, so its "
+            "tries cannot be resumed exactly; its stored tries read as they are; audit again (sampling:...,draw=multinomial)"
+        )
     return None
 
 

@@ -9,7 +9,11 @@ question, try index, route and generated text. A difference under one name is a 
 of algorithm. Results go to ``OUT`` as JSON lines (one per commit and probe name: how many of
 its tries equal the previous commit's), and a Markdown table is printed.
 
-    python scripts/probe_history.py OUT.jsonl [--since a14015b] [--commits c1,c2,...]
+    python scripts/probe_history.py OUT.jsonl [--since a14015b] [--commits c1,c2,...] [--probe SPEC ...] [--questions N]
+
+A small budget can miss a change that shows only deep in a search (fad12eb's expansion rule
+first moves a try at index 5 of ``search:k=8``): the README's results come from two passes,
+every probe at k=4 on 8 questions and ``search:k=8`` on 12.
 
 About a minute per commit on two cores (the model is dequantized once into the shared cache).
 """
@@ -38,7 +42,7 @@ def commits(since: str) -> list[str]:
     return out.stdout.split()
 
 
-def run_at(commit: str, work: Path) -> dict[str, list[tuple]]:
+def run_at(commit: str, work: Path, probes: tuple[str, ...] = PROBES, questions: int = QUESTIONS) -> dict[str, list[tuple]]:
     """The tries of one audit of every probe that commit's code parses, by canonical name."""
     tree = work / commit
     subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=ROOT, capture_output=True, check=True)
@@ -46,14 +50,14 @@ def run_at(commit: str, work: Path) -> dict[str, list[tuple]]:
         env = {**os.environ, "PYTHONPATH": str(tree)}
         known = [
             spec
-            for spec in PROBES
+            for spec in probes
             if subprocess.run(
                 [sys.executable, "-c", f"from rnr_lens.probes import parse_probe; parse_probe({spec!r})"], cwd=tree, env=env, capture_output=True
             ).returncode
             == 0
         ]
         db = work / f"{commit}.db"
-        cmd = [sys.executable, "-m", "rnr_lens", "audit", "--task", "add-small", "--limit", str(QUESTIONS), "--seed", "0", "--out", str(db)]
+        cmd = [sys.executable, "-m", "rnr_lens", "audit", "--task", "add-small", "--limit", str(questions), "--seed", "0", "--out", str(db)]
         cmd += [x for spec in known for x in ("--probe", spec)]
         done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0:
@@ -74,6 +78,8 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--since", default="a14015b", help="the first commit with a run store")
     parser.add_argument("--commits", default="", help="comma-separated commits instead of every one since --since")
+    parser.add_argument("--probe", action="append", help=f"a probe spec (repeatable; default {', '.join(PROBES)})")
+    parser.add_argument("--questions", type=int, default=QUESTIONS, help="add-small questions per audit")
     args = parser.parse_args()
     todo = args.commits.split(",") if args.commits else commits(args.since)
     done = {json.loads(line)["commit"] for line in args.out.read_text().splitlines()} if args.out.exists() else set()
@@ -81,7 +87,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for i, commit in enumerate(todo):
             print(f"[{i + 1}/{len(todo)}] {commit}", file=sys.stderr, flush=True)
-            got = run_at(commit, Path(tmp))
+            got = run_at(commit, Path(tmp), tuple(args.probe or PROBES), args.questions)
             for name, rows in got.items():
                 before = last.get(name)
                 same = None if before is None else sum(a == b for a, b in zip(before, rows))
