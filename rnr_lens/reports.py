@@ -314,8 +314,9 @@ def claim_bottleneck(
     """Claim 2 for one audit: the bottleneck MLP of its reachable-not-realized set (chosen on
     the discovery half within the grid's break bound), its held-out repair beside the null
     (an arbitrary block's silencing, an unablated re-run), and the verdict
-    (:func:`rnr_lens.verdicts.bottleneck_verdict`). Its repair/break figure is appended to
-    ``figures``."""
+    (:func:`rnr_lens.verdicts.bottleneck_verdict`). With ``exhaustive``, every block is
+    generated and that sweep decides (its pick, and against only from it); the screen's pick is
+    compared with it. Its repair/break figure is appended to ``figures``."""
     from rnr_lens import failures, viz
     from rnr_lens.miner import mine, null_repair, ranked
 
