@@ -419,7 +419,7 @@ def score_mean(
 
     low = _invert(score, z, lo + eps, mean, lo) if mean > lo else lo
     high = _invert(score, -z, mean, hi - eps, hi) if mean < hi else hi
-    p = score_p(x, null, support, clusters)
+    p = _score_p(uniq, weights, null, lo, hi)
     over = "" if deff == 1 and m == len(x) else f" over {m} prompts (design effect {deff:.2f})"
     return Estimate(mean, low, high, m, "constrained-ML score interval and score test" + over, level, p, null)
 
@@ -432,7 +432,11 @@ def score_p(values: Sequence[float] | np.ndarray, null: float, support: tuple[fl
     if x.size == 0:
         return 1.0
     uniq, weights, _, _ = _tabulate(x, clusters)
-    stat = _score_z(uniq, weights, float(null), float(support[0]), float(support[1]))
+    return _score_p(uniq, weights, float(null), float(support[0]), float(support[1]))
+
+
+def _score_p(values: np.ndarray, weights: np.ndarray, null: float, lo: float, hi: float) -> float:
+    stat = _score_z(values, weights, null, lo, hi)
     return 1.0 if stat == 0 else min(1.0, 2 * float(sps.norm.sf(abs(stat))))
 
 
@@ -542,14 +546,15 @@ def ratio(num: np.ndarray, den: np.ndarray, clusters: Sequence[object] | None = 
     A, B, C = mb**2 - t**2 * vb, ma * mb - t**2 * cab, ma**2 - t**2 * va
     disc = B * B - A * C
     if A <= 0 or disc < 0:
-        return Estimate(float(ma / mb), -math.inf, math.inf, n, "fieller (unbounded: the gain is not resolved above zero)", level, p, null)
+        return Estimate(float(ma / mb), -math.inf, math.inf, m, "fieller (unbounded: the gain is not resolved above zero)", level, p, null)
     root = math.sqrt(disc)
+    over = "" if deff == 1 else f" (design effect {deff:.2f} over {m} prompts)"
     return Estimate(
         float(ma / mb),
         float((B - root) / A),
         float((B + root) / A),
-        n,
-        "fieller; the t-test it inverts" if null is not None else "fieller",
+        m,
+        ("fieller; the t-test it inverts" if null is not None else "fieller") + over,
         level,
         p,
         null,

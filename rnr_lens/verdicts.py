@@ -559,15 +559,17 @@ def bottleneck_verdict(
     trials = [(t, rate(np.asarray(t.heldout_repaired, float), null=MOST, level=tied_level)) for t in tie if len(t.heldout_repaired)]
     ruled_out, against_text = _exhaustive_against(sweep, break_bound, level) if sweep else (False, "")
 
-    def out(
-        status: str, text: str, chosen: tuple[BlockTrial, Estimate] | None = None, plan: tuple[float | None, int | None] = (None, None)
-    ) -> BottleneckVerdict:
-        if chosen is None:
-            return BottleneckVerdict(None, None, None, {}, tuple(t.block for t in tie), Verdict(status, text, *plan))
-        t, held = chosen
+    def judged(t: BlockTrial) -> tuple[Estimate | None, dict[str, Estimate]]:
+        """A block's held-out break against the bound and its repair against each null arm."""
         broken = rate(np.asarray(t.heldout_broken, float), null=break_bound, level=level) if len(t.heldout_broken) else None
-        versus = {name: _versus(t.heldout_repaired, arm, tied_level) for name, arm in nulls.items() if len(arm)}
-        return BottleneckVerdict(t.block, held, broken, versus, tuple(x.block for x in tie), Verdict(status, text, *plan))
+        return broken, {name: _versus(t.heldout_repaired, arm, tied_level) for name, arm in nulls.items() if len(arm)}
+
+    def out(
+        status: str, text: str, kept: tuple[BlockTrial, Estimate] | None = None, plan: tuple[float | None, int | None] = (None, None)
+    ) -> BottleneckVerdict:
+        if kept is None:
+            return BottleneckVerdict(None, None, None, {}, tuple(t.block for t in tie), Verdict(status, text, *plan))
+        return BottleneckVerdict(kept[0].block, kept[1], broken, versus, tuple(x.block for x in tie), Verdict(status, text, *plan))
 
     if not trials:
         if ruled_out:
@@ -583,8 +585,7 @@ def bottleneck_verdict(
     if len(trials) > 1:
         others = ", ".join(str(x.block) for x, _ in trials if x.block != t.block)
         named += f" (tied on discovery repair with MLP {others}; kept by held-out repair, Holm over {len(trials)})"
-    broken = rate(np.asarray(t.heldout_broken, float), null=break_bound, level=level) if len(t.heldout_broken) else None
-    versus = {name: _versus(t.heldout_repaired, arm, tied_level) for name, arm in nulls.items() if len(arm)}
+    broken, versus = judged(t)
     parts = {
         "held-out repair resolved above one half": held.resolved == "above",
         f"a held-out break rate resolved below {break_bound:.2f}": broken is not None and broken.resolved == "below",
