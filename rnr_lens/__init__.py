@@ -20,7 +20,7 @@ from rnr_lens.model_cache import DEFAULT_MODEL, KNOWN_MODELS, list_models
 from rnr_lens.models import load_model
 from rnr_lens.probes import AblationProbe, Probe, RandomRoutes, RouteSearch, Sampling, parse_probe
 from rnr_lens.prompts import ChatPrompt
-from rnr_lens.reports import Grid, Report, report
+from rnr_lens.reports import Grid, Report, rederive, report
 from rnr_lens.results import AuditResult
 from rnr_lens.routes import Route
 from rnr_lens.stats import Estimate
@@ -62,6 +62,7 @@ __all__ = [
     "mine",
     "parse_probe",
     "Report",
+    "rederive",
     "report",
     "run_audit",
     "selectors",

@@ -153,3 +153,30 @@ def read_history(folder: str | Path) -> list[dict[str, Any]]:
     if not path.exists():
         raise RnrLensError(f"{folder} holds no history.jsonl; point at the --out folder of rnr-lens train")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def training_record(folder: str | Path) -> dict[str, Any] | None:
+    """How the checkpoint in ``folder`` was trained, read from its own record (None: not a
+    checkpoint written by ``rnr-lens train``): the base model and its fingerprint, the task,
+    the steps, the training config and the ``rnr-lens train`` command that gives it (rebuilt
+    from the recorded config; the task's size and seed are in its fingerprint, not the command)."""
+    from rnr_lens.tasks import BUILTINS
+
+    path = Path(folder) / CHECKPOINT_FILE
+    if not path.is_file():
+        return None
+    info = json.loads(path.read_text())
+    config = TrainConfig(**info["train_config"])
+    task = str(info["task"])
+    task_arg = task.removesuffix("-train") if task.removesuffix("-train") in BUILTINS else task
+    return {
+        "base_model": info["base_model"],
+        "base_fingerprint": info["base_fingerprint"],
+        "task": task,
+        "steps": info["step"],
+        "deployment_hash": info["deployment_hash"],
+        "train_config": config.to_dict(),
+        "command": f"rnr-lens train --model {info['base_model']} --task {task_arg} {config.command_flags()} --out {Path(folder).parent}".replace(
+            "  ", " "
+        ),
+    }

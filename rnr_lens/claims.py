@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from rnr_lens.provenance import Provenance
 from rnr_lens.stats import Estimate
 from rnr_lens.verdicts import RULES, Verdict
 
@@ -434,6 +435,8 @@ class Claims:
         summary: Per claim, one line: how many settings are decided which way.
         rules: The version of the verdict rules that decided it (:data:`rnr_lens.verdicts.RULES`;
             a file without the field is version 1's): a stale file is recognisable.
+        provenance: The code, machine and weights that computed it, and each run's start and
+            end (:class:`~rnr_lens.provenance.Provenance`; absent from files written before it).
     """
 
     grid: Mapping[str, Any]
@@ -445,6 +448,7 @@ class Claims:
     progress: Progress | None = None
     summary: Mapping[str, str] = field(default_factory=dict)
     rules: str = RULES
+    provenance: Provenance | None = None
 
     @property
     def training_probes(self) -> list[TrainingProbe]:
@@ -465,6 +469,8 @@ class Claims:
             out["progress"] = self.progress.to_dict()
         if self.summary:
             out["summary"] = dict(self.summary)
+        if self.provenance is not None:
+            out["provenance"] = self.provenance.to_dict()
         return out
 
     @classmethod
@@ -481,4 +487,5 @@ class Claims:
             progress=Progress(**progress) if progress else None,
             summary=dict(d.get("summary", {})),
             rules=str(d.get("rules", "1")),
+            provenance=Provenance.from_dict(d["provenance"]) if d.get("provenance") else None,
         )

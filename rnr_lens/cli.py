@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the CLI imports the library lazily, so that --help answers 
 
     from rnr_lens.audits import AuditPlan
     from rnr_lens.deploy import DeploymentConfig
+    from rnr_lens.reports import Report
     from rnr_lens.results import AuditResult
     from rnr_lens.stats import Estimate
     from rnr_lens.store import RunStore
@@ -705,12 +706,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rnr_lens.phases import profiling
-    from rnr_lens.reports import Grid, report
+    from rnr_lens.reports import Grid, rederive, report
 
-    grid = Grid.load(args.grid)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
-        raise RnrLensError(f"--out {out} is a file; the report writes a folder (runs.db, claims.json, report.html)")
+        raise RnrLensError(f"--out {out} is a file; the report writes a folder (runs.db, claims.json, report.html, evidence.json.gz)")
+    if args.grid is None and args.from_evidence is None:
+        raise RnrLensError("give a grid file to run, or --from-evidence FILE to re-derive a report without a model")
+    if args.grid is None:
+        if args.shards is not None or args.executor or args.profile:
+            raise RnrLensError("--from-evidence alone runs no model, so it takes no --executor, --shards or --profile; give the grid too to resume")
+        result = rederive(args.from_evidence, out)
+        return _print_report(result, args, rederived=True)
+    grid = Grid.load(args.grid)
     if args.shards is not None and not args.executor:
         raise RnrLensError("--shards needs --executor local or --executor ray")
     saved = out / "profile.json"
@@ -726,15 +734,29 @@ def cmd_report(args: argparse.Namespace) -> int:
             shards=args.shards or 1,
             address=args.address,
             num_cpus=args.num_cpus,
+            evidence=args.from_evidence,
         )
     if profile is not None and not args.json:
         print(profile.text() + f"\nprofile: {saved}\n")
+    return _print_report(result, args, rederived=False)
+
+
+def _print_report(result: Report, args: argparse.Namespace, *, rederived: bool) -> int:
+    from rnr_lens.provenance import code_differences
+
     if args.json:
         print(json.dumps(result.claims.to_dict(), indent=2, default=str))
         return 0
     for line in result.claims.summary.values():
         print(line)
-    print(f"claims: {result.files['claims']}\nreport: {result.files['html']}\nstore:  {result.store}")
+    if rederived:
+        recorded = result.claims.provenance
+        differs = code_differences(recorded) if recorded is not None else ["the evidence records no provenance"]
+        print(
+            "re-derived without a model; "
+            + ("the code is the code that ran" if not differs else "the code differs from the run's: " + "; ".join(differs))
+        )
+    print(f"claims: {result.files['claims']}\nreport: {result.files['html']}\nevidence: {result.files['evidence']}\nstore:  {result.store}")
     return 0
 
 
@@ -911,8 +933,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("report", help="the three claims over a grid of models and tasks: claims.json and report.html")
-    p.add_argument("grid", help="grid file (YAML): models, tasks, n, k, pairs; see assets/grid.yaml")
-    p.add_argument("--out", required=True, help="folder for runs.db, claims.json and report.html (rerun to resume)")
+    p.add_argument("grid", nargs="?", help="grid file (YAML): models, tasks, n, k, pairs; see assets/grid.yaml")
+    p.add_argument("--out", required=True, help="folder for runs.db, claims.json, report.html and evidence.json.gz (rerun to resume)")
+    p.add_argument(
+        "--from-evidence",
+        metavar="FILE",
+        help="alone: re-derive claims.json and report.html from a report's evidence.json.gz, with no model; "
+        "with a grid: rebuild the store from it and continue the grid (a new machine resumes a run)",
+    )
     p.add_argument("--batch-size", type=positive_int)
     _add_executor_args(p, audits="every audit's shards")
     p.add_argument(

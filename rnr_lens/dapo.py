@@ -24,6 +24,10 @@ TRAINABLE = ("block", "mlp", "attn")
 :data:`rnr_lens.interventions.COMPONENTS`)."""
 
 
+CLI_FIELDS = ("steps", "prompts_per_step", "group_size", "temperature", "lr", "minibatches", "layers", "components", "save_every", "seed")
+"""The :class:`TrainConfig` fields ``rnr-lens train`` sets, each as ``--field-name``."""
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Hyper-parameters of a DAPO run (defaults follow the paper where a CPU allows).
@@ -93,6 +97,26 @@ class TrainConfig:
 
     def hash(self) -> str:
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def command_flags(self) -> str:
+        """The ``rnr-lens train`` flags that give this config (those that differ from the
+        defaults); a field the CLI cannot set is named as such.
+
+        Example:
+            >>> TrainConfig(steps=30, layers="15-29", lr=3e-5).command_flags()
+            '--steps 30 --lr 3e-05 --layers 15-29'
+        """
+        default = TrainConfig()
+        flags, api_only = [], []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value == getattr(default, f.name):
+                continue
+            if f.name in CLI_FIELDS:
+                flags.append(f"--{f.name.replace('_', '-')} {value}")
+            else:
+                api_only.append(f"{f.name}={value!r}")
+        return " ".join(flags) + (f" (set through the API: {', '.join(api_only)})" if api_only else "")
 
     def with_(self, **changes: Any) -> TrainConfig:
         known = {f.name for f in fields(self)}

@@ -158,10 +158,12 @@ class SweepResult:
     timings: dict[str, float] = field(default_factory=dict)
     break_bound: float = BREAK_BOUND
 
-    def save(self, store: RunStore, audit_id: str) -> None:
+    def save(self, store: RunStore, audit_id: str, name: str | None = None) -> None:
         """Keep this sweep in ``store`` as the latest sweep of its failure set (``mine`` does
-        this whenever it has a store), so :meth:`load` reads it back."""
+        this whenever it has a store), so :meth:`load` reads it back; under ``name`` instead,
+        where one failure set keeps several sweeps (a report's screen and exhaustive sweep)."""
         body = {
+            "failure_set": self.failure_set,
             "strategy": self.strategy,
             "break_bound": self.break_bound,
             "agreement": self.agreement,
@@ -169,7 +171,7 @@ class SweepResult:
             "table": self.table.astype(object).where(self.table.notna(), None).to_dict("records"),
             "details": self.details.astype(object).where(self.details.notna(), None).to_dict("records"),
         }
-        store.put_artifact(audit_id, Artifact.SWEEP, self.failure_set, body, overwrite=True)
+        store.put_artifact(audit_id, Artifact.SWEEP, name or self.failure_set, body, overwrite=True)
 
     @classmethod
     def load(cls, store: RunStore | str | Path, name: str = "main", audit: str | None = None) -> SweepResult:
@@ -200,7 +202,8 @@ class SweepResult:
             table[column] = pd.to_numeric(table[column])
         details = pd.DataFrame(body["details"]).rename(columns=old)
         bound = float(body["break_bound"])
-        return cls(table, details, _bottleneck(table, bound), body["agreement"], body["strategy"], name, body["timings"], bound)
+        fs = str(body.get("failure_set", name))
+        return cls(table, details, _bottleneck(table, bound), body["agreement"], body["strategy"], fs, body["timings"], bound)
 
     def _repr_html_(self) -> str:
         """The generated rows in one compact table, and the bottleneck."""
@@ -678,6 +681,23 @@ class NullRepair:
 
     def to_dict(self) -> dict[str, Any]:
         return {"blocks": list(self.blocks), "random_block": self.random_block.to_dict(), "rerun": self.rerun.to_dict()}
+
+    def save(self, store: RunStore, audit_id: str, name: str) -> None:
+        """Keep this null, per question, in ``store`` under ``name`` (:meth:`load` reads it back)."""
+        store.put_artifact(audit_id, Artifact.NULL, name, {**self.to_dict(), "per_question": self.per_question}, overwrite=True)
+
+    @classmethod
+    def load(cls, store: RunStore, audit_id: str, name: str) -> NullRepair | None:
+        """The null kept under ``name`` for an audit (None: none kept)."""
+        body = store.get_artifact(audit_id, Artifact.NULL, name)
+        if body is None:
+            return None
+        return cls(
+            tuple(int(b) for b in body["blocks"]),
+            Estimate.from_dict(body["random_block"]),
+            Estimate.from_dict(body["rerun"]),
+            {arm: {q: float(v) for q, v in shares.items()} for arm, shares in body["per_question"].items()},
+        )
 
 
 def null_repair(

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,7 +58,9 @@ from rnr_lens.claims import (
 from rnr_lens.comparison import compare
 from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.errors import RnrLensError
+from rnr_lens.evidence import MINED, SettingRecord
 from rnr_lens.phases import phase
+from rnr_lens.provenance import Provenance, RunSpan, Weights
 from rnr_lens.records import reachable_column
 from rnr_lens.results import FORMAT_MISS_WARN, AuditResult
 from rnr_lens.routes import Route
@@ -149,6 +151,19 @@ class Grid:
     def search(self) -> str:
         """The route search at the same budget."""
         return f"search:k={self.k}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The grid as the grid file's fields (a JSON record: ``claims.json`` and the manifest hold it)."""
+        return json.loads(json.dumps({k: getattr(self, k) for k in Grid.__dataclass_fields__}))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Grid:
+        """The inverse of :meth:`to_dict`."""
+        data = dict(d)
+        for key in ("models", "tasks"):
+            data[key] = tuple(data[key])
+        data["pairs"] = tuple(dict(p) for p in data.get("pairs") or ())
+        return cls(**data)
 
     @classmethod
     def load(cls, path: str | Path) -> Grid:
@@ -308,35 +323,61 @@ def _format_misses(result: AuditResult, probes: dict[str, int], verdict: verdict
     return FormatMisses(misses, answered, probes, result.config.extractor, lenient.status, note)
 
 
-def claim_bottleneck(
-    model: Any, result: AuditResult, store: RunStore, grid: Grid, progress: bool, figures: list[tuple[str, Any]] | None = None
-) -> BottleneckClaim:
-    """Claim 2 for one audit: the bottleneck MLP of its reachable-not-realized set (chosen on
-    the discovery half within the grid's break bound), its held-out repair beside the null
-    (an arbitrary block's silencing, an unablated re-run), and the verdict
-    (:func:`rnr_lens.verdicts.bottleneck_verdict`). With ``exhaustive``, every block is
-    generated and that sweep decides (its pick, and against only from it); the screen's pick is
-    compared with it. Its repair/break figure is appended to ``figures``."""
-    from rnr_lens import failures, viz
+REPORT_SET = "report"
+"""The name of the failure set a report freezes in each audit (and of the null kept beside it)."""
+SCREEN_SWEEP, EXHAUSTIVE_SWEEP = "report:screen+confirm", "report:exhaustive"
+"""The names a report keeps its two sweeps under (so the exhaustive one never hides the screen)."""
+
+
+def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, progress: bool) -> None:
+    """Claim 2's computation for one audit, every result kept in ``store`` (nothing returned:
+    :func:`claim_bottleneck` reads them back): the reachable-not-realized set frozen, the
+    screen+confirm sweep, with ``exhaustive`` the sweep of every block, and the null beside the
+    block the deciding sweep picks."""
+    from rnr_lens import failures
     from rnr_lens.miner import mine, null_repair, ranked
+
+    probe = result.probe_name(grid.sampling)
+    if len(result.reachable_not_realized(probe)) < failures.MIN_FAILURES:
+        return
+    fs = failures.freeze(result, store, probe=probe, name=REPORT_SET)
+    sweep = mine(model, fs, strategy="screen+confirm", top_m=3, break_bound=grid.break_bound, store=store, progress=progress)
+    sweep.save(store, result.id, SCREEN_SWEEP)
+    judged = sweep
+    if grid.exhaustive and len(ranked(sweep.table)):  # reuses the confirmed evaluations from the store; generates the rest
+        judged = mine(model, fs, strategy="exhaustive", break_bound=grid.break_bound, store=store, progress=progress)
+        judged.save(store, result.id, EXHAUSTIVE_SWEEP)
+    if len(fs.heldout):
+        chosen = judged.bottleneck
+        null_repair(model, fs, store=store, exclude=chosen.layer if chosen else None).save(store, result.id, REPORT_SET)
+
+
+def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: list[tuple[str, Any]] | None = None) -> BottleneckClaim:
+    """Claim 2 for one audit, read from what :func:`mine_setting` kept in ``store`` (no model):
+    the bottleneck MLP of its reachable-not-realized set (chosen on the discovery half within
+    the grid's break bound), its held-out repair beside the null (an arbitrary block's
+    silencing, an unablated re-run), and the verdict (:func:`rnr_lens.verdicts.bottleneck_verdict`).
+    With ``exhaustive``, the sweep of every block decides (its pick, and against only from it);
+    the screen's pick is compared with it. Its repair/break figure is appended to ``figures``."""
+    from rnr_lens import failures, viz
+    from rnr_lens.miner import NullRepair, SweepResult, ranked
 
     figures = figures if figures is not None else []
     probe = result.probe_name(grid.sampling)
     n_fail = len(result.reachable_not_realized(probe))
-    if n_fail < 2:
+    if n_fail < failures.MIN_FAILURES:
         text = f"only {n_fail} question(s) reachable but not realized under {probe}: no failure set to mine"
         return BottleneckClaim(setting_of(result), n_fail, verdicts.Verdict(verdicts.UNINFORMATIVE, text))
-    fs = failures.freeze(result, store, probe=probe, name="report")
-    sweep = mine(model, fs, strategy="screen+confirm", top_m=3, break_bound=grid.break_bound, store=store, progress=progress)
+    fs = failures.load(result, store, REPORT_SET)
+    sweep = SweepResult.load(store, SCREEN_SWEEP, audit=result.id)
     figures.append((f"{result.info.model} / {result.info.task}", viz.repair_break(sweep)))
     done = ranked(sweep.table)
     agreement, judged = None, sweep
-    if grid.exhaustive and len(done):  # reuses the confirmed evaluations from the store; generates the rest
-        full = mine(model, fs, strategy="exhaustive", break_bound=grid.break_bound, store=store, progress=progress)
+    if grid.exhaustive and len(done):
+        full = SweepResult.load(store, EXHAUSTIVE_SWEEP, audit=result.id)
         picked = sweep.bottleneck.layer if sweep.bottleneck else int(done.iloc[0]["layer"])
         agreement, judged = screen_agreement(full, picked), full  # every block generated: the full sweep decides
-    chosen = judged.bottleneck
-    null = null_repair(model, fs, store=store, exclude=chosen.layer if chosen else None) if len(fs.heldout) else None
+    null = NullRepair.load(store, result.id, REPORT_SET) if len(fs.heldout) else None
     decided = judged.verdict(null, break_bound=grid.break_bound)
     kept = decided.block
     order = ([kept] if kept is not None else []) + [int(r) for r in ranked(judged.table)["layer"] if int(r) != kept]
@@ -444,9 +485,16 @@ def report(
     shards: int = 1,
     address: str | None = None,
     num_cpus: int | None = None,
+    evidence: str | Path | None = None,
 ) -> Report:
     """Run (or resume) every setting of ``grid`` into ``out/runs.db`` and write
-    ``out/claims.json`` and ``out/report.html``.
+    ``out/claims.json``, ``out/report.html`` and ``out/evidence.json.gz``.
+
+    Each setting runs in stages (its audit; for a grid model with ``mine``, claim 2's failure
+    set, sweeps and null, :func:`mine_setting`), every result kept in the store and each stage
+    recorded in the store's manifest; after each stage the evidence is brought up to date, and
+    once a setting is done its claims are derived from the store (:class:`_Draft`), the same
+    way :func:`rederive` derives them from the evidence alone.
 
     Args:
         grid: The settings.
@@ -456,11 +504,16 @@ def report(
         executor, shards, address, num_cpus: Where each audit's shards run, as for
             :func:`rnr_lens.executors.run_audit`. With ``"ray"`` the workers load the models;
             this process loads a model only to mine its failure sets (claim 2).
+        evidence: Resume from this evidence file on a machine without the run's store: the
+            store is rebuilt from it into ``out`` (which must hold no store yet), then the grid
+            continues.
 
     Example:
         >>> r = report(Grid(models=("smollm2-135m-instruct",), tasks=("add-small",)), "report")  # doctest: +SKIP
         >>> r.claims.routes_vs_search[0].verdict  # doctest: +SKIP
     """
+    from rnr_lens import evidence as evidence_
+    from rnr_lens.checkpoints import training_record
     from rnr_lens.executors import check_executor, run_audit
     from rnr_lens.models import check_spec, load_model, load_tokenizer
 
@@ -474,9 +527,30 @@ def report(
             check_spec(spec)
         except RnrLensError as exc:
             raise RnrLensError(f"grid model {spec!r}: {exc} (a trained pair's checkpoint must exist before the report runs)") from None
+    document = evidence_.read(evidence) if evidence is not None else None
+    if document is not None and document["manifest"]["grid"] != grid.to_dict():
+        differs = next(k for k, v in grid.to_dict().items() if document["manifest"]["grid"].get(k) != v)
+        raise RnrLensError(f"{evidence} is the evidence of another grid (its {differs} differs); resume it with the grid it ran")
     out.mkdir(parents=True, exist_ok=True)
+    if document is not None:
+        evidence_.rebuild(document, out / "runs.db", source=str(evidence))
     store = RunStore(out / "runs.db")
-    draft = _Draft(grid, tasks_, {"claims": out / "claims.json", "html": out / "report.html"}, total=len(model_specs) * len(tasks_))
+    stored = evidence_.Manifest.load(store)
+    manifest = stored if stored is not None and stored.grid == grid.to_dict() else evidence_.Manifest(grid.to_dict())
+    span = RunSpan.begin()
+    draft = _Draft(grid, store, _report_files(out))
+
+    def stage_done(derive: evidence_.SettingRecord | None = None) -> Claims:
+        nonlocal manifest
+        manifest = replace(manifest, provenance=manifest.provenance.with_run(span.touched()))
+        manifest.save(store)
+        if derive is not None:
+            draft.derive(derive)
+        claims = draft.write(manifest.provenance)
+        evidence_.write(store, manifest, draft.files["evidence"])
+        return claims
+
+    claims = stage_done()
     for spec in model_specs:
         # the driver needs the weights to audit here, or to mine; Ray workers load their own
         with phase("load model"):
@@ -497,30 +571,71 @@ def report(
                 batch_size=batch_size,
                 progress=progress,
             )
-            with phase("report:claims"):
-                draft.add_audit(spec, task_spec, result, cfg)
-            if spec in grid.models:
-                with phase("report:claims"):
-                    draft.routes.append(claim_routes(result, grid))
-                if grid.mine:
-                    draft.bottleneck.append(claim_bottleneck(model, result, store, grid, progress, draft.figures["bottleneck"]))
-            draft.write()
+            weights = (
+                Weights.of(spec, model, training_record(spec) if Path(spec).is_dir() else None)
+                if model is not None
+                else Weights(spec, result.info.model, result.info.model_fingerprint, "ray workers", "unrecorded")
+            )
+            manifest = replace(manifest, provenance=manifest.provenance.with_model(weights))
+            record = manifest.setting(spec, task_spec)
+            record = record if record is not None and record.audit == result.id else evidence_.SettingRecord(spec, task_spec, result.id)
+            manifest = manifest.with_setting(record)
+            if not record.done(grid.mine and spec in grid.models):
+                stage_done()  # the audit is in the evidence before claim 2's hours start
+                mine_setting(model, result, store, grid, progress)
+                record = replace(record, stages=(*record.stages, MINED))
+                manifest = manifest.with_setting(record)
+            claims = stage_done(derive=record)
         del model
-        if spec in grid.models:
-            draft.add_routes_figure(spec)
-    return Report(draft.write(), out / "runs.db", draft.files)
+    return Report(claims, out / "runs.db", draft.files)
+
+
+def rederive(evidence: str | Path, out: str | Path) -> Report:
+    """Re-derive a report from its evidence alone (no model, no task file): the store rebuilt
+    into ``out/runs.db`` (``out`` must hold no store yet), then every finished setting's claims
+    derived from it as the run derived them, and ``claims.json`` and ``report.html`` written
+    (byte for byte the run's own under the same rules and code). The evidence is copied beside
+    them, so ``out`` is a whole report folder.
+
+    Example:
+        >>> r = rederive("assets/results/grid-default/evidence.json.gz", "rederived")  # doctest: +SKIP
+        >>> r.claims.provenance.runs[0].code.commit  # doctest: +SKIP
+    """
+    import shutil
+
+    from rnr_lens import evidence as evidence_
+
+    out = Path(out)
+    document = evidence_.read(evidence)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = evidence_.rebuild(document, out / "runs.db", source=str(evidence))
+    grid = Grid.from_dict(manifest.grid)
+    draft = _Draft(grid, RunStore(out / "runs.db", mode="read"), _report_files(out))
+    for record in manifest.settings:
+        if record.done(grid.mine and record.model in grid.models):
+            draft.derive(record)
+    claims = draft.write(manifest.provenance)
+    if Path(evidence).resolve() != draft.files["evidence"].resolve():
+        shutil.copyfile(evidence, draft.files["evidence"])
+    return Report(claims, out / "runs.db", draft.files)
+
+
+def _report_files(out: Path) -> dict[str, Path]:
+    from rnr_lens.evidence import EVIDENCE_FILE
+
+    return {"claims": out / "claims.json", "html": out / "report.html", "evidence": out / EVIDENCE_FILE}
 
 
 @dataclass
 class _Draft:
-    """The claims of a report in progress: filled setting by setting, and written whole
-    (``claims.json`` and ``report.html``) after each, so a report stopped midway says what it
-    has answered and that it is partial."""
+    """The claims of a report in progress: each finished setting derived from the store alone
+    (:meth:`derive`, in the order the settings finished), and written whole (``claims.json``
+    and ``report.html``) after each stage, so a report stopped midway says what it has
+    answered and that it is partial."""
 
     grid: Grid
-    tasks: dict[str, Any]
+    store: RunStore
     files: dict[str, Path]
-    total: int
     audits: dict[tuple[str, str], AuditResult] = field(default_factory=dict)
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     routes: list[RoutesClaim] = field(default_factory=list)
@@ -528,12 +643,31 @@ class _Draft:
     training: dict[tuple[int, str], TrainingClaim] = field(default_factory=dict)
     figures: dict[str, list[tuple[str, Any]]] = field(default_factory=lambda: {"routes": [], "bottleneck": []})
 
-    def add_audit(self, spec: str, task_spec: str, result: AuditResult, config: DeploymentConfig) -> None:
+    @property
+    def total(self) -> int:
+        return len(_run_order(self.grid)) * len(self.grid.tasks)
+
+    def derive(self, record: SettingRecord) -> None:
+        """One finished setting's claims, from the store: its audit, claim 1 and claim 2 for a
+        grid model, claim 3 once a trained pair's two audits are here, and a model's routes
+        figure once all its tasks are."""
+        grid = self.grid
+        with phase("report:claims"):
+            result = AuditResult.load(self.store, record.audit)
+            self.add_audit(record.model, record.task, result)
+            if record.model in grid.models:
+                self.routes.append(claim_routes(result, grid))
+                if grid.mine:
+                    self.bottleneck.append(claim_bottleneck(result, self.store, grid, self.figures["bottleneck"]))
+                if all((record.model, t) in self.audits for t in grid.tasks):
+                    self.add_routes_figure(record.model)
+
+    def add_audit(self, spec: str, task_spec: str, result: AuditResult) -> None:
         """A finished audit; a trained pair's claim as soon as both of its audits are here."""
         self.audits[(spec, task_spec)] = result
-        self.configs[config.hash()] = config.to_dict()
+        self.configs[result.info.config_hash] = result.config.to_dict()
         for i, pair in enumerate(self.grid.pairs):
-            for t in self.tasks:
+            for t in self.grid.tasks:
                 a, b = self.audits.get((pair["base"], t)), self.audits.get((pair["trained"], t))
                 if a is not None and b is not None and (i, t) not in self.training:
                     self.training[(i, t)] = claim_training(a, b, self.grid)
@@ -541,32 +675,38 @@ class _Draft:
     def add_routes_figure(self, spec: str) -> None:
         from rnr_lens import viz
 
-        results = [self.audits[(spec, t)] for t in self.tasks]
+        results = [self.audits[(spec, t)] for t in self.grid.tasks]
         self.figures["routes"].append((str(results[0].info.model), viz.realized_vs_reachable(results)))
 
-    def claims(self) -> Claims:
+    def claims(self, provenance: Provenance | None = None) -> Claims:
         grid = self.grid
-        training = tuple(self.training[(i, t)] for i in range(len(grid.pairs)) for t in self.tasks if (i, t) in self.training)
-        complete = len(self.audits) == self.total and len(training) == len(grid.pairs) * len(self.tasks)
+        training = tuple(self.training[(i, t)] for i in range(len(grid.pairs)) for t in grid.tasks if (i, t) in self.training)
+        complete = len(self.audits) == self.total and len(training) == len(grid.pairs) * len(grid.tasks)
         claims = Claims(
-            grid={k: getattr(grid, k) for k in Grid.__dataclass_fields__},
+            grid=grid.to_dict(),
             probes=tuple(grid.probes),
             routes_vs_search=tuple(self.routes),
             bottleneck=tuple(self.bottleneck),
             training=training,
             configs=dict(self.configs),
             progress=Progress(len(self.audits), self.total, complete),
+            provenance=provenance,
         )
         return replace(claims, summary=summary_lines(claims))
 
-    def write(self) -> Claims:
+    def write(self, provenance: Provenance | None = None) -> Claims:
         """Write what is answered so far (atomically) and return it."""
         from rnr_lens.report_page import render_html
 
-        claims = self.claims()
-        _write_atomic(self.files["claims"], json.dumps(claims.to_dict(), indent=2, default=str))
+        claims = self.claims(provenance)
+        _write_atomic(self.files["claims"], claims_json(claims))
         _write_atomic(self.files["html"], render_html(claims, self.figures))
         return claims
+
+
+def claims_json(claims: Claims) -> str:
+    """The text of ``claims.json`` (the one serialisation: the run and :func:`rederive` both write it)."""
+    return json.dumps(claims.to_dict(), indent=2, default=str)
 
 
 def _run_order(grid: Grid) -> list[str]:

@@ -43,6 +43,8 @@ class Artifact(StrEnum):
     """One ablation's greedy answers on a failure set, under its :class:`~rnr_lens.miner.SweepKey`."""
     SWEEP = "sweep"
     """A whole sweep (screen scores, rates, details), under its failure set's name."""
+    NULL = "null"
+    """The null of a failure set's held-out repair (an arbitrary block, an unablated re-run)."""
 
 
 _SCHEMA = """
@@ -168,6 +170,19 @@ class RunStore:
                 raise
             self.conn.execute("COMMIT")
 
+    # -- store-wide records (a report's manifest) ------------------------------------------
+    def put_record(self, key: str, body: Any) -> None:
+        """Keep a store-wide JSON record under ``key`` (replacing the one there); ``schema`` is the store's own."""
+        if key == "schema":
+            raise RnrLensError("the record 'schema' is the run store's own; choose another key")
+        with self.transaction() as c:
+            c.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(body)))
+
+    def get_record(self, key: str) -> Any | None:
+        """The store-wide record under ``key`` (None: none kept)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row and key != "schema" else None
+
     # -- audits ----------------------------------------------------------------------------
     def create_audit(self, record: AuditRecord, questions: Iterable[tuple[int, str, str, str]]) -> None:
         """Register an audit and its ``(position, id, prompt, gold)`` questions (idempotent;
@@ -230,9 +245,10 @@ class RunStore:
 
         return {
             "audit": info.to_dict(),
-            "questions": rows("SELECT question_id, position, prompt, gold FROM questions WHERE audit_id=?"),
-            "tries": rows(f"SELECT {', '.join(TRY_COLUMNS)} FROM tries WHERE audit_id=?"),
-            "artifacts": rows("SELECT kind, name, body, created FROM artifacts WHERE audit_id=?"),
+            # in key order, so the same store exports the same rows (the evidence is deterministic)
+            "questions": rows("SELECT question_id, position, prompt, gold FROM questions WHERE audit_id=? ORDER BY position, question_id"),
+            "tries": rows(f"SELECT {', '.join(TRY_COLUMNS)} FROM tries WHERE audit_id=? ORDER BY question_id, probe, try_index"),
+            "artifacts": rows("SELECT kind, name, body, created FROM artifacts WHERE audit_id=? ORDER BY kind, name"),
         }
 
     def absorb(self, payload: dict[str, Any], source: str = "the input") -> int:

@@ -16,10 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom to top. A module imports only modules of its own layer or below, and never in a cycle.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("values", ["errors", "records", "display", "stats", "verdicts", "claims", "routes", "prompts", "answers", "shards", "dapo", "phases"]),
+    (
+        "values",
+        ["errors", "records", "display", "stats", "verdicts", "claims", "routes", "prompts", "answers", "shards", "dapo", "phases", "provenance"],
+    ),
     ("model", ["adapters", "engine", "interventions", "generation", "lens", "model_cache", "models", "tiny"]),
     ("questions", ["tasks", "deploy"]),
-    ("store", ["store"]),
+    ("store", ["store", "evidence"]),
     ("measurement", ["selectors", "probes", "results", "audits", "formats", "attribution", "checkpoints", "training"]),
     ("analysis", ["comparison", "failures", "executors", "miner"]),
     ("people", ["viz_export", "viz", "report_page", "reports", "widgets", "cli"]),

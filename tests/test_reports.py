@@ -118,6 +118,58 @@ def test_report_answers_the_three_claims_and_resumes(first_report, grid_file, ca
     assert "not run" in html
 
 
+@pytest.mark.slow
+def test_a_report_rederives_from_its_evidence_alone_and_resumes_from_it(first_report, grid_file, tmp_path, capsys, monkeypatch):
+    """Guards the referee's path: claims.json re-derived from evidence.json.gz, with no model
+    loadable, is byte for byte the run's own; and a machine that has only the evidence
+    continues the grid from it without generating anything again."""
+    from rnr_lens import models
+
+    out, _, _ = first_report
+    claims = json.loads((out / "claims.json").read_text())
+    evidence = out / "evidence.json.gz"
+    assert evidence.stat().st_size < 1_000_000
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("re-deriving loaded a model")
+
+    monkeypatch.setattr(models, "load_model", no_model)
+    referee = tmp_path / "referee"
+    assert main(["report", "--from-evidence", str(evidence), "--out", str(referee)]) == 0
+    printed = capsys.readouterr().out
+    assert (referee / "claims.json").read_bytes() == (out / "claims.json").read_bytes()
+    assert "re-derived without a model" in printed
+    from rnr_lens.provenance import Code
+
+    dirty = Code.here().dirty
+    assert ("ran with uncommitted changes" if dirty else "the code is the code that ran") in printed, "a difference is said, never hidden"
+    assert (referee / "evidence.json.gz").read_bytes() == evidence.read_bytes() and "3. Training" in (referee / "report.html").read_text()
+    # provenance: every model's weights as the audits saw them, the code, the machine, each run
+    provenance = claims["provenance"]
+    fingerprints = {R.AuditResult.load(out / "runs.db", c["audit"]).info.model_fingerprint for c in claims["routes_vs_search"]}
+    assert fingerprints <= {m["fingerprint"] for m in provenance["models"]} and {m["spec"] for m in provenance["models"]} == {
+        str(grid_file.parent / "base"),
+        str(grid_file.parent / "tuned"),
+    }
+    run = provenance["runs"][-1]
+    assert run["code"]["libraries"]["torch"] and run["machine"]["torch_threads"] >= 1 and run["start"] <= run["end"]
+    monkeypatch.undo()
+    # a new machine: only the evidence; the grid continues and generates nothing again
+    elsewhere = tmp_path / "elsewhere"
+    assert main(["report", str(grid_file), "--out", str(elsewhere), "--from-evidence", str(evidence), "--json"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    with sqlite3.connect(out / "runs.db") as a, sqlite3.connect(elsewhere / "runs.db") as b:
+        assert a.execute("SELECT count(*) FROM tries").fetchone() == b.execute("SELECT count(*) FROM tries").fetchone()
+    a.close()
+    b.close()
+    for key in ("routes_vs_search", "bottleneck", "training", "summary"):
+        assert resumed[key] == claims[key], key
+    assert len(resumed["provenance"]["runs"]) == len(provenance["runs"]) + 1, "the resumed run is one more run"
+    other = _with(grid_file, tmp_path, k=4)
+    assert main(["report", str(other), "--out", str(tmp_path / "wrong"), "--from-evidence", str(evidence)]) == 2
+    assert "evidence of another grid (its k differs)" in capsys.readouterr().err and not (tmp_path / "wrong" / "runs.db").exists()
+
+
 def _with(grid_file, tmp_path, **changes):
     """A copy of the test grid with ``changes`` (its model folders and task file beside it)."""
     grid = yaml.safe_load(grid_file.read_text())
@@ -213,12 +265,21 @@ def test_an_interrupted_report_leaves_a_partial_one_that_says_so(grid_file, tmp_
     assert claims["progress"] == {"audits_done": 1, "audits_total": 2, "complete": False}
     assert [c["task"] for c in claims["routes_vs_search"]] == ["add-small"]
     assert "Partial report: 1 of 2 audits done" in (out / "report.html").read_text()
+    # the evidence of the stopped run re-derives its partial claims
+    assert main(["report", "--from-evidence", str(out / "evidence.json.gz"), "--out", str(tmp_path / "rederived")]) == 0
+    assert (tmp_path / "rederived" / "claims.json").read_bytes() == (out / "claims.json").read_bytes()
     long.write_text(json.dumps({"question": "What is 1 + 1?", "answer": 2}) + "\n")
     assert main(["report", str(grid), "--out", str(out)]) == 0
     assert json.loads((out / "claims.json").read_text())["progress"]["complete"]
 
 
 def test_report_refuses_shards_without_an_executor(grid_file, tmp_path, capsys):
+    assert main(["report", "--out", str(tmp_path / "out")]) == 2
+    assert "give a grid file to run, or --from-evidence FILE" in capsys.readouterr().err
+    assert main(["report", "--out", str(tmp_path / "out"), "--from-evidence", "x.json.gz", "--shards", "2"]) == 2
+    assert "takes no --executor, --shards or --profile" in capsys.readouterr().err
+    assert main(["report", "--out", str(tmp_path / "out"), "--from-evidence", str(grid_file)]) == 2
+    assert "is not rnr_lens evidence" in capsys.readouterr().err
     assert main(["report", str(grid_file), "--out", str(tmp_path / "out"), "--shards", "2"]) == 2
     assert "--shards needs --executor" in capsys.readouterr().err and not (tmp_path / "out").exists()
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import rnr_lens as R
-from rnr_lens.cli import main
+from rnr_lens.cli import build_parser, main
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.generation import generate
 from rnr_lens.tasks import Question, Task, get
@@ -250,6 +250,14 @@ def test_cli_train_writes_a_loadable_checkpoint_and_a_reward_curve(tmp_path, cap
     assert out["steps"] == 1 and out["task"] == "add-small-train"
     assert (tmp_path / "runs" / "dapo" / "reward_curve.html").stat().st_size > 10_000
     assert R.load_model(out["checkpoint"]).name == "tiny+dapo1"
+    # the checkpoint says how it was made: its training command gives back the same run
+    from rnr_lens.checkpoints import training_record
+
+    record = training_record(out["checkpoint"])
+    assert record["command"].split()[:4] == ["rnr-lens", "train", "--model", "tiny"] and record["task"] == "add-small-train"
+    rerun = build_parser().parse_args(record["command"].split()[1:])
+    assert (rerun.task, rerun.out, rerun.steps, rerun.layers, rerun.group_size) == ("add-small", str(tmp_path / "runs" / "dapo"), 1, "3", 2)
+    assert training_record(tmp_path / "tiny") is None, "a base model folder holds no training record"
     assert main([*argv[:-3], "--layers", "7", "--out", str(tmp_path / "run2")]) == 2
     assert "outside 0..3" in capsys.readouterr().err
     assert not (tmp_path / "run2").exists()

@@ -1,0 +1,237 @@
+"""Provenance: which code, on which machine, with which weights, produced a report's numbers.
+
+A :class:`Provenance` is recorded while a report runs and written into its ``claims.json``
+(and its evidence), so a referee reading a verdict knows what it speaks for: each model's
+weights fingerprint (a trained checkpoint's folder and the training command that made it),
+the rnr_lens version and commit, the torch / transformers / TransformerLens versions, the
+device, dtype and torch threads, the CPU, and each run's start and end (a grid resumed after a
+crash is several runs). Invariant: provenance only describes; nothing in it decides a verdict,
+and re-deriving a report from its evidence copies it unchanged (the code that re-derives is
+compared with it, :func:`code_differences`, and said beside it, never written into it).
+
+Example:
+    >>> span = RunSpan.begin()
+    >>> span.code.version == Code.here().version
+    True
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+_PACKAGES = {"torch": "torch", "transformers": "transformers", "transformer_lens": "transformer-lens"}
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git(*args: str) -> str | None:
+    """``git`` in the folder this package was imported from (None outside a checkout)."""
+    here = Path(__file__).resolve().parent.parent
+    if not (here / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(here), *args], capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@dataclass(frozen=True)
+class Code:
+    """The code that ran: rnr_lens' version, its git commit where it runs from a checkout (and
+    whether that checkout had uncommitted changes), and the versions of the libraries that
+    compute a forward."""
+
+    version: str
+    commit: str | None
+    dirty: bool | None
+    python: str
+    libraries: Mapping[str, str | None]
+
+    @classmethod
+    def here(cls) -> Code:
+        """The code this process runs."""
+        from rnr_lens import __version__
+
+        commit = _git("rev-parse", "HEAD")
+        status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+        return cls(
+            __version__,
+            commit,
+            None if status is None else bool(status),
+            platform.python_version(),
+            {name: _version(dist) for name, dist in _PACKAGES.items()},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "commit": self.commit, "dirty": self.dirty, "python": self.python, "libraries": dict(self.libraries)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Code:
+        return cls(str(d["version"]), d.get("commit"), d.get("dirty"), str(d["python"]), dict(d["libraries"]))
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Where it ran: the CPU, the platform, the cores and torch's thread count."""
+
+    cpu: str
+    platform: str
+    cores: int | None
+    torch_threads: int
+
+    @classmethod
+    def here(cls) -> Machine:
+        import torch
+
+        return cls(cpu_model(), platform.platform(), os.cpu_count(), torch.get_num_threads())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cpu": self.cpu, "platform": self.platform, "cores": self.cores, "torch_threads": self.torch_threads}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Machine:
+        return cls(str(d["cpu"]), str(d["platform"]), d.get("cores"), int(d["torch_threads"]))
+
+
+@dataclass(frozen=True)
+class RunSpan:
+    """One run of a report (a grid resumed after a crash has several): its start, its end so
+    far (brought up to date after every stage), its code and its machine."""
+
+    start: str
+    end: str
+    code: Code
+    machine: Machine
+
+    @classmethod
+    def begin(cls) -> RunSpan:
+        now = _now()
+        return cls(now, now, Code.here(), Machine.here())
+
+    def touched(self) -> RunSpan:
+        """This span, ending now."""
+        return replace(self, end=_now())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"start": self.start, "end": self.end, "code": self.code.to_dict(), "machine": self.machine.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunSpan:
+        return cls(str(d["start"]), str(d["end"]), Code.from_dict(d["code"]), Machine.from_dict(d["machine"]))
+
+
+@dataclass(frozen=True)
+class Weights:
+    """One model of a report: its spec, its name, its weights fingerprint (what an audit's id
+    is made from), where it ran (device, dtype), and for a checkpoint made by ``rnr-lens
+    train`` its folder, the training command and the base it was trained from."""
+
+    spec: str
+    name: str
+    fingerprint: str
+    device: str
+    dtype: str
+    checkpoint: str | None = None
+    training: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, spec: str, model: Any, training: Mapping[str, Any] | None = None) -> Weights:
+        """The provenance of ``model`` (a loaded :class:`~rnr_lens.lens.LensModel`) loaded from
+        ``spec``; ``training``: the checkpoint's own training record, where ``spec`` is a folder
+        ``rnr-lens train`` wrote (:func:`rnr_lens.checkpoints.training_record`)."""
+        dtype = next(iter(model.bridge.parameters())).dtype
+        return cls(
+            spec,
+            model.name,
+            model.fingerprint(),
+            str(model.device),
+            str(dtype).removeprefix("torch."),
+            spec if training is not None else None,
+            training,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"spec": self.spec, "name": self.name, "fingerprint": self.fingerprint, "device": self.device, "dtype": self.dtype}
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint
+            out["training"] = dict(self.training or {})
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Weights:
+        return cls(str(d["spec"]), str(d["name"]), str(d["fingerprint"]), str(d["device"]), str(d["dtype"]), d.get("checkpoint"), d.get("training"))
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a report's numbers were computed with: every run of it, and every model's weights."""
+
+    runs: tuple[RunSpan, ...] = ()
+    models: tuple[Weights, ...] = field(default_factory=tuple)
+
+    def with_run(self, span: RunSpan) -> Provenance:
+        """This provenance with ``span`` as its newest run (replacing a span with its start)."""
+        kept = tuple(r for r in self.runs if r.start != span.start)
+        return replace(self, runs=(*kept, span))
+
+    def with_model(self, weights: Weights) -> Provenance:
+        """This provenance with ``weights`` recorded (once per spec: a resumed run that loads
+        other weights under the same spec keeps both, so the mismatch is visible)."""
+        if weights in self.models:
+            return self
+        return replace(self, models=(*self.models, weights))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runs": [r.to_dict() for r in self.runs], "models": [m.to_dict() for m in self.models]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Provenance:
+        return cls(tuple(RunSpan.from_dict(r) for r in d.get("runs", ())), tuple(Weights.from_dict(m) for m in d.get("models", ())))
+
+
+def code_differences(recorded: Provenance, here: Code | None = None) -> list[str]:
+    """How the code ``here`` (default: this process's) differs from the code of each run in
+    ``recorded``: one line per difference (empty: the same code re-derives)."""
+    here = here or Code.here()
+    lines: list[str] = []
+    for i, run in enumerate(recorded.runs, 1):
+        was = run.code
+        label = f"run {i} of {len(recorded.runs)} ({run.start})"
+        if was.commit and here.commit and was.commit != here.commit:
+            lines.append(f"{label} ran commit {was.commit[:12]}; this is commit {here.commit[:12]}")
+        elif was.version != here.version:
+            lines.append(f"{label} ran rnr_lens {was.version}; this is {here.version}")
+        elif was.commit is None or here.commit is None:
+            lines.append(f"{label}: the commit is unknown on one side (rnr_lens {was.version} both), so the code may differ")
+        if was.dirty:
+            lines.append(f"{label} ran with uncommitted changes")
+    return lines

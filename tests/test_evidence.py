@@ -1,0 +1,94 @@
+"""The evidence file: a store's audits and a report's manifest, written deterministically and
+read back into a store that holds the same rows (the report-level guarantee, that claims
+re-derive byte for byte, is tested on a real report in tests/test_reports.py)."""
+
+import gzip
+import json
+
+import pytest
+
+from rnr_lens import RnrLensError
+from rnr_lens import evidence as E
+from rnr_lens.provenance import Provenance, RunSpan
+from rnr_lens.records import Try
+from rnr_lens.store import Artifact, RunStore
+from tests.conftest import stored_record
+
+
+def _store(path, audits=("a1", "a2")):
+    store = RunStore(path)
+    for aid in audits:
+        store.create_audit(stored_record(aid, ("sampling:k=2",), 2), [(0, "q1", "p1", "1"), (1, "q2", "p2", "2")])
+        store.add_tries(aid, [Try("q2", "default", 0, "2.", "2", True, 2), Try("q1", "default", 0, "no", None, False, 1)])
+        store.put_artifact(aid, Artifact.FAILURE_SET, "report", {"discovery": ["q1"]})
+    return store
+
+
+def _manifest(audits=("a1", "a2")):
+    records = tuple(E.SettingRecord("m", f"t{i}", a) for i, a in enumerate(audits))
+    return E.Manifest({"models": ["m"], "tasks": ["t0", "t1"]}, records, Provenance().with_run(RunSpan.begin()))
+
+
+def test_evidence_round_trips_a_store_and_its_manifest(tmp_path):
+    store = _store(tmp_path / "a.db")
+    manifest = _manifest()
+    path = E.write(store, manifest, tmp_path / E.EVIDENCE_FILE)
+    restored = E.restore(path, tmp_path / "b.db")
+    assert restored == manifest
+    again = RunStore(tmp_path / "b.db", mode="read")
+    assert E.Manifest.load(again) == manifest, "the manifest is kept in the rebuilt store"
+    for aid in ("a1", "a2"):
+        assert again.export_audit(aid) == store.export_audit(aid), "every row of every audit, as it was"
+
+
+def test_evidence_holds_only_the_manifests_audits_and_is_deterministic(tmp_path):
+    store = _store(tmp_path / "a.db", audits=("a1", "a2", "other"))
+    first = E.write(store, _manifest(), tmp_path / "one.json.gz").read_bytes()
+    document = json.loads(gzip.decompress(first))
+    assert [a["audit"]["id"] for a in document["audits"]] == ["a1", "a2"], "an audit no setting names stays out"
+    assert [t[0] for t in document["audits"][0]["tries"]] == ["q1", "q2"], "rows in key order"
+    # the same store and manifest write the same bytes (the spans differ only in their times)
+    m = _manifest()
+    assert E.write(store, m, tmp_path / "x.gz").read_bytes() == E.write(store, m, tmp_path / "y.gz").read_bytes()
+
+
+def test_a_setting_record_replaces_in_place(tmp_path):
+    m = _manifest()
+    later = m.with_setting(E.SettingRecord("m", "t0", "a1", (E.AUDITED, E.MINED)))
+    assert [s.task for s in later.settings] == ["t0", "t1"] and later.setting("m", "t0").done(mined=True)
+    assert not m.setting("m", "t0").done(mined=True) and m.setting("m", "t0").done(mined=False)
+    assert later.with_setting(E.SettingRecord("m", "t9", "a3")).audits == ["a1", "a2", "a3"]
+    assert E.Manifest.from_dict(json.loads(json.dumps(later.to_dict()))) == later
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"not gzip", "not gzip-compressed JSON"),
+        (gzip.compress(b"[1, 2]"), "no format"),
+        (gzip.compress(json.dumps({"format": E.FORMAT, "version": 99}).encode()), "evidence version 99"),
+    ],
+    ids=["not-gzip", "not-evidence", "newer-version"],
+)
+def test_a_file_that_is_not_evidence_is_a_one_line_error(tmp_path, content, message):
+    path = tmp_path / "bad.json.gz"
+    path.write_bytes(content)
+    with pytest.raises(RnrLensError, match=message) as err:
+        E.restore(path, tmp_path / "x.db")
+    assert "\n" not in str(err.value) and not (tmp_path / "x.db").exists()
+
+
+def test_restore_never_overwrites_a_store_and_leaves_nothing_when_it_fails(tmp_path):
+    path = E.write(_store(tmp_path / "a.db"), _manifest(), tmp_path / E.EVIDENCE_FILE)
+    with pytest.raises(RnrLensError, match="already exists"):
+        E.restore(path, tmp_path / "a.db")
+    with pytest.raises(RnrLensError, match="does not exist"):
+        E.restore(tmp_path / "missing.json.gz", tmp_path / "c.db")
+    # evidence whose rows contradict each other (one try, two answers) stops the rebuild whole
+    document = json.loads(gzip.decompress(path.read_bytes()))
+    document["audits"].append(json.loads(json.dumps(document["audits"][0])))
+    document["audits"][-1]["tries"][0][3] = "another answer"
+    path.write_bytes(gzip.compress(json.dumps(document).encode()))
+    with pytest.raises(RnrLensError, match="disagree"):
+        E.restore(path, tmp_path / "d.db")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".d", "d."))) == []
