@@ -413,6 +413,27 @@ class TrainingClaim:
 
 
 @dataclass(frozen=True)
+class AcrossCheckpoints:
+    """Claim 3 for one base, task and probe over every checkpoint trained from that base (a
+    grid may pair one base with several training runs, e.g. seeds): each checkpoint's verdict,
+    and how many share the most common one. A tally of per-run verdicts, not a test: it says
+    whether the verdict is a property of the training recipe or of one run."""
+
+    base: str
+    task: str
+    probe: str
+    verdicts: tuple[tuple[str, str], ...]
+    """``(trained checkpoint, verdict status)`` in the grid's pair order."""
+
+    @property
+    def agreement(self) -> tuple[str, int, int]:
+        """The most common status (the first seen among ties), how many runs have it, of how many."""
+        statuses = [status for _, status in self.verdicts]
+        top = max(dict.fromkeys(statuses), key=statuses.count)
+        return top, statuses.count(top), len(statuses)
+
+
+@dataclass(frozen=True)
 class Progress:
     """How much of a grid a report covers (a partial report says so)."""
 
@@ -454,6 +475,17 @@ class Claims:
     def training_probes(self) -> list[TrainingProbe]:
         """Every trained pair's per-probe records, in order."""
         return [p for c in self.training for p in c.probes]
+
+    def across_checkpoints(self) -> list[AcrossCheckpoints]:
+        """Claim 3 side by side for every base with two or more trained checkpoints, per task
+        and probe (in the order they first appear)."""
+        groups: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+        trained: dict[str, set[str]] = {}
+        for c in self.training:
+            trained.setdefault(c.base, set()).add(c.trained)
+            for p in c.probes:
+                groups.setdefault((c.base, c.task, p.probe), []).append((c.trained, p.verdict.status))
+        return [AcrossCheckpoints(b, t, p, tuple(v)) for (b, t, p), v in groups.items() if len(trained[b]) > 1]
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

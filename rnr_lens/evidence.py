@@ -19,7 +19,7 @@ store writes the same bytes and a committed evidence file changes only where res
 
 Example:
     >>> import tempfile, pathlib
-    >>> from rnr_lens.store import RunStore
+    >>> from rnr_lens.store import RunStore, built_whole
     >>> folder = pathlib.Path(tempfile.mkdtemp())
     >>> m = Manifest(grid={"models": ["m"], "tasks": ["t"]})
     >>> path = write(RunStore(":memory:"), m, folder / EVIDENCE_FILE)
@@ -40,7 +40,7 @@ from typing import Any
 
 from rnr_lens.errors import RnrLensError
 from rnr_lens.provenance import Provenance
-from rnr_lens.store import RunStore
+from rnr_lens.store import RunStore, built_whole
 
 EVIDENCE_FILE = "evidence.json.gz"
 """The evidence's file name in a report folder."""
@@ -155,27 +155,14 @@ def restore(path: str | Path, store_path: str | Path) -> Manifest:
 
 def rebuild(document: Mapping[str, Any], store_path: str | Path, source: str = "the evidence") -> Manifest:
     """:func:`restore` from an evidence document already :func:`read`."""
-    path = source
     store_path = Path(store_path)
     if store_path.exists():
         raise RnrLensError(f"{store_path} already exists; restore evidence into a new report folder (or delete the store first)")
     if not store_path.parent.is_dir():
         raise RnrLensError(f"folder {store_path.parent} does not exist; create it first")
-    partial = store_path.with_name(f".{store_path.name}.partial")
-    for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
-        leftover.unlink(missing_ok=True)
-    store = RunStore(partial)
-    try:
+    with built_whole(store_path) as store:
         for payload in document["audits"]:
-            store.absorb(payload, source=str(path))
+            store.absorb(payload, source=source)
         manifest = Manifest.from_dict(document["manifest"])
         manifest.save(store)
-        store.checkpoint()
-        store.close()
-        os.replace(partial, store_path)
-    except BaseException:
-        store.close()
-        for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
-            leftover.unlink(missing_ok=True)
-        raise
     return manifest

@@ -14,6 +14,7 @@ from typing import Any
 
 from rnr_lens.claims import Claims, RoutesClaim, ScreenAgreement
 from rnr_lens.display import estimate_text, html_table
+from rnr_lens.provenance import Provenance
 from rnr_lens.verdicts import Verdict
 
 HOW_TO_READ = (
@@ -240,7 +241,7 @@ def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None
             e(p.contrast),
             _verdict_text(p.verdict),
         ]
-        for c in claims.training
+        for c in sorted(claims.training, key=lambda c: c.base)  # grouped by base: a base's training runs together
         for p in c.probes
     ]
     parts.append(
@@ -258,14 +259,74 @@ def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None
             if rows
             else "<p>No trained pairs in this grid.</p>"
         )
+        + _across_checkpoints_html(claims)
     )
     parts.append(
         "<h2>Deployment configs</h2>" + "".join(f"<h3>{h}</h3><pre>{html.escape(json.dumps(c, indent=1))}</pre>" for h, c in claims.configs.items())
     )
+    if claims.provenance is not None:
+        parts.append(_provenance_html(claims.provenance))
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>rnr_lens claims report</title>"
         "<style>body{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;color:#222}"
         "table{border-collapse:collapse;margin:0.5em 0}tr:nth-child(even){background:#f6f6f6}</style></head><body>"
         + "".join(parts)
         + "</body></html>"
+    )
+
+
+def _provenance_html(p: Provenance) -> str:
+    """What computed these numbers: each model's weights, each run's code and machine."""
+    weights = [
+        [
+            m.spec,
+            m.fingerprint,
+            f"{m.device}, {m.dtype}",
+            (m.training or {}).get("command", "") if m.checkpoint else "",
+        ]
+        for m in p.models
+    ]
+    runs = [
+        [
+            f"{r.start} to {r.end}",
+            f"rnr_lens {r.code.version}"
+            + (f" at {r.code.commit[:12]}" if r.code.commit else "")
+            + (" with uncommitted changes" if r.code.dirty else ""),
+            ", ".join(f"{k} {v}" for k, v in r.code.libraries.items()) + f", Python {r.code.python}",
+            f"{r.machine.cpu}; {r.machine.cores} cores, {r.machine.torch_threads} torch threads",
+        ]
+        for r in p.runs
+    ]
+    return (
+        "<h2>Provenance</h2><p>The weights each setting speaks for (an audit's id is made from the fingerprint), and the code "
+        "and machine of each run (a grid resumed after a stop has several). <code>rnr-lens report --from-evidence</code> "
+        "re-derives every number above from this report's evidence.json.gz without a model.</p>"
+        + html_table(weights, ["model", "weights fingerprint", "device, dtype", "trained by"])
+        + html_table(runs, ["run", "code", "libraries", "machine"])
+    )
+
+
+def _across_checkpoints_html(claims: Claims) -> str:
+    """Claim 3's verdicts side by side where a base has several trained checkpoints."""
+    groups = claims.across_checkpoints()
+    if not groups:
+        return ""
+    runs = max(len(g.verdicts) for g in groups)
+    rows = []
+    for g in groups:
+        status, n, total = g.agreement
+        rows.append(
+            [g.base, g.task, g.probe.split(",")[0], *[v for _, v in g.verdicts], *[""] * (runs - len(g.verdicts)), f"{n} of {total} {status}"]
+        )
+    names = {g.base: [t for t, _ in g.verdicts] for g in groups}
+    return (
+        "<h3>Across training runs</h3><p>"
+        + html.escape(
+            "Each checkpoint trained from one base, side by side (runs in the grid's pair order: "
+            + "; ".join(f"{base}: " + ", ".join(ts) for base, ts in names.items())
+            + "). The agreement is a tally of per-run verdicts, each at its own level; a verdict shared by every run "
+            "is a property of the training recipe on this model, not of one run."
+        )
+        + "</p>"
+        + html_table(rows, ["base", "task", "probe", *[f"run {i + 1}" for i in range(runs)], "agreement"])
     )

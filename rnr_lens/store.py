@@ -431,11 +431,7 @@ def merge(inputs: Sequence[str | Path], out: str | Path) -> RunStore:
         raise RnrLensError(f"{out} already exists; merge into a new file (or delete it first)")
     if not out.parent.exists():
         raise RnrLensError(f"folder {out.parent} does not exist; create it or choose another --out path")
-    partial = out.with_name(f".{out.name}.partial")
-    for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
-        leftover.unlink(missing_ok=True)
-    merged = RunStore(partial)
-    try:
+    with built_whole(out) as merged:
         for path in inputs:
             source = RunStore(path, mode="read")
             try:
@@ -443,12 +439,27 @@ def merge(inputs: Sequence[str | Path], out: str | Path) -> RunStore:
                     merged.absorb(source.export_audit(info.id), source=str(path))
             finally:
                 source.close()
-        merged.checkpoint()
-        merged.close()
+    return RunStore(out)
+
+
+@contextmanager
+def built_whole(out: str | Path) -> Iterator[RunStore]:
+    """A new run store, filled inside the block beside ``out`` and renamed to ``out`` when the
+    block completes; on any error nothing is left (``merge`` and an evidence restore build
+    stores this way, so a store that exists is whole)."""
+    out = Path(out)
+    partial = out.with_name(f".{out.name}.partial")
+    leftovers = (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm"))
+    for leftover in leftovers:
+        leftover.unlink(missing_ok=True)
+    store = RunStore(partial)
+    try:
+        yield store
+        store.checkpoint()
+        store.close()
         os.replace(partial, out)
     except BaseException:
-        merged.close()
-        for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
+        store.close()
+        for leftover in leftovers:
             leftover.unlink(missing_ok=True)
         raise
-    return RunStore(out)

@@ -5,6 +5,7 @@ verdict or an interval back as something else, would make a re-rendered report d
 the one written."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -61,3 +62,30 @@ def test_the_summary_counts_the_records_verdicts(routes_claim):
     assert lines["routes_vs_search"].endswith("(of 1)") and f"{routes_claim.verdict.status} 1" in lines["routes_vs_search"]
     assert Claims.from_dict(_through_json(claims.to_dict())).to_dict() == claims.to_dict()
     assert isinstance(Setting.from_dict(routes_claim.to_dict()), Setting)
+
+
+def test_claim_3_across_training_runs_sits_side_by_side_per_base_task_and_probe():
+    """A base trained several times (seeds) gets its runs' verdicts side by side, with how many
+    agree; a base trained once gets no such row (nothing to compare)."""
+    from rnr_lens.claims import TrainingClaim, TrainingProbe
+    from rnr_lens.report_page import render_html
+    from rnr_lens.stats import Estimate
+
+    def pair(base, trained, task, statuses):
+        e = Estimate(0.1, 0.0, 0.2, 40)
+        probes = tuple(TrainingProbe(p, 40, 0, e, e, e, e, 0.05, Verdict(s, ""), {}) for p, s in zip(("sampling:k=8", "search:k=8"), statuses))
+        return TrainingClaim(task, ("a", "b"), base, trained, probes)
+
+    training = (
+        pair("base", "seed0", "sub", ("support", "against")),
+        pair("base", "seed1", "sub", ("support", "unresolved")),
+        pair("other", "once", "sub", ("support", "support")),
+        pair("base", "seed2", "sub", ("unresolved", "unresolved")),
+    )
+    claims = Claims(grid=Grid(models=("base",), tasks=("sub",)).to_dict(), probes=(), training=training)
+    rows = claims.across_checkpoints()
+    assert [(r.base, r.probe) for r in rows] == [("base", "sampling:k=8"), ("base", "search:k=8")], "a base trained once has no row"
+    assert rows[0].verdicts == (("seed0", "support"), ("seed1", "support"), ("seed2", "unresolved"))
+    assert rows[0].agreement == ("support", 2, 3) and rows[1].agreement == ("unresolved", 2, 3)
+    page = render_html(replace(claims, summary=summary_lines(claims)))
+    assert "Across training runs" in page and "2 of 3 support" in page and "base: seed0, seed1, seed2" in page

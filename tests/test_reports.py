@@ -143,7 +143,8 @@ def test_a_report_rederives_from_its_evidence_alone_and_resumes_from_it(first_re
 
     dirty = Code.here().dirty
     assert ("ran with uncommitted changes" if dirty else "the code is the code that ran") in printed, "a difference is said, never hidden"
-    assert (referee / "evidence.json.gz").read_bytes() == evidence.read_bytes() and "3. Training" in (referee / "report.html").read_text()
+    page = (referee / "report.html").read_text()
+    assert (referee / "evidence.json.gz").read_bytes() == evidence.read_bytes() and "3. Training" in page and "<h2>Provenance</h2>" in page
     # provenance: every model's weights as the audits saw them, the code, the machine, each run
     provenance = claims["provenance"]
     fingerprints = {R.AuditResult.load(out / "runs.db", c["audit"]).info.model_fingerprint for c in claims["routes_vs_search"]}
@@ -352,6 +353,21 @@ def test_the_screen_is_judged_against_the_exhaustive_pick_under_the_same_rule(pi
     a = screen_agreement(_exhaustive(rows), picked)
     assert (a.exhaustive_block, a.same_block, a.spearman) == (best, same, 0.5)
     assert a.regret == pytest.approx(regret)
+
+
+def test_the_seeds_grid_pairs_one_base_with_three_training_seeds():
+    """The grid behind claim 3 across training runs: one base, three checkpoints of the README's
+    DAPO command at seeds 0, 1, 2 (its comment's commands), the same questions for each."""
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "assets" / "grid-seeds.yaml"
+    grid = Grid.load(path)
+    assert {p["base"] for p in grid.pairs} == {"smollm2-135m-instruct"} and len({p["trained"] for p in grid.pairs}) == 3
+    assert not grid.mine and grid.n >= 200 and set(grid.tasks) == {"add-two-digit", "sub"}
+    commands = re.findall(r"rnr-lens train .*", path.read_text())
+    assert [re.search(r"--seed (\d)", c).group(1) if "--seed" in c else "0" for c in commands] == ["0", "1", "2"]
+    assert [c.split("--out ")[1] + "/final" for c in commands] == [p["trained"].split("../", 1)[1] for p in grid.pairs]
 
 
 def test_the_deep_grid_is_valid_and_takes_small_tasks_whole():
