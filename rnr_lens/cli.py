@@ -744,18 +744,18 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _print_report(result: Report, args: argparse.Namespace, *, rederived: bool) -> int:
     from rnr_lens.provenance import code_differences
 
+    if rederived:  # said on stderr under --json, which keeps stdout for the claims
+        recorded = result.claims.provenance
+        differs = code_differences(recorded) if recorded is not None else ["the evidence records no provenance"]
+        said = "re-derived without a model; " + (
+            "the code is the code that ran" if not differs else "the code differs from the run's: " + "; ".join(differs)
+        )
+        print(said, file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(result.claims.to_dict(), indent=2, default=str))
         return 0
     for line in result.claims.summary.values():
         print(line)
-    if rederived:
-        recorded = result.claims.provenance
-        differs = code_differences(recorded) if recorded is not None else ["the evidence records no provenance"]
-        print(
-            "re-derived without a model; "
-            + ("the code is the code that ran" if not differs else "the code differs from the run's: " + "; ".join(differs))
-        )
     print(f"claims: {result.files['claims']}\nreport: {result.files['html']}\nevidence: {result.files['evidence']}\nstore:  {result.store}")
     return 0
 

@@ -116,11 +116,13 @@ class Manifest:
         return None if body is None else cls.from_dict(body)
 
 
-def write(store: RunStore, manifest: Manifest, path: str | Path) -> Path:
+def write(store: RunStore, manifest: Manifest, path: str | Path, *, every_audit: bool = False) -> Path:
     """Write the evidence of ``manifest`` (its audits, exported from ``store``) to ``path``,
-    atomically; return the path."""
+    atomically; return the path. ``every_audit``: every audit in the store, those still running
+    too (a snapshot taken beside a running report, so a resume elsewhere loses no try)."""
     path = Path(path)
-    document = {"format": FORMAT, "version": VERSION, "manifest": manifest.to_dict(), "audits": [store.export_audit(a) for a in manifest.audits]}
+    audits = [a.id for a in store.audits()] if every_audit else manifest.audits
+    document = {"format": FORMAT, "version": VERSION, "manifest": manifest.to_dict(), "audits": [store.export_audit(a) for a in audits]}
     raw = json.dumps(document, separators=(",", ":")).encode()
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f, gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0, compresslevel=6) as z:
@@ -144,7 +146,23 @@ def read(path: str | Path) -> dict[str, Any]:
         raise RnrLensError(
             f"{path} is evidence version {document.get('version')}; this rnr_lens reads version {VERSION} (use the rnr_lens that wrote it)"
         )
+    if not isinstance(document.get("manifest"), dict) or "grid" not in document["manifest"] or not isinstance(document.get("audits"), list):
+        raise RnrLensError(f"{path} is incomplete evidence (no manifest with a grid, or no audits); give the {EVIDENCE_FILE} a report wrote")
     return document
+
+
+def snapshot(store_path: str | Path, path: str | Path) -> Path:
+    """Evidence of a report still running: every audit in its store (read-only, beside the
+    writer), those in progress too, with the manifest as it stands. A report resumed from it
+    (``rnr-lens report GRID --from-evidence``) continues each audit where the snapshot left it."""
+    store = RunStore(store_path, mode="read")
+    try:
+        manifest = Manifest.load(store)
+        if manifest is None:
+            raise RnrLensError(f"{store_path} holds no report yet (no manifest); snapshot the runs.db of a running rnr-lens report")
+        return write(store, manifest, path, every_audit=True)
+    finally:
+        store.close()
 
 
 def restore(path: str | Path, store_path: str | Path) -> Manifest:

@@ -391,6 +391,7 @@ def mine(
     batch_size: int | None = None,
     progress: bool = True,
     shard: str | Shard | None = None,
+    name: str | None = None,
 ) -> SweepResult:
     """Sweep single-block ablations over a failure set and name the bottleneck.
 
@@ -411,6 +412,8 @@ def mine(
             candidates). A shard's table covers its own questions; once the shards' stores are
             merged (:func:`rnr_lens.store.merge`), ``mine`` on the merged store assembles the
             whole sweep from them without generating again.
+        name: The name the sweep is kept under in ``store`` (default: its failure set's, the
+            latest sweep of that set; a report keeps its screen and exhaustive sweeps apart).
 
     Example:
         >>> sweep = mine(model, failure_set, strategy="screen+confirm")  # doctest: +SKIP
@@ -453,7 +456,7 @@ def mine(
     agreement = _screen_agreement(table, bottleneck) if strategy == "exhaustive" else {}
     sweep = SweepResult(table, details, bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds}, break_bound)
     if store is not None and part is None:
-        sweep.save(store, failure_set.audit_id)
+        sweep.save(store, failure_set.audit_id, name)
     return sweep
 
 

@@ -27,7 +27,19 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-_PACKAGES = {"torch": "torch", "transformers": "transformers", "transformer_lens": "transformer-lens"}
+_PACKAGES = {
+    "torch": "torch",
+    "transformers": "transformers",
+    "transformer_lens": "transformer-lens",
+    "numpy": "numpy",
+    "scipy": "scipy",
+    "statsmodels": "statsmodels",
+    "pandas": "pandas",
+}
+"""What computes a forward (torch, transformers, TransformerLens) and what computes a claim from
+the tries (numpy, scipy, statsmodels, pandas)."""
+_CODE_PATHS = ("rnr_lens", "pyproject.toml")
+"""What in a checkout is the code: its other files (results, docs, notebooks) change no number."""
 
 
 def _now() -> str:
@@ -66,15 +78,17 @@ def cpu_model() -> str:
 
 @dataclass(frozen=True)
 class Code:
-    """The code that ran: rnr_lens' version, its git commit where it runs from a checkout (and
-    whether that checkout had uncommitted changes), and the versions of the libraries that
-    compute a forward."""
+    """The code that ran: rnr_lens' version; where it runs from a git checkout, the commit, the
+    hash of its code (the ``rnr_lens`` tree and ``pyproject.toml`` at that commit: commits that
+    change only results or docs share it) and whether the code had uncommitted changes; and the
+    versions of the libraries that compute a forward and a claim."""
 
     version: str
     commit: str | None
     dirty: bool | None
     python: str
     libraries: Mapping[str, str | None]
+    tree: str | None = None
 
     @classmethod
     def here(cls) -> Code:
@@ -82,21 +96,28 @@ class Code:
         from rnr_lens import __version__
 
         commit = _git("rev-parse", "HEAD")
-        status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+        status = _git("status", "--porcelain", "--untracked-files=no", "--", *_CODE_PATHS) if commit else None
+        trees = [_git("rev-parse", f"HEAD:{p}") for p in _CODE_PATHS] if commit else []
         return cls(
             __version__,
             commit,
             None if status is None else bool(status),
             platform.python_version(),
             {name: _version(dist) for name, dist in _PACKAGES.items()},
+            "+".join(t[:12] for t in trees if t) if trees and all(trees) else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"version": self.version, "commit": self.commit, "dirty": self.dirty, "python": self.python, "libraries": dict(self.libraries)}
+        """A JSON record (``tree`` only where known)."""
+        out = {"version": self.version, "commit": self.commit, "dirty": self.dirty, "python": self.python, "libraries": dict(self.libraries)}
+        if self.tree is not None:
+            out["tree"] = self.tree
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Code:
-        return cls(str(d["version"]), d.get("commit"), d.get("dirty"), str(d["python"]), dict(d["libraries"]))
+        """The inverse of :meth:`to_dict`."""
+        return cls(str(d["version"]), d.get("commit"), d.get("dirty"), str(d["python"]), dict(d["libraries"]), d.get("tree"))
 
 
 @dataclass(frozen=True)
@@ -220,18 +241,32 @@ class Provenance:
 
 def code_differences(recorded: Provenance, here: Code | None = None) -> list[str]:
     """How the code ``here`` (default: this process's) differs from the code of each run in
-    ``recorded``: one line per difference (empty: the same code re-derives)."""
+    ``recorded``: one line per difference (empty: the same code re-derives). The code is
+    compared by its tree hash where both sides know it (a commit that changed only results or
+    docs is the same code), else by commit, else by version; libraries by version; uncommitted
+    changes on either side are said."""
     here = here or Code.here()
     lines: list[str] = []
+    if here.dirty:
+        lines.append("this checkout has uncommitted changes to its code")
     for i, run in enumerate(recorded.runs, 1):
         was = run.code
         label = f"run {i} of {len(recorded.runs)} ({run.start})"
-        if was.commit and here.commit and was.commit != here.commit:
-            lines.append(f"{label} ran commit {was.commit[:12]}; this is commit {here.commit[:12]}")
+        if was.tree and here.tree:
+            if was.tree != here.tree:
+                lines.append(f"{label} ran the code of commit {(was.commit or '?')[:12]}; this is the code of commit {(here.commit or '?')[:12]}")
+        elif was.commit and here.commit:
+            if was.commit != here.commit:
+                lines.append(f"{label} ran commit {was.commit[:12]}; this is commit {here.commit[:12]}")
         elif was.version != here.version:
             lines.append(f"{label} ran rnr_lens {was.version}; this is {here.version}")
-        elif was.commit is None or here.commit is None:
+        else:
             lines.append(f"{label}: the commit is unknown on one side (rnr_lens {was.version} both), so the code may differ")
         if was.dirty:
-            lines.append(f"{label} ran with uncommitted changes")
+            lines.append(f"{label} ran with uncommitted changes to its code")
+        changed = [
+            f"{name} {v} (was {was.libraries.get(name)})" for name, v in here.libraries.items() if name in was.libraries and was.libraries[name] != v
+        ]
+        if changed:
+            lines.append(f"{label} ran other library versions: " + ", ".join(changed))
     return lines

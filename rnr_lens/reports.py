@@ -65,7 +65,7 @@ from rnr_lens.records import reachable_column
 from rnr_lens.results import FORMAT_MISS_WARN, AuditResult
 from rnr_lens.routes import Route
 from rnr_lens.stats import Estimate, paired_difference, rate
-from rnr_lens.store import RunStore
+from rnr_lens.store import Artifact, RunStore
 
 if TYPE_CHECKING:
     from rnr_lens.miner import SweepResult
@@ -341,12 +341,10 @@ def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, p
     if len(result.reachable_not_realized(probe)) < failures.MIN_FAILURES:
         return
     fs = failures.freeze(result, store, probe=probe, name=REPORT_SET)
-    sweep = mine(model, fs, strategy="screen+confirm", top_m=3, break_bound=grid.break_bound, store=store, progress=progress)
-    sweep.save(store, result.id, SCREEN_SWEEP)
+    sweep = mine(model, fs, strategy="screen+confirm", top_m=3, break_bound=grid.break_bound, store=store, progress=progress, name=SCREEN_SWEEP)
     judged = sweep
     if grid.exhaustive and len(ranked(sweep.table)):  # reuses the confirmed evaluations from the store; generates the rest
-        judged = mine(model, fs, strategy="exhaustive", break_bound=grid.break_bound, store=store, progress=progress)
-        judged.save(store, result.id, EXHAUSTIVE_SWEEP)
+        judged = mine(model, fs, strategy="exhaustive", break_bound=grid.break_bound, store=store, progress=progress, name=EXHAUSTIVE_SWEEP)
     if len(fs.heldout):
         chosen = judged.bottleneck
         null_repair(model, fs, store=store, exclude=chosen.layer if chosen else None).save(store, result.id, REPORT_SET)
@@ -371,13 +369,13 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: 
     fs = failures.load(result, store, REPORT_SET)
     sweep = SweepResult.load(store, SCREEN_SWEEP, audit=result.id)
     figures.append((f"{result.info.model} / {result.info.task}", viz.repair_break(sweep)))
-    done = ranked(sweep.table)
     agreement, judged = None, sweep
-    if grid.exhaustive and len(done):
+    if store.get_artifact(result.id, Artifact.SWEEP, EXHAUSTIVE_SWEEP) is not None:  # kept where the grid swept every block
         full = SweepResult.load(store, EXHAUSTIVE_SWEEP, audit=result.id)
+        done = ranked(sweep.table)
         picked = sweep.bottleneck.layer if sweep.bottleneck else int(done.iloc[0]["layer"])
         agreement, judged = screen_agreement(full, picked), full  # every block generated: the full sweep decides
-    null = NullRepair.load(store, result.id, REPORT_SET) if len(fs.heldout) else None
+    null = NullRepair.load(store, result.id, REPORT_SET)  # kept where the set has a held-out half
     decided = judged.verdict(null, break_bound=grid.break_bound)
     kept = decided.block
     order = ([kept] if kept is not None else []) + [int(r) for r in ranked(judged.table)["layer"] if int(r) != kept]
@@ -519,6 +517,11 @@ def report(
 
     check_executor(executor, shards)
     out = Path(out)
+    if evidence is not None and (out / "runs.db").exists():
+        raise RnrLensError(f"{out / 'runs.db'} already exists, so the report resumes from it: drop --from-evidence (or choose a new --out folder)")
+    document = evidence_.read(evidence) if evidence is not None else None
+    if document is not None:
+        _check_same_grid(document["manifest"]["grid"], grid, f"{evidence} is the evidence of another grid", "resume it with the grid it ran")
     config = DeploymentConfig.load(grid.config) if grid.config else None
     tasks_ = {spec: _load_task(spec, grid) for spec in grid.tasks}
     model_specs = _run_order(grid)
@@ -527,30 +530,33 @@ def report(
             check_spec(spec)
         except RnrLensError as exc:
             raise RnrLensError(f"grid model {spec!r}: {exc} (a trained pair's checkpoint must exist before the report runs)") from None
-    document = evidence_.read(evidence) if evidence is not None else None
-    if document is not None and document["manifest"]["grid"] != grid.to_dict():
-        differs = next(k for k, v in grid.to_dict().items() if document["manifest"]["grid"].get(k) != v)
-        raise RnrLensError(f"{evidence} is the evidence of another grid (its {differs} differs); resume it with the grid it ran")
+    if (out / "runs.db").exists():
+        stored = evidence_.Manifest.load(RunStore(out / "runs.db", mode="read"))
+        if stored is not None:
+            _check_same_grid(stored.grid, grid, f"{out} holds the report of another grid", "use a new --out folder, or the grid it ran")
     out.mkdir(parents=True, exist_ok=True)
     if document is not None:
         evidence_.rebuild(document, out / "runs.db", source=str(evidence))
     store = RunStore(out / "runs.db")
-    stored = evidence_.Manifest.load(store)
-    manifest = stored if stored is not None and stored.grid == grid.to_dict() else evidence_.Manifest(grid.to_dict())
+    manifest = evidence_.Manifest.load(store) or evidence_.Manifest(grid.to_dict())
     span = RunSpan.begin()
-    draft = _Draft(grid, store, _report_files(out))
+    draft = _derived(manifest, store, _report_files(out))  # what earlier runs finished, as rederive derives it
 
-    def stage_done(derive: evidence_.SettingRecord | None = None) -> Claims:
-        nonlocal manifest
+    def stage_done(finished: evidence_.SettingRecord | None = None) -> Claims:
+        """Keep the manifest, derive a finished setting, write the claims and the evidence."""
+        nonlocal manifest, draft
         manifest = replace(manifest, provenance=manifest.provenance.with_run(span.touched()))
         manifest.save(store)
-        if derive is not None:
-            draft.derive(derive)
+        if finished is not None:
+            if manifest.settings[-1] == finished and (finished.model, finished.task) not in draft.derived:
+                draft.derive(finished)
+            else:  # a setting redone (its task file changed): derive again in the manifest's order
+                draft = _derived(manifest, store, draft.files)
         claims = draft.write(manifest.provenance)
         evidence_.write(store, manifest, draft.files["evidence"])
         return claims
 
-    claims = stage_done()
+    stage_done()
     for spec in model_specs:
         # the driver needs the weights to audit here, or to mine; Ray workers load their own
         with phase("load model"):
@@ -571,23 +577,39 @@ def report(
                 batch_size=batch_size,
                 progress=progress,
             )
+            mined = grid.mine and spec in grid.models
+            record = manifest.setting(spec, task_spec)
+            if record is not None and record.audit == result.id and record.done(mined):
+                continue  # finished by an earlier run and derived above
+            trained = training_record(spec) if Path(spec).is_dir() else None
             weights = (
-                Weights.of(spec, model, training_record(spec) if Path(spec).is_dir() else None)
-                if model is not None
-                else Weights(spec, result.info.model, result.info.model_fingerprint, "ray workers", "unrecorded")
+                Weights.of(spec, model, trained)
+                if model is not None and executor == "local"
+                else Weights(spec, result.info.model, result.info.model_fingerprint, "ray workers", "unrecorded", spec if trained else None, trained)
             )
             manifest = replace(manifest, provenance=manifest.provenance.with_model(weights))
-            record = manifest.setting(spec, task_spec)
             record = record if record is not None and record.audit == result.id else evidence_.SettingRecord(spec, task_spec, result.id)
-            manifest = manifest.with_setting(record)
-            if not record.done(grid.mine and spec in grid.models):
+            if record.done(mined):
+                manifest = manifest.with_setting(record)
+            else:
+                manifest = manifest.with_setting(record)
                 stage_done()  # the audit is in the evidence before claim 2's hours start
                 mine_setting(model, result, store, grid, progress)
                 record = replace(record, stages=(*record.stages, MINED))
                 manifest = manifest.with_setting(record)
-            claims = stage_done(derive=record)
+            stage_done(finished=record)
         del model
-    return Report(claims, out / "runs.db", draft.files)
+    return Report(stage_done(), out / "runs.db", draft.files)
+
+
+def _check_same_grid(recorded: Mapping[str, Any], grid: Grid, what: str, fix: str) -> None:
+    """Refuse to continue a report under another grid than the one it ran (one line: the
+    first field that differs, with both values)."""
+    here = grid.to_dict()
+    differs = [k for k in dict.fromkeys([*here, *recorded]) if recorded.get(k) != here.get(k)]
+    if differs:
+        k = differs[0]
+        raise RnrLensError(f"{what} (its {k} is {recorded.get(k)!r}, this grid's {here.get(k)!r}); {fix}")
 
 
 def rederive(evidence: str | Path, out: str | Path) -> Report:
@@ -595,7 +617,7 @@ def rederive(evidence: str | Path, out: str | Path) -> Report:
     into ``out/runs.db`` (``out`` must hold no store yet), then every finished setting's claims
     derived from it as the run derived them, and ``claims.json`` and ``report.html`` written
     (byte for byte the run's own under the same rules and code). The evidence is copied beside
-    them, so ``out`` is a whole report folder.
+    them, so ``out`` is a whole report folder; on any error nothing is left in ``out``.
 
     Example:
         >>> r = rederive("assets/results/grid-default/evidence.json.gz", "rederived")  # doctest: +SKIP
@@ -607,17 +629,33 @@ def rederive(evidence: str | Path, out: str | Path) -> Report:
 
     out = Path(out)
     document = evidence_.read(evidence)
+    files = _report_files(out)
+    for path in (out / "runs.db", *files.values()):
+        if path.exists() and path.resolve() != Path(evidence).resolve():
+            raise RnrLensError(f"{path} already exists; re-derive into a new --out folder")
     out.mkdir(parents=True, exist_ok=True)
     manifest = evidence_.rebuild(document, out / "runs.db", source=str(evidence))
+    try:
+        draft = _derived(manifest, RunStore(out / "runs.db", mode="read"), files)
+        claims = draft.write(manifest.provenance)
+        if Path(evidence).resolve() != files["evidence"].resolve():
+            shutil.copyfile(evidence, files["evidence"])
+    except BaseException:
+        for path in (out / "runs.db", files["claims"], files["html"]):
+            path.unlink(missing_ok=True)
+        raise
+    return Report(claims, out / "runs.db", files)
+
+
+def _derived(manifest: Any, store: RunStore, files: dict[str, Path]) -> _Draft:
+    """The claims of every finished setting of ``manifest``, derived from ``store`` in the
+    manifest's order: how a report starts (what earlier runs finished) and all :func:`rederive` does."""
     grid = Grid.from_dict(manifest.grid)
-    draft = _Draft(grid, RunStore(out / "runs.db", mode="read"), _report_files(out))
+    draft = _Draft(grid, store, files)
     for record in manifest.settings:
         if record.done(grid.mine and record.model in grid.models):
             draft.derive(record)
-    claims = draft.write(manifest.provenance)
-    if Path(evidence).resolve() != draft.files["evidence"].resolve():
-        shutil.copyfile(evidence, draft.files["evidence"])
-    return Report(claims, out / "runs.db", draft.files)
+    return draft
 
 
 def _report_files(out: Path) -> dict[str, Path]:
@@ -642,6 +680,11 @@ class _Draft:
     bottleneck: list[BottleneckClaim] = field(default_factory=list)
     training: dict[tuple[int, str], TrainingClaim] = field(default_factory=dict)
     figures: dict[str, list[tuple[str, Any]]] = field(default_factory=lambda: {"routes": [], "bottleneck": []})
+
+    @property
+    def derived(self) -> set[tuple[str, str]]:
+        """The ``(model spec, task)`` settings derived so far."""
+        return set(self.audits)
 
     @property
     def total(self) -> int:

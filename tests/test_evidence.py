@@ -47,9 +47,18 @@ def test_evidence_holds_only_the_manifests_audits_and_is_deterministic(tmp_path)
     document = json.loads(gzip.decompress(first))
     assert [a["audit"]["id"] for a in document["audits"]] == ["a1", "a2"], "an audit no setting names stays out"
     assert [t[0] for t in document["audits"][0]["tries"]] == ["q1", "q2"], "rows in key order"
-    # the same store and manifest write the same bytes (the spans differ only in their times)
+    # the same rows write the same bytes, whatever order they were stored in
     m = _manifest()
-    assert E.write(store, m, tmp_path / "x.gz").read_bytes() == E.write(store, m, tmp_path / "y.gz").read_bytes()
+    other = RunStore(tmp_path / "b.db")
+    for aid in ("a2", "a1"):
+        other.create_audit(stored_record(aid, ("sampling:k=2",), 2), [(1, "q2", "p2", "2"), (0, "q1", "p1", "1")])
+        other.put_artifact(aid, Artifact.FAILURE_SET, "report", {"discovery": ["q1"]})
+        other.add_tries(aid, [Try("q1", "default", 0, "no", None, False, 1)])
+        other.add_tries(aid, [Try("q2", "default", 0, "2.", "2", True, 2)])
+    for table in ("audits", "artifacts"):  # the store's own timestamps are the only other difference
+        for c in (store.conn, other.conn):
+            c.execute(f"UPDATE {table} SET created=0")
+    assert E.write(store, m, tmp_path / "x.gz").read_bytes() == E.write(other, m, tmp_path / "y.gz").read_bytes()
 
 
 def test_a_setting_record_replaces_in_place(tmp_path):
@@ -67,8 +76,9 @@ def test_a_setting_record_replaces_in_place(tmp_path):
         (b"not gzip", "not gzip-compressed JSON"),
         (gzip.compress(b"[1, 2]"), "no format"),
         (gzip.compress(json.dumps({"format": E.FORMAT, "version": 99}).encode()), "evidence version 99"),
+        (gzip.compress(json.dumps({"format": E.FORMAT, "version": E.VERSION, "audits": []}).encode()), "incomplete evidence"),
     ],
-    ids=["not-gzip", "not-evidence", "newer-version"],
+    ids=["not-gzip", "not-evidence", "newer-version", "no-manifest"],
 )
 def test_a_file_that_is_not_evidence_is_a_one_line_error(tmp_path, content, message):
     path = tmp_path / "bad.json.gz"
@@ -92,3 +102,13 @@ def test_restore_never_overwrites_a_store_and_leaves_nothing_when_it_fails(tmp_p
     with pytest.raises(RnrLensError, match="disagree"):
         E.restore(path, tmp_path / "d.db")
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".d", "d."))) == []
+
+
+def test_a_snapshot_of_a_running_report_holds_its_running_audits_too(tmp_path):
+    store = _store(tmp_path / "a.db", audits=("a1", "a2", "running"))
+    _manifest().save(store)
+    path = E.snapshot(tmp_path / "a.db", tmp_path / "snap.json.gz")
+    assert [a["audit"]["id"] for a in E.read(path)["audits"]] == ["a1", "a2", "running"]
+    with pytest.raises(RnrLensError, match="holds no report yet"):
+        E.snapshot(_store(tmp_path / "b.db").path, tmp_path / "x.json.gz")
+

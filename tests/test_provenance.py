@@ -3,7 +3,7 @@ that cannot say which code and weights it speaks for, and a re-derivation that h
 difference."""
 
 import json
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from rnr_lens.dapo import CLI_FIELDS, TrainConfig
 from rnr_lens.provenance import Code, Provenance, RunSpan, Weights, code_differences
@@ -25,15 +25,23 @@ def test_provenance_keeps_one_span_per_run_and_every_distinct_weights():
     assert Provenance.from_dict(json.loads(json.dumps(p.to_dict()))) == p
 
 
-def test_code_differences_name_the_commit_and_uncommitted_changes():
-    here = Code("0.1.0", "a" * 40, False, "3.11", {"torch": "2"})
-    same = Provenance((RunSpan("s", "e", here, RunSpan.begin().machine),))
-    assert code_differences(same, here) == []
-    other = Provenance((RunSpan("s", "e", replace(here, commit="b" * 40, dirty=True), RunSpan.begin().machine),))
-    lines = code_differences(other, here)
-    assert "ran commit bbbbbbbbbbbb; this is commit aaaaaaaaaaaa" in lines[0] and "uncommitted" in lines[1]
-    unknown = Provenance((RunSpan("s", "e", replace(here, commit=None), RunSpan.begin().machine),))
-    assert "may differ" in code_differences(unknown, here)[0]
+def test_code_differences_name_the_code_libraries_and_uncommitted_changes():
+    machine = RunSpan.begin().machine
+    here = Code("0.1.0", "a" * 40, False, "3.11", {"torch": "2", "scipy": "1.17"}, tree="t1")
+
+    def ran(code: Code) -> Provenance:
+        return Provenance((RunSpan("s", "e", code, machine),))
+
+    assert code_differences(ran(here), here) == []
+    assert code_differences(ran(replace(here, commit="b" * 40)), here) == [], "a commit that changed no code is the same code"
+    lines = code_differences(ran(replace(here, commit="b" * 40, tree="t2", dirty=True)), here)
+    assert "ran the code of commit bbbbbbbbbbbb; this is the code of commit aaaaaaaaaaaa" in lines[0] and "uncommitted" in lines[1]
+    assert (
+        "ran other library versions: scipy 1.17 (was 1.16)"
+        in code_differences(ran(replace(here, libraries={"torch": "2", "scipy": "1.16"})), here)[0]
+    )
+    assert "may differ" in code_differences(ran(replace(here, commit=None, tree=None)), here)[0]
+    assert code_differences(ran(here), replace(here, dirty=True)) == ["this checkout has uncommitted changes to its code"]
 
 
 def test_the_training_command_gives_back_the_config():
@@ -43,4 +51,7 @@ def test_the_training_command_gives_back_the_config():
     args = build_parser().parse_args(["train", "--task", "add-two-digit", "--out", "x", *config.command_flags().split()])
     rebuilt = TrainConfig(**{f: getattr(args, f) for f in CLI_FIELDS})
     assert rebuilt == config
+    # CLI_FIELDS are exactly the TrainConfig fields `rnr-lens train` has a flag for
+    flags = {a.dest for a in build_parser()._subparsers._group_actions[0].choices["train"]._actions}
+    assert set(CLI_FIELDS) == flags & {f.name for f in fields(TrainConfig)}
     assert "set through the API: clip_high=0.3" in TrainConfig(clip_high=0.3).command_flags()

@@ -166,9 +166,17 @@ def test_a_report_rederives_from_its_evidence_alone_and_resumes_from_it(first_re
     for key in ("routes_vs_search", "bottleneck", "training", "summary"):
         assert resumed[key] == claims[key], key
     assert len(resumed["provenance"]["runs"]) == len(provenance["runs"]) + 1, "the resumed run is one more run"
+    # resumed in the same folder once more: still exactly what its evidence re-derives
+    assert main(["report", str(grid_file), "--out", str(elsewhere)]) == 0
+    assert main(["report", "--from-evidence", str(elsewhere / "evidence.json.gz"), "--out", str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / "claims.json").read_bytes() == (elsewhere / "claims.json").read_bytes()
+    assert main(["report", str(grid_file), "--out", str(elsewhere), "--from-evidence", str(evidence)]) == 2
+    assert "resumes from it: drop --from-evidence" in capsys.readouterr().err
     other = _with(grid_file, tmp_path, k=4)
     assert main(["report", str(other), "--out", str(tmp_path / "wrong"), "--from-evidence", str(evidence)]) == 2
-    assert "evidence of another grid (its k differs)" in capsys.readouterr().err and not (tmp_path / "wrong" / "runs.db").exists()
+    assert "evidence of another grid (its k is 3, this grid's 4)" in capsys.readouterr().err and not (tmp_path / "wrong").exists()
+    assert main(["report", str(other), "--out", str(elsewhere)]) == 2, "a folder's report continues under its own grid only"
+    assert "holds the report of another grid (its k is 3, this grid's 4)" in capsys.readouterr().err
 
 
 def _with(grid_file, tmp_path, **changes):
