@@ -689,6 +689,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
         return 0
     print(f"trained {base} for {summary['steps']} steps on {task.name} ({len(task)} questions); checkpoint: {result.checkpoint}")
+    # what graded the rollouts is part of what was trained: the same command under another default config trains otherwise
+    print(f"rewards graded under deployment config {deployment.hash()} (version {deployment.version}, extractor {deployment.extractor!r})")
     print(
         f"training rollouts correct: first {len(head)} steps {summary['first_steps_accuracy']:.2f}, last {len(tail)} steps {summary['last_steps_accuracy']:.2f}"
     )

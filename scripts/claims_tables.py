@@ -7,6 +7,7 @@ claim, one row per setting: its estimates with their 95% intervals as the report
 (:class:`rnr_lens.phases.Profile`). Nothing is recomputed here.
 
     python scripts/claims_tables.py report/claims.json [--model smollm2] [--profile report/profile.json [--stages mine:]]
+    python scripts/claims_tables.py report/claims.json --changes-from OLD/claims.json   # the verdicts that changed
 """
 
 from __future__ import annotations
@@ -124,14 +125,58 @@ def profile_table(profile: dict[str, Any], stages: str = "") -> str:
     return _table(["stage", "seconds", *INNER_PHASES, "rest"], rows)
 
 
+def changes_table(old: Claims, new: Claims) -> str:
+    """Every verdict that differs between two reports of one grid (``old``, e.g. under earlier
+    rules, and ``new``), per claim and setting, and whether the numbers the verdict reads are the
+    same in both (then the rules changed it, not the data)."""
+    from math import isclose
+
+    def same(a: Sequence[Estimate | None], b: Sequence[Estimate | None]) -> bool:
+        def v(e: Estimate | None) -> float | None:
+            return None if e is None or e.is_empty else e.value
+
+        return all(
+            (v(x) is None and v(y) is None) or (v(x) is not None and v(y) is not None and isclose(v(x), v(y), abs_tol=1e-9)) for x, y in zip(a, b)
+        )
+
+    rows: list[list[str]] = []
+    before = {(c.setting.model, c.setting.task): c for c in old.routes_vs_search}
+    for c in new.routes_vs_search:
+        o = before.get((c.setting.model, c.setting.task))
+        if o is not None and o.verdict.status != c.verdict.status:
+            data = same((o.realized, o.reachable_random, o.reachable_search), (c.realized, c.reachable_random, c.reachable_search))
+            rows.append(["1", c.setting.model, _task(c.setting), o.verdict.status, c.verdict.status, "same" if data else "changed"])
+    before2 = {(c.setting.model, c.setting.task): c for c in old.bottleneck}
+    for c in new.bottleneck:
+        o = before2.get((c.setting.model, c.setting.task))
+        if o is not None and o.verdict.status != c.verdict.status:
+            shape = lambda x: (x.failures, x.mined and (x.mined.discovery, x.mined.heldout), x.bottleneck and x.bottleneck.block)  # noqa: E731
+            data = shape(o) == shape(c) and same((o.bottleneck and o.bottleneck.repair_heldout,), (c.bottleneck and c.bottleneck.repair_heldout,))
+            rows.append(["2", c.setting.model, _task(c.setting), o.verdict.status, c.verdict.status, "same" if data else "changed"])
+    before3 = {(t.trained, t.task, p.probe.split(",")[0]): p for t in old.training for p in t.probes}
+    for t in new.training:
+        for p in t.probes:
+            o3 = before3.get((t.trained, t.task, p.probe.split(",")[0]))
+            if o3 is not None and o3.verdict.status != p.verdict.status:
+                data = same((o3.delta_realized, o3.delta_reachable), (p.delta_realized, p.delta_reachable))
+                rows.append(
+                    ["3", f"{t.trained} ({p.probe.split(',')[0]})", _task(t.task), o3.verdict.status, p.verdict.status, "same" if data else "changed"]
+                )
+    return _table(["claim", "model", "task", "before", "now", "the numbers it reads"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("claims", type=Path)
     parser.add_argument("--model", default="", help="only settings whose model name contains this")
     parser.add_argument("--profile", type=Path, help="the run's profile.json: print its time per stage too")
     parser.add_argument("--stages", default="", help="only the profile's stages whose name starts with this (e.g. mine:)")
+    parser.add_argument("--changes-from", type=Path, help="an earlier claims.json of the grid: print only the verdicts that changed since")
     args = parser.parse_args()
     claims = Claims.from_dict(json.loads(args.claims.read_text()))
+    if args.changes_from:
+        print(changes_table(Claims.from_dict(json.loads(args.changes_from.read_text())), claims))
+        return
     print(routes_table(claims, args.model), end="\n\n")
     print(bottleneck_table(claims, args.model), end="\n\n")
     print(training_table(claims), end="\n\n")
