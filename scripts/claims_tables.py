@@ -150,8 +150,9 @@ def changes_table(old: Claims, new: Claims) -> str:
     for c in new.bottleneck:
         o = before2.get((c.setting.model, c.setting.task))
         if o is not None and o.verdict.status != c.verdict.status:
-            shape = lambda x: (x.failures, x.mined and (x.mined.discovery, x.mined.heldout), x.bottleneck and x.bottleneck.block)  # noqa: E731
-            data = shape(o) == shape(c) and same((o.bottleneck and o.bottleneck.repair_heldout,), (c.bottleneck and c.bottleneck.repair_heldout,))
+            # the failure set and its halves and controls (which block is picked is the rules' decision)
+            shape = lambda x: (x.failures, x.mined and (x.mined.discovery, x.mined.heldout, x.mined.control))  # noqa: E731
+            data = shape(o) == shape(c)
             rows.append(["2", c.setting.model, _task(c.setting), o.verdict.status, c.verdict.status, "same" if data else "changed"])
     before3 = {(t.trained, t.task, p.probe.split(",")[0]): p for t in old.training for p in t.probes}
     for t in new.training:
