@@ -144,7 +144,8 @@ def changes_table(old: Claims, new: Claims) -> str:
     for c in new.routes_vs_search:
         o = before.get((c.setting.model, c.setting.task))
         if o is not None and o.verdict.status != c.verdict.status:
-            data = same((o.realized, o.reachable_random, o.reachable_search), (c.realized, c.reachable_random, c.reachable_search))
+            read = ("realized", "reachable_random", "reachable_search", "chance_random", "chance_search")
+            data = same([getattr(o, k) for k in read], [getattr(c, k) for k in read])
             rows.append(["1", c.setting.model, _task(c.setting), o.verdict.status, c.verdict.status, "same" if data else "changed"])
     before2 = {(c.setting.model, c.setting.task): c for c in old.bottleneck}
     for c in new.bottleneck:
