@@ -111,4 +111,3 @@ def test_a_snapshot_of_a_running_report_holds_its_running_audits_too(tmp_path):
     assert [a["audit"]["id"] for a in E.read(path)["audits"]] == ["a1", "a2", "running"]
     with pytest.raises(RnrLensError, match="holds no report yet"):
         E.snapshot(_store(tmp_path / "b.db").path, tmp_path / "x.json.gz")
-
