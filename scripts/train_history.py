@@ -46,28 +46,15 @@ def train_at(commit: str, work: Path, steps: int, threads: int | None, config: s
     started = time.perf_counter()
     run = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - started
+    row = {"commit": commit, "steps": steps, "threads": threads, "config": config, "batch_size": batch_size}
     if run.returncode != 0:
-        return {
-            "commit": commit,
-            "steps": steps,
-            "threads": threads,
-            "config": config,
-            "batch_size": batch_size,
-            "error": run.stderr.strip().splitlines()[-1:],
-        }
+        return {**row, "error": run.stderr.strip().splitlines()[-1:]}
     from rnr_lens.models import load_model
 
     model = load_model(str(out / "final"))
-    return {
-        "commit": commit,
-        "steps": steps,
-        "threads": threads,
-        "config": config,
-        "batch_size": batch_size,
-        "fingerprint": model.fingerprint(),
-        "seconds": round(seconds, 1),
-        "rewards": [round(json.loads(line)["reward"], 4) for line in (out / "history.jsonl").read_text().splitlines() if line.strip()],
-    }
+    history = (out / "history.jsonl").read_text().splitlines()
+    rewards = [round(json.loads(line)["reward"], 4) for line in history if line.strip()]
+    return {**row, "fingerprint": model.fingerprint(), "seconds": round(seconds, 1), "rewards": rewards}
 
 
 def main() -> None:
