@@ -531,7 +531,9 @@ def report(
         except RnrLensError as exc:
             raise RnrLensError(f"grid model {spec!r}: {exc} (a trained pair's checkpoint must exist before the report runs)") from None
     if (out / "runs.db").exists():
-        stored = evidence_.Manifest.load(RunStore(out / "runs.db", mode="read"))
+        here = RunStore(out / "runs.db", mode="read")
+        stored = evidence_.Manifest.load(here)
+        here.close()
         if stored is not None:
             _check_same_grid(stored.grid, grid, f"{out} holds the report of another grid", "use a new --out folder, or the grid it ran")
     out.mkdir(parents=True, exist_ok=True)
@@ -589,10 +591,8 @@ def report(
             )
             manifest = replace(manifest, provenance=manifest.provenance.with_model(weights))
             record = record if record is not None and record.audit == result.id else evidence_.SettingRecord(spec, task_spec, result.id)
-            if record.done(mined):
-                manifest = manifest.with_setting(record)
-            else:
-                manifest = manifest.with_setting(record)
+            manifest = manifest.with_setting(record)
+            if not record.done(mined):
                 stage_done()  # the audit is in the evidence before claim 2's hours start
                 mine_setting(model, result, store, grid, progress)
                 record = replace(record, stages=(*record.stages, MINED))
