@@ -67,6 +67,8 @@ def report_figures(folder: Path, out: Path, prefix: str) -> list[Path]:
 
     from rnr_lens.claims import Claims
     from rnr_lens.miner import SweepResult
+    from rnr_lens.reports import EXHAUSTIVE_SWEEP, REPORT_SET, SCREEN_SWEEP
+    from rnr_lens.store import Artifact
 
     claims = Claims.from_dict(json.loads((folder / "claims.json").read_text()))
     store = RunStore(folder / "runs.db", mode="read")
@@ -81,10 +83,11 @@ def report_figures(folder: Path, out: Path, prefix: str) -> list[Path]:
         written.append(out / f"{stem}_realized_vs_reachable.svg")
         viz.save(viz.realized_vs_reachable([R.AuditResult.load(store, audit) for audit, _ in settings]), written[-1], size="full")
         for audit, task in settings:
-            try:
-                sweep = SweepResult.load(store, name="report", audit=audit)
-            except R.RnrLensError:  # a setting with no failure set to mine
+            # the exhaustive sweep where the grid swept every block, else the screen's; "report" in stores before evidence
+            kept = [n for n in (EXHAUSTIVE_SWEEP, SCREEN_SWEEP, REPORT_SET) if store.get_artifact(audit, Artifact.SWEEP, n) is not None]
+            if not kept:  # a setting with no failure set to mine
                 continue
+            sweep = SweepResult.load(store, name=kept[0], audit=audit)
             written.append(out / f"{stem}_repair_break_{Path(task).stem.split('[')[0]}.svg")
             viz.save(viz.repair_break(sweep), written[-1], size="full")
     return written
