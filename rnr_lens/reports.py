@@ -132,6 +132,10 @@ class Grid:
             if not isinstance(pair, dict) or set(pair) != {"base", "trained"}:
                 raise RnrLensError(f"each grid pair needs exactly base: and trained:, got {pair!r}")
 
+    def mines(self, spec: str) -> bool:
+        """Whether the setting of model ``spec`` has claim 2's stage (a grid model, with ``mine``)."""
+        return self.mine and spec in self.models
+
     @property
     def probes(self) -> list[str]:
         """Sampling, random routes over the search's move set, and the search, all at ``k``."""
@@ -562,7 +566,7 @@ def report(
     for spec in model_specs:
         # the driver needs the weights to audit here, or to mine; Ray workers load their own
         with phase("load model"):
-            model = load_model(spec) if executor == "local" or (grid.mine and spec in grid.models) else None
+            model = load_model(spec) if executor == "local" or grid.mines(spec) else None
         for task_spec, task in tasks_.items():
             cfg = config or deployment_for(model if model is not None else load_tokenizer(spec), task.answer_type)
             result = run_audit(
@@ -579,7 +583,7 @@ def report(
                 batch_size=batch_size,
                 progress=progress,
             )
-            mined = grid.mine and spec in grid.models
+            mined = grid.mines(spec)
             record = manifest.setting(spec, task_spec)
             if record is not None and record.audit == result.id and record.done(mined):
                 continue  # finished by an earlier run and derived above
@@ -653,7 +657,7 @@ def _derived(manifest: Any, store: RunStore, files: dict[str, Path]) -> _Draft:
     grid = Grid.from_dict(manifest.grid)
     draft = _Draft(grid, store, files)
     for record in manifest.settings:
-        if record.done(grid.mine and record.model in grid.models):
+        if record.done(grid.mines(record.model)):
             draft.derive(record)
     return draft
 
@@ -700,7 +704,7 @@ class _Draft:
             self.add_audit(record.model, record.task, result)
             if record.model in grid.models:
                 self.routes.append(claim_routes(result, grid))
-                if grid.mine:
+                if grid.mines(record.model):
                     self.bottleneck.append(claim_bottleneck(result, self.store, grid, self.figures["bottleneck"]))
                 if all((record.model, t) in self.audits for t in grid.tasks):
                     self.add_routes_figure(record.model)

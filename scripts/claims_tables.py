@@ -125,6 +125,12 @@ def profile_table(profile: dict[str, Any], stages: str = "") -> str:
     return _table(["stage", "seconds", *INNER_PHASES, "rest"], rows)
 
 
+def _failure_set(c: Any) -> tuple[Any, ...]:
+    """What a claim-2 verdict reads from the data: the failure set, its halves and controls
+    (which block is picked is the rules' decision)."""
+    return (c.failures, c.mined and (c.mined.discovery, c.mined.heldout, c.mined.control))
+
+
 def changes_table(old: Claims, new: Claims) -> str:
     """Every verdict that differs between two reports of one grid (``old``, e.g. under earlier
     rules, and ``new``), per claim and setting, and whether the numbers the verdict reads are the
@@ -151,9 +157,7 @@ def changes_table(old: Claims, new: Claims) -> str:
     for c in new.bottleneck:
         o = before2.get((c.setting.model, c.setting.task))
         if o is not None and o.verdict.status != c.verdict.status:
-            # the failure set and its halves and controls (which block is picked is the rules' decision)
-            shape = lambda x: (x.failures, x.mined and (x.mined.discovery, x.mined.heldout, x.mined.control))  # noqa: E731
-            data = shape(o) == shape(c)
+            data = _failure_set(o) == _failure_set(c)
             rows.append(["2", c.setting.model, _task(c.setting), o.verdict.status, c.verdict.status, "same" if data else "changed"])
     before3 = {(t.trained, t.task, p.probe.split(",")[0]): p for t in old.training for p in t.probes}
     for t in new.training:
