@@ -20,6 +20,7 @@ from typing import Any
 from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.display import probe_labels, short_text
 from rnr_lens.errors import RnrLensError
+from rnr_lens.files import NoSpace
 from rnr_lens.lens import LensModel
 from rnr_lens.phases import phase
 from rnr_lens.probes import Default, Probe, ProbeContext, legacy_name_note, parse_probe
@@ -278,33 +279,48 @@ def audit(
         started = {qid for qid, _ in rs.done_keys(aid, DEFAULT_PROBE)}
         if part is None or (str(part) not in rs.artifacts(aid, Artifact.SHARD) and any(q.id in started for _, q in selected)):
             raise RnrLensError(f"audit {aid} already exists in {rs.path} unfinished; pass --resume to continue it")
-    rs.create_audit(record, [(i, q.id, q.prompt, q.answer) for i, q in selected])
-    # what the model really sees (a null system_prompt means the chat template's own default):
-    # the task's first question rendered, the same in every shard
-    first = task.questions[0]
-    rs.put_artifact(aid, Artifact.DEPLOYMENT, "rendered", {"question_id": first.id, "text": model.render(config.prompt(first))[0]}, overwrite=True)
-    questions = [q for _, q in selected]
-    ctx = ProbeContext(model, config, task.answer_type, seed=seed, batch_size=batch_size)
+    planned_tries = len(selected) * sum(p.budget_for(model.n_layers) for p in [Default(), *probe_objs])
+    try:
+        rs.create_audit(record, [(i, q.id, q.prompt, q.answer) for i, q in selected])
+        # what the model really sees (a null system_prompt means the chat template's own default):
+        # the task's first question rendered, the same in every shard
+        first = task.questions[0]
+        rendered = {"question_id": first.id, "text": model.render(config.prompt(first))[0]}
+        rs.put_artifact(aid, Artifact.DEPLOYMENT, "rendered", rendered, overwrite=True)
+        questions = [q for _, q in selected]
+        ctx = ProbeContext(model, config, task.answer_type, seed=seed, batch_size=batch_size)
+        desc = short_text(f"{model.name} / {task.name}", 32) + (f" [{part}]" if part else "")
+        _run_probes(rs, aid, ctx, [Default(), *probe_objs], questions, probe_labels(names), desc if progress else None, planned_tries)
+        if part is None:
+            rs.set_status(aid, "complete")
+        else:
+            rs.mark_shard_done(aid, str(part), len(questions))
+    except NoSpace as exc:  # say what the rest of the audit needs
+        left = planned_tries - sum(rs.count_tries(aid).values())
+        raise exc.needing(int(left * rs.bytes_per_try())) from None
+    return AuditResult.load(rs, aid)
+
+
+def _run_probes(
+    rs: RunStore, aid: str, ctx: ProbeContext, probes: list[Probe], questions: list[Question], labels: dict[str, str], desc: str | None, total: int
+) -> None:
+    """Run every probe over ``questions`` in units of rows, skipping the tries ``rs`` holds, and
+    commit each batch of tries as it comes (``desc``: show a progress bar with this label)."""
     units: list[tuple[Probe, list[Question]]] = []
-    for probe in [Default(), *probe_objs]:
+    for probe in probes:
         size = max(1, ROWS_PER_UNIT // probe.rows_per_question)
         units.extend((probe, questions[i : i + size]) for i in range(0, len(questions), size))
     bar = None
-    labels = probe_labels(names)
-    if progress:
+    if desc is not None:
         from tqdm.auto import tqdm
 
-        bar = tqdm(
-            total=sum(len(c) * p.budget_for(model.n_layers) for p, c in units),
-            desc=short_text(f"{model.name} / {task.name}", 32) + (f" [{part}]" if part else ""),
-            unit="try",
-        )
+        bar = tqdm(total=total, desc=desc, unit="try")
     try:
         for probe, chunk in units:
             done = rs.done_keys(aid, probe.name)
             if not isinstance(probe, Default) and not ctx.defaults:
                 ctx.defaults = {qid: t for (qid, _), t in rs.done_keys(aid, DEFAULT_PROBE).items()}
-            budget = probe.budget_for(model.n_layers)
+            budget = probe.budget_for(ctx.model.n_layers)
             already = sum(1 for q in chunk for i in range(budget) if (q.id, i) in done)
             if bar is not None:
                 bar.set_postfix_str(labels.get(probe.name, probe.name), refresh=False)  # one line: the short label
@@ -314,11 +330,6 @@ def audit(
                     rs.add_tries(aid, tries)
                     if bar is not None:
                         bar.update(len(tries))
-        if part is None:
-            rs.set_status(aid, "complete")
-        else:
-            rs.mark_shard_done(aid, str(part), len(questions))
     finally:
         if bar is not None:
             bar.close()
-    return AuditResult.load(rs, aid)

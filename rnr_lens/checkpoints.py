@@ -12,6 +12,8 @@ import io
 import json
 import os
 import shutil
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ import torch
 from rnr_lens.dapo import TrainConfig
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
+from rnr_lens.files import acquire_writer_lock, read_json, write_atomic
 from rnr_lens.lens import LensModel
 from rnr_lens.tasks.core import Task
 
@@ -38,6 +41,19 @@ CHECKPOINT_FILE = "rnr_lens_checkpoint.json"
 """Written into every checkpoint folder: the model's display name and how it was trained."""
 
 
+def check_folder(folder: Path) -> dict[str, Any] | None:
+    """The record (``run.json``) of the training run in ``folder``, or None where a new run may
+    start there; one line for a file, a folder holding something else, or a damaged record.
+    Needs no model, so the CLI calls it before loading one."""
+    if folder.exists() and not folder.is_dir():
+        raise RnrLensError(f"--out {folder} is a file; training writes a run folder (checkpoints, history.jsonl)")
+    if not (folder / "run.json").exists():
+        if folder.exists() and any(p for p in folder.iterdir() if not p.name.startswith(".")):
+            raise RnrLensError(f"{folder} is not empty and holds no rnr_lens training run; choose a new --out folder")
+        return None
+    return read_json(folder / "run.json", "training run record")
+
+
 class RunFolder:
     """``out/``: ``run.json`` (what is trained, on what), ``history.jsonl``, the newest
     ``step-NNNNNN/`` checkpoint and, when done, ``final/``."""
@@ -45,6 +61,7 @@ class RunFolder:
     def __init__(self, folder: Path, model: LensModel, task: Task, config: TrainConfig, deployment: DeploymentConfig) -> None:
         self.folder = folder
         self.model = model
+        self._release: Callable[[], None] = lambda: None
         self.meta: dict[str, Any] = {
             "base_model": model.name,
             "base_fingerprint": model.fingerprint(),
@@ -56,6 +73,15 @@ class RunFolder:
             "deployment": deployment.to_dict(),
         }
 
+    def _lock(self) -> None:
+        """One training process per run folder (see :func:`rnr_lens.files.writer_lock`)."""
+        self._release = acquire_writer_lock(self.folder, f"the training run {self.folder}")
+        weakref.finalize(self, self._release)
+
+    def close(self) -> None:
+        """Let go of the run folder (its writer lock)."""
+        self._release()
+
     def checkpoints(self) -> list[Path]:
         found = [p for p in self.folder.glob("step-*") if (p / CHECKPOINT_FILE).exists()]
         return sorted(found)
@@ -64,13 +90,13 @@ class RunFolder:
         """Create the folder, or check that the run in it is this run; return the checkpoint to
         resume from (None: start fresh)."""
         meta_path = self.folder / "run.json"
-        if not meta_path.exists():
-            if self.folder.exists() and any(p for p in self.folder.iterdir() if not p.name.startswith(".")):
-                raise RnrLensError(f"{self.folder} is not empty and holds no rnr_lens training run; choose a new --out folder")
+        stored = check_folder(self.folder)
+        if stored is None:
             self.folder.mkdir(parents=True, exist_ok=True)
-            _atomic_write(meta_path, json.dumps(self.meta, indent=2))
+            self._lock()
+            write_atomic(meta_path, json.dumps(self.meta, indent=2))
             return None
-        stored = json.loads(meta_path.read_text())
+        self._lock()
         if not resume:
             raise RnrLensError(f"{self.folder} already holds a training run; pass resume=True (CLI: drop --no-resume) or choose a new --out folder")
         for key, what in (
@@ -106,7 +132,7 @@ class RunFolder:
         return TrainState(step=info["step"], cursor=info["cursor"], history=info["history"])
 
     def write_history(self, history: list[dict[str, Any]]) -> None:
-        _atomic_write(self.folder / "history.jsonl", "".join(json.dumps(r) + "\n" for r in history))
+        write_atomic(self.folder / "history.jsonl", "".join(json.dumps(r) + "\n" for r in history))
 
     def save(self, state: TrainState, optimizer: torch.optim.Optimizer, *, final: bool, base_name: str) -> Path:
         info = {
@@ -139,12 +165,6 @@ def _torch_bytes(obj: Any) -> bytes:
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     return buffer.getvalue()
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def read_history(folder: str | Path) -> list[dict[str, Any]]:

@@ -11,13 +11,16 @@ import inspect
 import json
 import os
 import shlex
+import signal
 import sys
 import textwrap
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.files import acquire_writer_lock, refusal, release_all
 
 if TYPE_CHECKING:  # the CLI imports the library lazily, so that --help answers at once
     from pathlib import Path
@@ -256,9 +259,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
     load = _load_kwargs(args)
     if args.shards is not None and not args.executor:
         raise RnrLensError("--shards needs --executor local or --executor ray (to run one shard here, use --shard i/n)")
+    if args.executor and args.shard:
+        raise RnrLensError("give either --shard (run one shard here) or --executor (run every shard), not both")
+    # every cheap check done: one writer per store, and a read-only folder, found before the model
+    # loads (released when the command ends)
+    acquire_writer_lock(out, f"the run store {out}")
     if args.executor:
-        if args.shard:
-            raise RnrLensError("give either --shard (run one shard here) or --executor (run every shard), not both")
         from rnr_lens.executors import run_audit
 
         result = run_audit(
@@ -642,6 +648,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rnr_lens import tasks
+    from rnr_lens.checkpoints import check_folder
     from rnr_lens.models import load_model
     from rnr_lens.training import TrainConfig, train
 
@@ -663,8 +670,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         task = _load_task(args)
     deployment = _load_config(args, task.answer_type)
     out = Path(args.out)  # a run folder, made with its parents when training starts (as the README's runs/dapo)
-    if out.exists() and not out.is_dir():
-        raise RnrLensError(f"--out {out} is a file; training writes a run folder (checkpoints, history.jsonl)")
+    check_folder(out)  # a file, another folder's content or a damaged run.json, before the model loads
     model = load_model(args.model, **_load_kwargs(args))
     base = model.name
     result = train(model, task, config, deployment, out=out, resume=not args.no_resume, progress=not args.json, batch_size=args.batch_size)
@@ -961,20 +967,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's or ``kill``'s stop), handled as Ctrl-C is: what finished is kept."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = None
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
     try:
         args = parser.parse_args(argv)
         return COMMANDS[args.command](args)
     except (RnrLensError, _UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         # audit resumes only when asked (--resume); train, mine and report resume by themselves
         how = "with --resume" if args is not None and args.command == "audit" else "the same command"
-        print(f"interrupted; rerun {how} to continue where it stopped", file=sys.stderr)
-        return 130
+        what = "stopped (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
+        print(f"{what}; rerun {how} to continue where it stopped", file=sys.stderr)
+        return 143 if isinstance(exc, _Terminated) else 130
+    except OSError as exc:  # a write the machine refused outside the store (the store says its own)
+        error = refusal(exc, exc.filename or getattr(args, "out", None) or os.getcwd())
+        if error is None:
+            raise
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        release_all()  # the command is over: its stores and folders are free for the next one
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

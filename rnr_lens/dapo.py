@@ -28,6 +28,31 @@ CLI_FIELDS = ("steps", "prompts_per_step", "group_size", "temperature", "lr", "m
 """The :class:`TrainConfig` fields ``rnr-lens train`` sets, each as ``--field-name``."""
 
 
+def parse_layers(spec: str | None, n_layers: int | None) -> list[int]:
+    """Block indices from runs like ``"20-29"`` or ``"0,5-7"`` (None: all blocks); with
+    ``n_layers`` None, only the spelling is checked (and the runs' blocks returned).
+
+    Example:
+        >>> parse_layers("2-3,0", 4)
+        [0, 2, 3]
+    """
+    if spec is None or spec.strip() in ("", "all"):
+        return list(range(n_layers or 0))
+    layers: set[int] = set()
+    for run in filter(None, (p.strip() for p in spec.split(","))):
+        try:
+            a, _, b = run.partition("-")
+            lo, hi = int(a), int(b or a)
+        except ValueError:
+            raise RnrLensError(f"cannot parse layers {spec!r}: write runs like '20-29' or '0,5-7'") from None
+        if lo < 0 or lo > hi:
+            raise RnrLensError(f"layers {run!r} must run upwards from block 0 or above, like '20-29'")
+        if n_layers is not None and hi >= n_layers:
+            raise RnrLensError(f"layers {run!r} are outside 0..{n_layers - 1} for this {n_layers}-block model")
+        layers.update(range(lo, hi + 1))
+    return sorted(layers)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Hyper-parameters of a DAPO run (defaults follow the paper where a CPU allows).
@@ -87,6 +112,7 @@ class TrainConfig:
             raise RnrLensError(f"TrainConfig.components must be one of {', '.join(TRAINABLE)}, not {self.components!r}")
         if self.max_new_tokens is not None and self.max_new_tokens <= self.overlong_buffer:
             raise RnrLensError(f"max_new_tokens ({self.max_new_tokens}) must exceed overlong_buffer ({self.overlong_buffer})")
+        parse_layers(self.layers, None)  # the spelling now; the range once the model is known
         if self.minibatches > self.prompts_per_step:
             raise RnrLensError(
                 f"minibatches ({self.minibatches}) cannot exceed prompts_per_step ({self.prompts_per_step}); each minibatch holds whole groups"

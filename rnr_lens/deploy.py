@@ -24,6 +24,7 @@ import yaml
 
 from rnr_lens.answers import get_extractor, is_correct
 from rnr_lens.errors import RnrLensError
+from rnr_lens.files import read_text
 from rnr_lens.prompts import ChatPrompt, PromptLike
 from rnr_lens.tasks.core import Question
 
@@ -166,7 +167,7 @@ class DeploymentConfig:
         if not path.is_file():
             raise RnrLensError(f"deployment config {path} does not exist")
         try:
-            data = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
+            data = yaml.safe_load(read_text(path))  # YAML is a superset of JSON
         except yaml.YAMLError as exc:
             raise RnrLensError(f"{path} is not valid YAML or JSON ({str(exc).splitlines()[0]})") from None
         if not isinstance(data, dict):

@@ -30,8 +30,8 @@ Example:
 from __future__ import annotations
 
 import gzip
+import io
 import json
-import os
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.files import write_atomic
 from rnr_lens.provenance import Provenance
 from rnr_lens.store import RunStore, built_whole
 
@@ -124,11 +125,10 @@ def write(store: RunStore, manifest: Manifest, path: str | Path, *, every_audit:
     audits = [a.id for a in store.audits()] if every_audit else manifest.audits
     document = {"format": FORMAT, "version": VERSION, "manifest": manifest.to_dict(), "audits": [store.export_audit(a) for a in audits]}
     raw = json.dumps(document, separators=(",", ":")).encode()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f, gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0, compresslevel=6) as z:
+    packed = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=packed, mtime=0, compresslevel=6) as z:
         z.write(raw)
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, packed.getvalue())
 
 
 def read(path: str | Path) -> dict[str, Any]:

@@ -27,6 +27,8 @@ from jaxtyping import Float, Int
 from rnr_lens import adapters, generation
 from rnr_lens.engine import Engine
 from rnr_lens.errors import RnrLensError
+from rnr_lens.faults import point
+from rnr_lens.files import refused_writes
 from rnr_lens.generation import ContinuationScore, Generation
 from rnr_lens.interventions import Ablation, parse_ablations
 from rnr_lens.prompts import PromptLike, render
@@ -126,9 +128,15 @@ class LensModel:
         if folder.exists() and any(folder.iterdir()):
             raise RnrLensError(f"{folder} already exists and is not empty; choose a new folder for the checkpoint")
         folder.parent.mkdir(parents=True, exist_ok=True)
+        need = sum(p.numel() * p.element_size() for p in self.bridge.original_model.parameters()) + sum(map(len, (extra_files or {}).values()))
+        with refused_writes(folder, need=need):
+            return self._save_whole(folder, extra_files)
+
+    def _save_whole(self, folder: Path, extra_files: dict[str, bytes] | None) -> Path:
         staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.partial-", dir=folder.parent))
         try:
             self.bridge.original_model.save_pretrained(staging, state_dict=adapters.hf_state_dict(self.bridge), safe_serialization=True)
+            point("save:weights")  # the weights written, not the tokenizer
             self.tokenizer.save_pretrained(staging)
             for name, data in (extra_files or {}).items():
                 (staging / name).write_bytes(data)

@@ -32,6 +32,8 @@ from typing import Any
 import torch
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.faults import point
+from rnr_lens.files import write_atomic
 
 #: The model every command uses when none is named: SmolLM2-135M-Instruct, served offline from PyPI.
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -119,9 +121,7 @@ def _sha256_file(path: Path) -> str:
 
 
 def _write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
-    tmp = folder / f".{COMPLETE_MARKER}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, folder / COMPLETE_MARKER)
+    write_atomic(folder / COMPLETE_MARKER, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
 def _make_manifest(folder: Path) -> dict[str, Any]:
@@ -311,6 +311,7 @@ def _build_cache_entry(key: str, make: Any) -> Path:
     try:
         make(staging)
         _write_manifest(staging, _make_manifest(staging))
+        point("cache:assembled")  # whole, not yet moved into the cache
         if final.exists():  # a damaged or incomplete leftover
             shutil.rmtree(final)
         os.replace(staging, final)
@@ -336,6 +337,7 @@ def ensure_cached(name: str, progress: bool = True) -> Path:
             print(f"rnr_lens: preparing {name} (one-time download and dequantization, about a minute)", file=sys.stderr)
         with tempfile.TemporaryDirectory(prefix=f"fetch-{os.getpid()}-", dir=_scratch_dir()) as work:
             gguf = _fetch_gguf(spec, Path(work))
+            point("cache:downloaded")  # fetched and checked, not yet dequantized
             _convert_gguf(gguf, staging)
 
     return _build_cache_entry(name, make)

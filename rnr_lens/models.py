@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.faults import point
 
 if TYPE_CHECKING:
     from rnr_lens.lens import LensModel
@@ -298,6 +299,7 @@ def load_model(
         raise RnrLensError(f"load_model needs a name, a path or a TransformerBridge, not {type(spec).__name__}")
 
     source = resolve(spec)
+    point("model:load")  # every check that needs no weights is behind us
     model, tok = _load_hf(
         source.path, dtype=dtype, device=device, trust_remote_code=trust_remote_code and not source.offline, local=source.local, placement=placement
     )

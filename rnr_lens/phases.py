@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rnr_lens.faults import point
+from rnr_lens.files import read_json, write_atomic
 
 FORWARD_PHASES = ("prefill", "decode", "teacher-forced")
 """The phases that run model forwards; the rest of a stage is Python, the store and sampling."""
@@ -107,10 +109,7 @@ class Profile:
 
     def save(self, path: str | Path) -> None:
         """Write :meth:`to_dict` to ``path`` whole (a crash mid-write leaves the last one)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(self.to_dict(), indent=2))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], **kwargs: Any) -> Profile:
@@ -174,7 +173,7 @@ def profiling(sync: bool = False, path: str | Path | None = None) -> Iterator[Pr
     """
     path = Path(path) if path is not None else None
     if path is not None and path.is_file():
-        profile = Profile.from_dict(json.loads(path.read_text()), sync=sync, path=path)
+        profile = Profile.from_dict(read_json(path, "profile"), sync=sync, path=path)
     else:
         profile = Profile(sync=sync, path=path)
     _OPEN.append(profile)
@@ -191,7 +190,8 @@ _STACK: list[str] = []
 
 @contextlib.contextmanager
 def phase(name: str) -> Iterator[None]:
-    """Mark the block as phase ``name`` (free when no profile is open)."""
+    """Mark the block as phase ``name`` (free when no profile is open); a fault point too."""
+    point(name)
     if not _OPEN:
         yield
         return

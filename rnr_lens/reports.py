@@ -30,7 +30,6 @@ while the driver keeps the store and mines the failure sets.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,6 +40,7 @@ import pandas as pd
 import yaml
 
 from rnr_lens import selectors, verdicts
+from rnr_lens.audits import check_seed
 from rnr_lens.claims import (
     BlockRates,
     BottleneckClaim,
@@ -59,7 +59,9 @@ from rnr_lens.comparison import compare
 from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.errors import RnrLensError
 from rnr_lens.evidence import MINED, SettingRecord
+from rnr_lens.files import read_text, write_atomic
 from rnr_lens.phases import phase
+from rnr_lens.probes import parse_probe
 from rnr_lens.provenance import Provenance, RunSpan, Weights
 from rnr_lens.records import reachable_column
 from rnr_lens.results import FORMAT_MISS_WARN, AuditResult
@@ -131,6 +133,16 @@ class Grid:
         for pair in self.pairs:
             if not isinstance(pair, dict) or set(pair) != {"base", "trained"}:
                 raise RnrLensError(f"each grid pair needs exactly base: and trained:, got {pair!r}")
+        for key in ("seed", "task_seed"):  # the probes' and seeds' own checks, before any model loads
+            try:
+                check_seed(getattr(self, key))
+            except RnrLensError as exc:
+                raise RnrLensError(f"grid field {key}: {exc}") from None
+        for spec in self.probes:
+            try:
+                parse_probe(spec)
+            except RnrLensError as exc:
+                raise RnrLensError(f"grid fields k, temperature and edits make the probe {spec!r}: {exc}") from None
 
     def mines(self, spec: str) -> bool:
         """Whether the setting of model ``spec`` has claim 2's stage (a grid model, with ``mine``)."""
@@ -176,7 +188,7 @@ class Grid:
         if not path.is_file():
             raise RnrLensError(f"grid file {path} does not exist")
         try:
-            data = yaml.safe_load(path.read_text())
+            data = yaml.safe_load(read_text(path))
         except yaml.YAMLError as exc:
             raise RnrLensError(f"{path} is not valid YAML ({str(exc).splitlines()[0]})") from None
         if not isinstance(data, dict):
@@ -746,8 +758,8 @@ class _Draft:
         from rnr_lens.report_page import render_html
 
         claims = self.claims(provenance)
-        _write_atomic(self.files["claims"], claims_json(claims))
-        _write_atomic(self.files["html"], render_html(claims, self.figures))
+        write_atomic(self.files["claims"], claims_json(claims))
+        write_atomic(self.files["html"], render_html(claims, self.figures))
         return claims
 
 
@@ -804,9 +816,3 @@ def summary_lines(claims: Claims) -> dict[str, str]:
             f"realized rose while the ceiling rose by less than {grid['margin']:.2f} and less than half of it, or fell, comparisons",
         ),
     }
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

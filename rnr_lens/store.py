@@ -13,6 +13,7 @@ import json
 import os
 import sqlite3
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
@@ -22,11 +23,15 @@ from typing import Any
 import pandas as pd
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.files import acquire_writer_lock, lock_file, refused_writes, writer_lock
 from rnr_lens.phases import phase
 from rnr_lens.records import TRY_COLUMNS, AuditRecord, Try
 from rnr_lens.shards import covered
 
 SCHEMA_VERSION = 1
+TYPICAL_TRY_BYTES = 1500
+"""Disk per stored try, its WAL pages included, as measured on short arithmetic answers (about
+1.3 kB); what a disk-full message assumes before a store holds a hundred tries."""
 
 
 class Artifact(StrEnum):
@@ -101,6 +106,25 @@ CREATE TABLE IF NOT EXISTS artifacts (
 """
 
 
+class _Connection(sqlite3.Connection):
+    """A connection whose refused writes (a full disk, a read-only file, a damaged database)
+    raise one line naming the store (:func:`rnr_lens.files.refusal`) instead of SQLite's words."""
+
+    store_path = ""
+
+    def execute(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        with refused_writes(self.store_path):
+            return super().execute(*args, **kwargs)
+
+    def executemany(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        with refused_writes(self.store_path):
+            return super().executemany(*args, **kwargs)
+
+    def executescript(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        with refused_writes(self.store_path):
+            return super().executescript(*args, **kwargs)
+
+
 class RunStore:
     """A SQLite run store at ``path``.
 
@@ -132,11 +156,28 @@ class RunStore:
             raise RnrLensError(f"{self.path} is a folder, not a run store file; choose a file path such as {Path(self.path) / 'run.db'}")
         if mode != "create" and not memory and not exists:
             raise RnrLensError(f"run store {self.path} does not exist; create one with 'rnr-lens audit --out {self.path}'")
+        # one writer per store file: a second process writing the same audit would repeat its work
+        self._release = acquire_writer_lock(self.path, f"the run store {self.path}") if mode != "read" and not memory else (lambda: None)
+        weakref.finalize(self, self._release)  # a store dropped without close() lets go of its lock
+        try:
+            self._open(memory, exists)
+        except BaseException:
+            self._release()
+            if mode == "create" and not memory and not exists:  # a store this call began (a full disk): leave no file
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(self.path + suffix).unlink(missing_ok=True)
+            raise
+
+    def _open(self, memory: bool, exists: bool) -> None:
+        mode = self.mode
         try:
             if mode == "read" and not memory:
-                self.conn = sqlite3.connect(f"{Path(self.path).resolve().as_uri()}?mode=ro", uri=True, timeout=60, isolation_level=None)
+                self.conn = sqlite3.connect(
+                    f"{Path(self.path).resolve().as_uri()}?mode=ro", uri=True, timeout=60, isolation_level=None, factory=_Connection
+                )
             else:
-                self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+                self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, factory=_Connection)
+            self.conn.store_path = self.path
             # Only an empty new file (or a store) may be turned into a store: look before writing.
             tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as exc:
@@ -154,10 +195,21 @@ class RunStore:
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         row = self.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         if int(row[0]) != SCHEMA_VERSION:
+            self.conn.close()
             raise RnrLensError(f"{self.path} uses run-store schema {row[0]}, this rnr_lens reads {SCHEMA_VERSION}")
 
     def close(self) -> None:
         self.conn.close()
+        self._release()
+
+    def bytes_per_try(self) -> float:
+        """The store's size on disk (its WAL included) per stored try: what one more try costs,
+        about (:data:`TYPICAL_TRY_BYTES` until the store holds enough tries to say)."""
+        if self.path == ":memory:":
+            return 0.0
+        size = sum(Path(self.path + s).stat().st_size for s in ("", "-wal") if Path(self.path + s).exists())
+        (n,) = self.conn.execute("SELECT count(*) FROM tries").fetchone()
+        return size / n if n >= 100 else TYPICAL_TRY_BYTES
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -168,7 +220,12 @@ class RunStore:
             except BaseException:
                 self.conn.execute("ROLLBACK")
                 raise
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:
+                if self.conn.in_transaction:  # a refused COMMIT (a full disk) keeps nothing of the batch
+                    self.conn.execute("ROLLBACK")
+                raise
 
     # -- store-wide records (a report's manifest) ------------------------------------------
     def put_record(self, key: str, body: Any) -> None:
@@ -450,16 +507,19 @@ def built_whole(out: str | Path) -> Iterator[RunStore]:
     out = Path(out)
     partial = out.with_name(f".{out.name}.partial")
     leftovers = (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm"))
-    for leftover in leftovers:
-        leftover.unlink(missing_ok=True)
-    store = RunStore(partial)
-    try:
-        yield store
-        store.checkpoint()
-        store.close()
-        os.replace(partial, out)
-    except BaseException:
-        store.close()
+    with writer_lock(out, f"the run store {out}"):  # a second build of the same store waits its turn or is refused
         for leftover in leftovers:
             leftover.unlink(missing_ok=True)
-        raise
+        store = RunStore(partial)
+        try:
+            yield store
+            store.checkpoint()
+            store.close()
+            os.replace(partial, out)
+        except BaseException:
+            store.close()
+            for leftover in leftovers:
+                leftover.unlink(missing_ok=True)
+            raise
+        finally:
+            lock_file(partial).unlink(missing_ok=True)  # the partial store is only ever built under out's lock

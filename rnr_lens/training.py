@@ -48,9 +48,10 @@ import torch
 
 from rnr_lens import adapters
 from rnr_lens.checkpoints import RunFolder, TrainState, read_history
-from rnr_lens.dapo import TRAINABLE, TrainConfig, clipped_token_loss, group_advantages, overlong_penalty
+from rnr_lens.dapo import TRAINABLE, TrainConfig, clipped_token_loss, group_advantages, overlong_penalty, parse_layers
 from rnr_lens.deploy import DeploymentConfig, deployment_for
 from rnr_lens.errors import RnrLensError
+from rnr_lens.faults import point
 from rnr_lens.generation import Generation, generate, token_logprobs
 from rnr_lens.lens import LensModel
 from rnr_lens.tasks.core import Question, Task
@@ -77,23 +78,6 @@ class TrainResult:
 # ---------------------------------------------------------------------------------------------
 # The pieces of one step, each testable alone
 # ---------------------------------------------------------------------------------------------
-
-
-def parse_layers(spec: str | None, n_layers: int) -> list[int]:
-    """Block indices from runs like ``"20-29"`` or ``"0,5-7"`` (None: all blocks)."""
-    if spec is None or spec.strip() in ("", "all"):
-        return list(range(n_layers))
-    layers: set[int] = set()
-    for run in filter(None, (p.strip() for p in spec.split(","))):
-        try:
-            a, _, b = run.partition("-")
-            lo, hi = int(a), int(b or a)
-        except ValueError:
-            raise RnrLensError(f"cannot parse layers {spec!r}: write runs like '20-29' or '0,5-7'") from None
-        if not 0 <= lo <= hi < n_layers:
-            raise RnrLensError(f"layers {run!r} are outside 0..{n_layers - 1} for this {n_layers}-block model")
-        layers.update(range(lo, hi + 1))
-    return sorted(layers)
 
 
 def trainable_parameters(model: LensModel, layers: Sequence[int], components: str = "block") -> dict[str, torch.nn.Parameter]:
@@ -169,6 +153,7 @@ def train(
             base_name = run.meta["base_model"]
             if found.name == "final":
                 model.name = run.meta["final_name"]
+                run.close()
                 return TrainResult(model, state.history, found, config, resumed_from=state.step)
     resumed_from = state.step
     order = list(range(len(task)))
@@ -219,6 +204,8 @@ def train(
     finally:
         if bar is not None:
             bar.close()
+        if run is not None:
+            run.close()
         for p, flag in zip(all_params, saved_flags):
             p.requires_grad_(flag)
     model.name = f"{base_name}+dapo{state.step}"
@@ -308,6 +295,7 @@ def _update(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(list(params.values()), config.grad_clip)
+        point("train:optimizer")  # gradients computed, weights not yet updated
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         stats["loss"].append(loss.item())

@@ -21,6 +21,7 @@ from typing import Any
 
 from rnr_lens.answers import canonical_gold
 from rnr_lens.errors import RnrLensError
+from rnr_lens.files import read_text
 from rnr_lens.tasks.core import Question, Task
 
 FORMATS = ("gsm8k", "svamp", "arc", "jsonl", "csv")
@@ -28,13 +29,7 @@ FORMATS = ("gsm8k", "svamp", "arc", "jsonl", "csv")
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line or record number, record) for a jsonl, json-list or csv file."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line_no = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise RnrLensError(
-            f"{path}:{line_no}: not UTF-8 text (byte {exc.object[exc.start]:#04x}); re-save the file as UTF-8, e.g. iconv -f latin1 -t utf-8"
-        ) from None
+    text = read_text(path)
     if path.suffix == ".csv":
         for i, row in enumerate(csv.DictReader(text.splitlines()), start=2):
             yield i, row
