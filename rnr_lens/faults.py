@@ -2,7 +2,7 @@
 
 The library marks with :func:`point` the moments a crash is most likely to damage something: every
 phase of the work (each probe of an audit, the miner's screen, confirmation, exhaustive sweep and
-null, every prefill, decoding step and store write: :func:`rnr_lens.phases.phase` calls
+null, every prefill, decoding step and store write: ``rnr_lens.phases.phase`` calls
 :func:`point`), a file written but not yet renamed into place, a checkpoint's weights written but
 not its tokenizer, a model cache entry assembled but not yet moved into the cache.
 
