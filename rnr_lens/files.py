@@ -69,41 +69,40 @@ def free_bytes(path: str | Path) -> int | None:
 class NoSpace(RnrLensError):
     """A write refused for want of space (see :func:`refusal`); :meth:`needing` adds how much the work left needs."""
 
-    def __init__(self, where: str | Path, *, need: int | None = None, then: str = "rerun the same command") -> None:
-        self.where, self.then = where, then
+    def __init__(self, where: str | Path, *, need: int | None = None) -> None:
+        self.where = where
         free = free_bytes(where)
         room = f"{human_bytes(free)} free there" if free is not None else "its free space unknown"
         needs = f"; the work left needs about {human_bytes(need)}" if need else ""
         super().__init__(
-            f"no space left on the device of {where} ({room}{needs}): free space there or choose another output path, then {then}; what finished is kept"
+            f"no space left on the device of {where} ({room}{needs}): free space there or choose another output path, then rerun the same command; what finished is kept"
         )
 
     def needing(self, need: int) -> NoSpace:
         """The same refusal, saying that the work left needs about ``need`` bytes."""
-        return NoSpace(self.where, need=need, then=self.then)
+        return NoSpace(self.where, need=need)
 
 
-def refusal(exc: BaseException, path: str | Path, *, need: int | None = None, then: str = "rerun the same command") -> RnrLensError | None:
+def refusal(exc: BaseException, path: str | Path, *, need: int | None = None) -> RnrLensError | None:
     """The one-line error for a write the machine refused, or None when ``exc`` is not one.
 
     Args:
         exc: An ``OSError`` or ``sqlite3`` error.
         path: What was being written.
         need: About how many more bytes the work needs there, when the caller knows.
-        then: What to run once the cause is fixed.
     """
     message = str(exc).lower()
     code = exc.errno if isinstance(exc, OSError) else None
     where = exc.filename if isinstance(exc, OSError) and exc.filename else path
     said_no_space = "no space left on device" in message or "os error 28" in message  # safetensors, torch.save
     if code in NO_SPACE or said_no_space or (isinstance(exc, sqlite3.OperationalError) and any(s in message for s in _SQLITE_NO_SPACE)):
-        return NoSpace(where, need=need, then=then)
+        return NoSpace(where, need=need)
     if code in READ_ONLY or (isinstance(exc, sqlite3.OperationalError) and any(s in message for s in _SQLITE_READ_ONLY)):
         return RnrLensError(
-            f"cannot write {where}: it or its folder is read-only ({exc.strerror if isinstance(exc, OSError) else exc}); make it writable or choose another output path, then {then}"
+            f"cannot write {where}: it or its folder is read-only ({exc.strerror if isinstance(exc, OSError) else exc}); make it writable or choose another output path, then rerun the same command"
         )
     if isinstance(exc, sqlite3.OperationalError) and any(s in message for s in _SQLITE_BUSY):
-        return RnrLensError(f"{where} stayed locked by another process for a minute ({exc}); wait for it to finish, then {then}")
+        return RnrLensError(f"{where} stayed locked by another process for a minute ({exc}); wait for it to finish, then rerun the same command")
     if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.IntegrityError) and any(s in message for s in _SQLITE_DAMAGED):
         return RnrLensError(
             f"{where} is damaged or not an rnr_lens run store ({exc}); rebuild it from its evidence or an export, or choose another file"
@@ -112,14 +111,14 @@ def refusal(exc: BaseException, path: str | Path, *, need: int | None = None, th
 
 
 @contextmanager
-def refused_writes(path: str | Path, *, need: int | None = None, then: str = "rerun the same command") -> Iterator[None]:
+def refused_writes(path: str | Path, *, need: int | None = None) -> Iterator[None]:
     """Raise :func:`refusal`'s one line instead of the machine's error inside the block."""
     try:
         yield
     except RnrLensError:
         raise
     except Exception as exc:
-        error = refusal(exc, path, need=need, then=then)
+        error = refusal(exc, path, need=need)
         if error is None:
             raise
         raise error from None
