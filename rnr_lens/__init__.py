@@ -9,7 +9,7 @@ from typing import Any
 from rnr_lens import failures, selectors, shards, stats, tasks, verdicts
 from rnr_lens.audits import audit
 from rnr_lens.comparison import Comparison, compare
-from rnr_lens.deploy import DeploymentConfig, deployment_for
+from rnr_lens.deploy import DeploymentConfig, deployment_for, deployment_for_task
 from rnr_lens.errors import RnrLensError
 from rnr_lens.executors import run_audit
 from rnr_lens.generation import ContinuationScore, Generation
@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "DeploymentConfig",
     "deployment_for",
+    "deployment_for_task",
     "Estimate",
     "Generation",
     "Grid",

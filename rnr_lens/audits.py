@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rnr_lens.deploy import DeploymentConfig, deployment_for
+from rnr_lens.deploy import DeploymentConfig, check_config_fits, deployment_for_task
 from rnr_lens.display import probe_labels, short_text
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import NoSpace
@@ -86,8 +86,10 @@ class AuditPlan:
 
     def deployed(self, model: Any) -> AuditPlan:
         """This plan with its config: the one given, else the default for ``model`` (a model or
-        a tokenizer; :func:`~rnr_lens.deploy.deployment_for`)."""
-        return self if self.config is not None else self.with_config(deployment_for(model, self.task.answer_type))
+        a tokenizer; :func:`~rnr_lens.deploy.deployment_for_task`), checked to fit the task."""
+        config = self.config if self.config is not None else deployment_for_task(model, self.task)
+        check_config_fits(config, self.task)
+        return self.with_config(config)
 
     @property
     def names(self) -> list[str]:
@@ -229,7 +231,7 @@ def audit(
         model: The model.
         task: The questions.
         probes: Probe objects or specs such as ``"sampling:k=8,t=0.7"``.
-        config: The deployment (default: :func:`~rnr_lens.deploy.deployment_for` the model and task).
+        config: The deployment (default: :func:`~rnr_lens.deploy.deployment_for_task` the model and task).
         store: A :class:`RunStore` or a path to one (default: in memory).
         seed: Seeds sampling, random routes and the search.
         batch_size: Rows per forward (default: chosen from free memory).

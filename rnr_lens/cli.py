@@ -118,15 +118,18 @@ def _note_repeats(task: Task) -> None:
         print(f"note: {note}", file=sys.stderr)
 
 
-def _load_config(args: argparse.Namespace, answer_type: str) -> DeploymentConfig:
-    """--config, else the default deployment for the model: raw text where its tokenizer has
-    no chat template (read without loading the weights, as the library and Ray workers do)."""
-    from rnr_lens.deploy import DeploymentConfig, deployment_for
+def _load_config(args: argparse.Namespace, task: Task) -> DeploymentConfig:
+    """--config, else the task's default deployment for the model: raw text where its
+    tokenizer has no chat template (read without loading the weights, as the library and Ray
+    workers do), the harness's own for an lm-eval task."""
+    from rnr_lens.deploy import DeploymentConfig, check_config_fits, deployment_for_task
     from rnr_lens.models import load_tokenizer
 
     if args.config:
-        return DeploymentConfig.load(args.config)
-    return deployment_for(load_tokenizer(args.model, trust_remote_code=getattr(args, "trust_remote_code", False)), answer_type)
+        config = DeploymentConfig.load(args.config)
+        check_config_fits(config, task)
+        return config
+    return deployment_for_task(load_tokenizer(args.model, trust_remote_code=getattr(args, "trust_remote_code", False)), task)
 
 
 def _existing_store(path: str, hint: str = "", mode: str = "read") -> RunStore:
@@ -252,7 +255,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         RunStore(out, mode="read").close()  # refuses a file that is not a run store, untouched
     if args.resume:  # what differs without the model first; the default config needs its tokenizer
         _refuse_mismatch(planned, out)
-    planned = planned.with_config(_load_config(args, task.answer_type))
+    planned = planned.with_config(_load_config(args, task))
     if args.resume:
         _refuse_mismatch(planned, out)
     config = planned.deployment
@@ -477,7 +480,7 @@ def cmd_check_format(args: argparse.Namespace) -> int:
 
     task = _load_task(args)
     _note_repeats(task)
-    config = _load_config(args, task.answer_type)
+    config = _load_config(args, task)
     check = check_format(load_model(args.model, **_load_kwargs(args)), task, config, batch_size=args.batch_size)
     if args.json:
         print(json.dumps(check.to_dict(), indent=2))
@@ -668,7 +671,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         task = tasks.get(args.task, split="train", n=args.n if args.n is not None else "all", seed=args.task_seed)
     else:
         task = _load_task(args)
-    deployment = _load_config(args, task.answer_type)
+    deployment = _load_config(args, task)
     out = Path(args.out)  # a run folder, made with its parents when training starts (as the README's runs/dapo)
     check_folder(out)  # a file, another folder's content or a damaged run.json, before the model loads
     model = load_model(args.model, **_load_kwargs(args))
@@ -769,7 +772,9 @@ def _print_report(result: Report, args: argparse.Namespace, *, rederived: bool) 
 
 
 def _add_task_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", default="add-small", help="built-in task name or path to a .jsonl/.json/.csv file")
+    p.add_argument(
+        "--task", default="add-small", help="built-in task name, path to a .jsonl/.json/.csv file, or lm-eval:NAME (an lm-evaluation-harness task)"
+    )
     p.add_argument("--n", type=positive_int, help="size of a built-in task")
     p.add_argument("--task-seed", type=seed_int, default=0, help="seed of a built-in task's question draw")
     p.add_argument("--task-format", help="force a file format: gsm8k, svamp, arc, jsonl, csv")

@@ -16,17 +16,17 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rnr_lens.answers import get_extractor, is_correct
+from rnr_lens.answers import extractors_for, get_extractor, is_correct
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import read_text
 from rnr_lens.prompts import ChatPrompt, PromptLike
-from rnr_lens.tasks.core import Question
+from rnr_lens.tasks.core import Question, Scoring, Task
 
 CONFIG_VERSION = 3
 """Version 3 made ``concluding-token`` the default extractor for numbers (a digit glued to a word
@@ -53,6 +53,12 @@ class DeploymentConfig:
         stop: Stop strings.
         extractor: Name of an extractor in :mod:`rnr_lens.answers`.
         temperature: 0 (greedy) for the default deployment.
+        harness: Empty for rnr_lens's own prompt format; else the identity of the harness whose
+            prompts and scoring this deployment uses (an lm-eval task's: its version and the
+            task's resolved config, hashed): each question's prompt is used verbatim, raw, and
+            ``extractor`` names the harness's filter that decides *realized*.
+        scoring: That harness's scorer (not part of the config's identity; a config read back
+            from a store holds none and cannot grade).
     """
 
     chat: bool = True
@@ -64,6 +70,8 @@ class DeploymentConfig:
     extractor: str = DEFAULT_EXTRACTOR[CONFIG_VERSION]
     temperature: float = 0.0
     version: int = field(default=CONFIG_VERSION)
+    harness: str = ""
+    scoring: Scoring | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         def need(name: str, ok: bool, what: str) -> None:
@@ -93,7 +101,15 @@ class DeploymentConfig:
             "a finite number >= 0",
         )
         need("version", self.version in READABLE_VERSIONS, f"one of {READABLE_VERSIONS} (the deployment config versions this rnr_lens reads)")
-        get_extractor(self.extractor)  # validates the name
+        need("harness", isinstance(self.harness, str), "text")
+        if not self.harness:
+            get_extractor(self.extractor)  # validates the name
+            return
+        need("chat", not self.chat, "false for a harness's task (its prompts are raw text)")
+        if self.scoring is not None and self.extractor not in self.scoring.readers:
+            raise RnrLensError(
+                f"deployment config extractor {self.extractor!r} is not a filter of its task; choose one of {', '.join(self.scoring.readers)}"
+            )
 
     @classmethod
     def default_for(cls, answer_type: str, *, chat: bool = True) -> DeploymentConfig:
@@ -110,9 +126,25 @@ class DeploymentConfig:
             return cls(extractor="answer-is-string", max_new_tokens=24, chat=chat)
         raise RnrLensError(f"no default deployment for answer type {answer_type!r}")
 
+    @classmethod
+    def for_harness(cls, scoring: Scoring) -> DeploymentConfig:
+        """The deployment a harness prescribes for its task: its prompts raw and verbatim, its
+        stop strings and token budget, greedy, graded by its first reader."""
+        return cls(
+            chat=False,
+            assistant_prefix="",
+            max_new_tokens=scoring.max_new_tokens,
+            stop=scoring.stop,
+            extractor=scoring.readers[0],
+            harness=scoring.identity,
+            scoring=scoring,
+        )
+
     # -- use ------------------------------------------------------------------------------
     def prompt(self, question: Question) -> PromptLike:
         """The prompt the model sees for ``question``."""
+        if self.harness:
+            return question.prompt  # the harness built it whole (few-shot context and all)
         user = f"{self.instruction}{question.prompt}"
         if self.chat:
             return ChatPrompt(user, system=self.system_prompt, assistant_prefix=self.assistant_prefix)
@@ -124,14 +156,39 @@ class DeploymentConfig:
         return get_extractor(self.extractor)(self.assistant_prefix + generated)
 
     def grade(self, generated: str, question: Question, answer_type: str) -> tuple[str | None, bool]:
-        """``(extracted answer, correct)`` for one generated continuation."""
-        extracted = self.extract(generated)
+        """``(extracted answer, correct)`` for one generated continuation (a harness's task:
+        what its filter reads, and whether its metric scores that right)."""
+        return self.read_with(self.extractor, generated, question, answer_type)
+
+    def readers(self, answer_type: str) -> tuple[str, ...]:
+        """Every reader that could read this deployment's answers, its own first: the
+        extractors of ``answer_type``, or a harness's filters."""
+        others = self._scoring().readers if self.harness else extractors_for(answer_type)
+        return tuple(dict.fromkeys((self.extractor, *others)))
+
+    def read_with(self, reader: str, generated: str, question: Question, answer_type: str) -> tuple[str | None, bool]:
+        """``(answer, correct)`` as reader ``reader`` (one of :meth:`readers`) reads a continuation."""
+        if self.harness:
+            return self._scoring().grade(generated, question, reader)
+        extracted = get_extractor(reader)(self.assistant_prefix + generated)
         return extracted, is_correct(extracted, question.answer, answer_type)
+
+    def _scoring(self) -> Scoring:
+        if self.scoring is None:
+            raise RnrLensError(
+                f"this deployment is scored by a harness ({self.harness}) and holds no scorer (it was read back from a store); "
+                "build it from its task: deployment_for_task(model, task)"
+            )
+        return self.scoring
 
     # -- identity and files -----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """The config's fields (``harness`` only where set, so that configs of rnr_lens's own
+        format keep the hash they always had; never the scorer)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "scoring"}
         data["stop"] = list(self.stop)
+        if not self.harness:
+            del data["harness"]
         return data
 
     def to_json(self) -> str:
@@ -143,7 +200,7 @@ class DeploymentConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DeploymentConfig:
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} - {"scoring"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise RnrLensError(f"unknown deployment config field {unknown[0]!r}; known fields: {', '.join(sorted(known))}")
@@ -188,3 +245,23 @@ def deployment_for(model_or_tokenizer: Any, answer_type: str) -> DeploymentConfi
     """
     chat = model_or_tokenizer is None or bool(getattr(model_or_tokenizer, "chat_template", None))
     return DeploymentConfig.default_for(answer_type, chat=chat)
+
+
+def deployment_for_task(model_or_tokenizer: Any, task: Task) -> DeploymentConfig:
+    """The default deployment of ``task`` for this model: the one its harness prescribes (an
+    ``lm-eval:`` task: the task's own prompts, stops and scoring), else
+    :func:`deployment_for` its answer type. Every caller that holds a task chooses here."""
+    if task.scoring is not None:
+        return DeploymentConfig.for_harness(task.scoring)
+    return deployment_for(model_or_tokenizer, task.answer_type)
+
+
+def check_config_fits(config: DeploymentConfig, task: Task) -> None:
+    """Refuse a deployment that cannot score ``task``: a harness's task graded otherwise than by
+    its harness, or a harness's config on another task."""
+    if task.scoring is not None and config.harness != task.scoring.identity:
+        raise RnrLensError(
+            f"task {task.name} is prompted and scored by its harness ({task.scoring.identity}); drop --config (its deployment comes from the task)"
+        )
+    if task.scoring is None and config.harness:
+        raise RnrLensError(f"this deployment is a harness's ({config.harness}); task {task.name} is not that harness's task")

@@ -1,7 +1,8 @@
 """How a deployment's answers read: extraction, accuracy, and every extractor's reading.
 
 ``check_format`` generates the default deployment's greedy answers once and reads them with
-each extractor of the task's answer type (:func:`rnr_lens.answers.extractors_for`), so that
+each extractor of the task's answer type (:func:`rnr_lens.answers.extractors_for`), or each
+filter of an lm-eval task (:meth:`rnr_lens.deploy.DeploymentConfig.readers`), so that
 choosing an extractor is a measurement: how many answers each reads, how many it scores
 correct, and where it reads another number than the configured one. Nothing is stored; the
 deployment config (and so every audit's identity) is untouched.
@@ -12,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rnr_lens.answers import extractors_for, get_extractor, is_correct
-from rnr_lens.deploy import DeploymentConfig, deployment_for
+from rnr_lens.deploy import DeploymentConfig, deployment_for_task
 from rnr_lens.lens import LensModel
 from rnr_lens.probes import ProbeContext
 from rnr_lens.stats import Estimate, wilson
@@ -74,7 +74,7 @@ def check_format(model: LensModel, task: Task, config: DeploymentConfig | None =
     Args:
         model: The model.
         task: The questions.
-        config: The deployment (default: :func:`~rnr_lens.deploy.deployment_for` the model).
+        config: The deployment (default: :func:`~rnr_lens.deploy.deployment_for_task` the model).
         batch_size: Rows per forward.
 
     Returns:
@@ -85,12 +85,14 @@ def check_format(model: LensModel, task: Task, config: DeploymentConfig | None =
         >>> check = check_format(load_model(), tasks.get("add-small", n=20))  # doctest: +SKIP
         >>> [(r.extractor, r.correct) for r in check.readings]  # doctest: +SKIP
     """
-    config = config or deployment_for(model, task.answer_type)
+    config = config or deployment_for_task(model, task)
     ctx = ProbeContext(model, config, task.answer_type, batch_size=batch_size)
-    texts = [config.assistant_prefix + g.text for g in ctx.generate(list(task))]
-    names = tuple(dict.fromkeys((config.extractor, *extractors_for(task.answer_type))))
-    read = {name: [get_extractor(name)(t) for t in texts] for name in names}
-    right = {name: [is_correct(v, q.answer, task.answer_type) for v, q in zip(read[name], task)] for name in names}
+    generated = [g.text for g in ctx.generate(list(task))]
+    texts = [config.assistant_prefix + g for g in generated]
+    names = config.readers(task.answer_type)
+    graded = {name: [config.read_with(name, g, q, task.answer_type) for g, q in zip(generated, task)] for name in names}
+    read = {name: [v for v, _ in graded[name]] for name in names}
+    right = {name: [ok for _, ok in graded[name]] for name in names}
     mine = read[config.extractor]
     readings = tuple(
         ExtractorReading(name, sum(v is not None for v in read[name]), sum(right[name]), sum(v != m for v, m in zip(read[name], mine)))

@@ -56,7 +56,7 @@ from rnr_lens.claims import (
     TrainingProbe,
 )
 from rnr_lens.comparison import compare
-from rnr_lens.deploy import DeploymentConfig, deployment_for
+from rnr_lens.deploy import DeploymentConfig, deployment_for_task
 from rnr_lens.errors import RnrLensError
 from rnr_lens.evidence import MINED, SettingRecord
 from rnr_lens.files import read_text, write_atomic
@@ -68,6 +68,7 @@ from rnr_lens.results import FORMAT_MISS_WARN, AuditResult
 from rnr_lens.routes import Route
 from rnr_lens.stats import Estimate, paired_difference, rate
 from rnr_lens.store import Artifact, RunStore
+from rnr_lens.tasks import lm_eval
 
 if TYPE_CHECKING:
     from rnr_lens.miner import SweepResult
@@ -199,6 +200,8 @@ class Grid:
             raise RnrLensError(f"unknown grid field {unknown[0]!r} in {path}; known fields: {', '.join(sorted(known))}")
 
         def local(spec: str) -> str:
+            if lm_eval.is_spec(spec):
+                return lm_eval.rebase(spec, path.parent)
             candidate = path.parent / spec
             return str(candidate) if not Path(spec).is_absolute() and candidate.exists() else spec
 
@@ -580,7 +583,7 @@ def report(
         with phase("load model"):
             model = load_model(spec) if executor == "local" or grid.mines(spec) else None
         for task_spec, task in tasks_.items():
-            cfg = config or deployment_for(model if model is not None else load_tokenizer(spec), task.answer_type)
+            cfg = config or deployment_for_task(model if model is not None else load_tokenizer(spec), task)
             result = run_audit(
                 model if executor == "local" and model is not None else spec,
                 task,

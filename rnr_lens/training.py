@@ -49,7 +49,7 @@ import torch
 from rnr_lens import adapters
 from rnr_lens.checkpoints import RunFolder, TrainState, read_history
 from rnr_lens.dapo import TRAINABLE, TrainConfig, clipped_token_loss, group_advantages, overlong_penalty, parse_layers
-from rnr_lens.deploy import DeploymentConfig, deployment_for
+from rnr_lens.deploy import DeploymentConfig, deployment_for_task
 from rnr_lens.errors import RnrLensError
 from rnr_lens.faults import point
 from rnr_lens.generation import Generation, generate, token_logprobs
@@ -132,7 +132,7 @@ def train(
         ``grad_norm`` and ``seconds``.
     """
     config = config or TrainConfig()
-    deployment = deployment or deployment_for(model, task.answer_type)
+    deployment = deployment or deployment_for_task(model, task)
     if len(task) == 0:
         raise RnrLensError("cannot train on an empty task; give it some training questions")
     if any("split" in q.metadata and q.metadata["split"] == "test" for q in task):

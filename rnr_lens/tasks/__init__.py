@@ -6,7 +6,8 @@
     >>> tasks.get("add-small", n=5).questions[0].prompt  # doctest: +ELLIPSIS
     'What is ...'
 
-``tasks.get`` takes a built-in name or a path to a file (format guessed from its content).
+``tasks.get`` takes a built-in name, a path to a file (format guessed from its content), or an
+lm-evaluation-harness task, ``lm-eval:NAME`` (:mod:`rnr_lens.tasks.lm_eval`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.tasks import lm_eval
 from rnr_lens.tasks.builtin import BUILTINS, build, split_size
-from rnr_lens.tasks.core import ANSWER_TYPES, Question, Task
+from rnr_lens.tasks.core import ANSWER_TYPES, Question, Scoring, Task
 from rnr_lens.tasks.loaders import FORMATS, guess_format, load_file
 
 DEFAULT_TASK = "add-small"
@@ -28,6 +30,7 @@ __all__ = [
     "DEFAULT_TASK",
     "FORMATS",
     "Question",
+    "Scoring",
     "Task",
     "get",
     "guess_format",
@@ -42,7 +45,7 @@ def _check_params(name: str, params: dict[str, Any], fn: Any, what: str) -> None
     unknown = sorted(set(params) - set(known))
     if unknown:
         hint = "; to use only the first N questions of a file, use --limit N (Task.first(N))" if "n" in unknown else ""
-        raise RnrLensError(f"{unknown[0]}= does not apply to {what} ({name}); it takes {', '.join(known)}{hint}")
+        raise RnrLensError(f"{unknown[0]}= does not apply to {what} ({name}); it takes {', '.join(known) or 'none'}{hint}")
 
 
 def list_builtins() -> list[str]:
@@ -50,8 +53,12 @@ def list_builtins() -> list[str]:
 
 
 def get(name: str, **params: Any) -> Task:
-    """A built-in task by name (``n``, ``seed``, ``split``), or a task file by path
-    (``format`` and field-mapping keywords as in :func:`load_file`)."""
+    """A built-in task by name (``n``, ``seed``, ``split``), a task file by path (``format``
+    and field-mapping keywords as in :func:`load_file`), or an lm-eval task
+    (``lm-eval:NAME[:FILTER]``, ``lm-eval:PATH.yaml``; :func:`rnr_lens.tasks.lm_eval.load`)."""
+    if lm_eval.is_spec(name):
+        _check_params(name, params, lm_eval.load, "an lm-eval task")
+        return lm_eval.load(name)
     if name in BUILTINS:
         _check_params(name, params, build, "a built-in task")
         return build(name, **params)
@@ -59,4 +66,4 @@ def get(name: str, **params: Any) -> Task:
     if path.suffix in (".jsonl", ".json", ".csv") or path.exists():
         _check_params(name, params, load_file, "a task file")
         return load_file(path, **params)
-    raise RnrLensError(f"unknown task {name!r}; use a built-in ({', '.join(BUILTINS)}) or a path to a .jsonl/.json/.csv file")
+    raise RnrLensError(f"unknown task {name!r}; use a built-in ({', '.join(BUILTINS)}), a path to a .jsonl/.json/.csv file, or lm-eval:NAME")

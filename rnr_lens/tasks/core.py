@@ -7,7 +7,7 @@ import json
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from rnr_lens.errors import RnrLensError
 
@@ -33,6 +33,30 @@ class Question:
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
+class Scoring(Protocol):
+    """How another harness (lm-eval, :mod:`rnr_lens.tasks.lm_eval`) deploys and scores a task
+    whose prompts it built: the deployment of such a task uses each question's prompt verbatim
+    and grades with it."""
+
+    @property
+    def identity(self) -> str:
+        """What the harness's deployment is (its version and the task's resolved config, hashed)."""
+
+    @property
+    def readers(self) -> tuple[str, ...]:
+        """Its answer readers (filters), the one that decides *realized* first."""
+
+    @property
+    def stop(self) -> tuple[str, ...]: ...
+
+    @property
+    def max_new_tokens(self) -> int: ...
+
+    def read(self, text: str, question: Question, reader: str) -> str | None: ...
+
+    def grade(self, text: str, question: Question, reader: str) -> tuple[str | None, bool]: ...
+
+
 @dataclass(frozen=True)
 class Task:
     """A named, ordered, immutable list of questions.
@@ -51,6 +75,8 @@ class Task:
     questions: tuple[Question, ...]
     answer_type: str = "number"
     source: str = ""
+    scoring: Scoring | None = field(default=None, compare=False)
+    """Set where another harness prompts and scores the task (an ``lm-eval:`` task)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "questions", tuple(self.questions))
@@ -103,7 +129,7 @@ class Task:
 
     # -- subsets ------------------------------------------------------------------------
     def _derive(self, questions: Sequence[Question], suffix: str) -> Task:
-        return Task(f"{self.name}{suffix}", tuple(questions), self.answer_type, self.source)
+        return Task(f"{self.name}{suffix}", tuple(questions), self.answer_type, self.source, self.scoring)
 
     def first(self, n: int) -> Task:
         """The first ``n`` questions."""
