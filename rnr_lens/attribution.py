@@ -63,7 +63,7 @@ def direct_logit_attribution(model: LensModel, questions: Sequence[Question], co
             logits, cache = model.bridge.run_with_cache(ids, names_filter=lambda n: n.startswith("blocks.") and n.rsplit(".", 1)[-1] in RESID_HOOKS)
         final = logits[0, -1]
         default_tok = int(final.argmax())
-        gold_tok = _first_token(model, q.answer)
+        gold_tok = _first_token(model, config.gold_continuation(q))
         direction = unembed[gold_tok] - unembed[default_tok]
         resid_final = cache[f"blocks.{model.n_layers - 1}.hook_resid_post"][0, -1]
         scale = (resid_final.pow(2).mean() + eps).rsqrt()
@@ -95,7 +95,7 @@ def direct_logit_attribution(model: LensModel, questions: Sequence[Question], co
 def gold_batch(model: LensModel, questions: Sequence[Question], config: DeploymentConfig) -> Continuations:
     """Each question's rendered prompt followed by its gold answer's tokens, for teacher forcing."""
     prompts = [model.encode(config.prompt(q)) for q in questions]
-    golds = [model.tokenizer(q.answer, add_special_tokens=False)["input_ids"] for q in questions]
+    golds = [model.tokenizer(config.gold_continuation(q), add_special_tokens=False)["input_ids"] for q in questions]
     return continuations(model, prompts, golds)
 
 

@@ -160,6 +160,12 @@ class DeploymentConfig:
         what its filter reads, and whether its metric scores that right)."""
         return self.read_with(self.extractor, generated, question, answer_type)
 
+    def gold_continuation(self, question: Question) -> str:
+        """The gold answer as this deployment's model should write it after the prompt, for
+        teacher forcing: the gold itself after the assistant prefix, or a harness's reference
+        answer (an lm-eval task's target: GSM8K's worked solution)."""
+        return self._scoring().continuation(question) if self.harness else question.answer
+
     def readers(self, answer_type: str) -> tuple[str, ...]:
         """Every reader that could read this deployment's answers, its own first: the
         extractors of ``answer_type``, or a harness's filters."""
@@ -259,7 +265,7 @@ def deployment_for_task(model_or_tokenizer: Any, task: Task) -> DeploymentConfig
 def check_config_fits(config: DeploymentConfig, task: Task) -> None:
     """Refuse a deployment that cannot score ``task``: a harness's task graded otherwise than by
     its harness, or a harness's config on another task."""
-    if task.scoring is not None and config.harness != task.scoring.identity:
+    if task.scoring is not None and (config.harness != task.scoring.identity or config.scoring is None):
         raise RnrLensError(
             f"task {task.name} is prompted and scored by its harness ({task.scoring.identity}); drop --config (its deployment comes from the task)"
         )

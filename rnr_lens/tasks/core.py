@@ -54,6 +54,9 @@ class Scoring(Protocol):
 
     def read(self, text: str, question: Question, reader: str) -> str | None: ...
 
+    def continuation(self, question: Question) -> str:
+        """The reference answer as the harness's shots write it after the prompt (teacher forcing)."""
+
     def grade(self, text: str, question: Question, reader: str) -> tuple[str | None, bool]: ...
 
 

@@ -23,6 +23,7 @@ for.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -125,7 +126,7 @@ def _load_harness_task(spec: LmEvalSpec) -> Any:
     name = _yaml_task_name(spec.include / spec.task) if spec.include is not None else spec.task
     manager = _task_manager(spec.include)
     if name not in manager.all_tasks:
-        close = [t for t in manager.all_tasks if name.split("_")[0] in t][:5]
+        close = difflib.get_close_matches(name, manager.all_tasks, n=3)
         hint = f" (similar: {', '.join(close)})" if close else ""
         raise RnrLensError(f"lm-eval knows no task {name!r}{hint}; `lm_eval ls tasks` lists them, or give a task YAML's path")
     try:
@@ -198,6 +199,13 @@ class LmEvalScoring:
             )
         value = filtered if isinstance(filtered, str) else str(filtered)
         return (None if value in fallbacks else value), score == 1.0
+
+    def continuation(self, question: Question) -> str:
+        """The task's target after its target delimiter, as its few-shot examples write an
+        answer after the prompt (GSM8K: " " and the worked solution ending in "#### 18")."""
+        task = self._task()
+        target = task.doc_to_target(question.metadata["doc"])
+        return f"{task.config.target_delimiter}{target[0] if isinstance(target, list) else target}"
 
     def _filter(self, text: str, question: Question, reader: str) -> tuple[Any, set[str]]:
         """The task's filter pipeline ``reader`` applied to one response, as lm-eval applies it

@@ -120,6 +120,7 @@ def test_tries_are_scored_by_the_tasks_filters_and_metric(local_task, offline):
     assert config.read_with("flexible-extract", " The answer is 7.", q, task.answer_type) == ("7.", True), "exact_match ignores a final '.'"
     assert config.read_with("flexible-extract", " 7.0", q, task.answer_type) == ("7.0", False), "exact_match is not numeric equality"
     assert config.readers(task.answer_type) == ("strict-match", "flexible-extract")
+    assert config.gold_continuation(q) == " 3 + 4 = <<3+4=7>>7\n#### 7", "teacher forcing reads the target as the shots write it"
     flexible = tasks.get(f"lm-eval:{local_task}:flexible-extract")
     assert deployment_for_task(None, flexible).extractor == "flexible-extract"
     assert deployment_for_task(None, flexible).hash() != config.hash(), "the deciding filter is part of the identity"
