@@ -23,10 +23,14 @@ for.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
+import io
 import json
 import re
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -102,7 +106,8 @@ def _lm_eval() -> Any:
 def _task_manager(include: Path | None) -> Any:
     from lm_eval.tasks import TaskManager
 
-    return TaskManager(include_path=str(include) if include is not None else None, verbosity="ERROR")
+    with _quiet():  # its index warns when a user's task includes a stock one (as the how-to's does)
+        return TaskManager(include_path=str(include) if include is not None else None, verbosity="ERROR")
 
 
 def _yaml_task_name(path: Path) -> str:
@@ -130,7 +135,8 @@ def _load_harness_task(spec: LmEvalSpec) -> Any:
         hint = f" (similar: {', '.join(close)})" if close else ""
         raise RnrLensError(f"lm-eval knows no task {name!r}{hint}; `lm_eval ls tasks` lists them, or give a task YAML's path")
     try:
-        loaded = manager.load_task_or_group([name])
+        with _quiet():
+            loaded = manager.load_task_or_group([name])
     except Exception as exc:  # lm-eval raises whatever its dataset loader raised
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise RnrLensError(
@@ -146,6 +152,15 @@ def _load_harness_task(spec: LmEvalSpec) -> Any:
             "rnr_lens audits generate_until tasks (many tasks have a generative variant)"
         )
     return task
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """lm-eval's own progress bars and warnings off (a one-line error stays one line; rnr_lens
+    shows its own progress)."""
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield
 
 
 def _leaves(loaded: dict[Any, Any]) -> dict[str, Any]:
@@ -266,7 +281,8 @@ def load(name: str) -> Task:
     from lm_eval.defaults import DEFAULT_OTHER_SEED
 
     task.set_fewshot_seed(seed=DEFAULT_OTHER_SEED)  # as `lm_eval` seeds it (its --fewshot_random_seed default)
-    task.build_all_requests(limit=None)  # every document, in order: the first N contexts are those of `lm_eval --limit N`
+    with _quiet():
+        task.build_all_requests(limit=None)  # every document, in order: the first N contexts are those of `lm_eval --limit N`
     questions = []
     for instance in task.instances:
         doc, (context, _) = instance.doc, instance.args
