@@ -286,7 +286,9 @@ def load(name: str) -> Task:
     questions = []
     for instance in task.instances:
         doc, (context, _) = instance.doc, instance.args
-        questions.append(Question(str(instance.doc_id), context, _gold(task, doc, task._metric_fn_kwargs[metric]), metadata={"doc": doc}))
+        questions.append(
+            Question(str(instance.doc_id), context, _gold(task, doc, task._metric_fn_kwargs[metric]), metadata={"doc": doc, "split": "test"})
+        )
     golds = [q.answer for q in questions]
     answer_type = "number" if all(canonical_number(g) is not None for g in golds) else "string"
     scoring = LmEvalScoring(

@@ -93,6 +93,7 @@ def test_task_is_built_by_lm_eval(local_task, offline):
     assert len(task) == 8 and task.answer_type == "number" and task.ids == [str(i) for i in range(8)]
     assert [q.answer for q in task] == ["7", "17", "11", "14", "11", "9", "19", "10"]
     q = task[0]
+    assert q.metadata["split"] == "test", "the documents lm-eval evaluates: `train` refuses them"
     assert q.prompt.endswith("Question: What is 3 + 4?\nAnswer:") and q.prompt.count("Question:") == 3, "two shots, then the question"
     assert "What is 3 + 4?" not in q.prompt[: -len("Question: What is 3 + 4?\nAnswer:")], "the question is not one of its own shots"
 
