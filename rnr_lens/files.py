@@ -30,6 +30,7 @@ import shutil
 import sqlite3
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -208,7 +209,7 @@ def acquire_writer_lock(path: str | Path, what: str) -> Callable[[], None]:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+                holder = _holder(fd)
                 os.close(fd)
                 raise RnrLensError(
                     f"{what} is being written by {holder}; wait for it to finish (or stop it), then rerun: "
@@ -239,6 +240,32 @@ def acquire_writer_lock(path: str | Path, what: str) -> Callable[[], None]:
             os.close(fd)  # closing drops the flock; the file stays (unlinking it would race a waiter)
 
     return release
+
+
+def _holder(fd: int, wait: float = 2.0) -> str:
+    """Who holds the lock open as ``fd``: the holder writes its pid and command just after
+    taking it, so an empty file is read again for up to ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
+        if holder or time.monotonic() > deadline:
+            return holder or "another process"
+        time.sleep(0.05)
+
+
+def writer_active(path: str | Path) -> bool:
+    """Does a process hold ``path``'s writer lock now (without taking it)?"""
+    lock = lock_file(path)
+    if not lock.exists():
+        return False
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a shared lock taken here
+    return False
 
 
 def release_all() -> None:

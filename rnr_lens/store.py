@@ -9,6 +9,7 @@ config hash, probes and seed), so resuming finds the same audit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -23,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from rnr_lens.errors import RnrLensError
-from rnr_lens.files import acquire_writer_lock, lock_file, refused_writes, writer_lock
+from rnr_lens.files import acquire_writer_lock, lock_file, refused_writes, writer_active, writer_lock
 from rnr_lens.phases import phase
 from rnr_lens.records import TRY_COLUMNS, AuditRecord, Try
 from rnr_lens.shards import covered
@@ -159,6 +160,8 @@ class RunStore:
         # one writer per store file: a second process writing the same audit would repeat its work
         self._release = acquire_writer_lock(self.path, f"the run store {self.path}") if mode != "read" and not memory else (lambda: None)
         weakref.finalize(self, self._release)  # a store dropped without close() lets go of its lock
+        if mode == "read" and exists:
+            _await_creation(self.path)
         try:
             self._open(memory, exists)
         except BaseException:
@@ -436,6 +439,23 @@ class RunStore:
     def get_artifact(self, audit_id: str, kind: str, name: str) -> Any | None:
         row = self.conn.execute("SELECT body FROM artifacts WHERE audit_id=? AND kind=? AND name=?", (audit_id, kind, name)).fetchone()
         return json.loads(row[0]) if row else None
+
+
+def _await_creation(path: str, wait: float = 10.0) -> None:
+    """A reader that finds an empty store file while its writer holds the lock is looking
+    between the file's creation and its schema (``rnr-lens show`` polling a starting audit):
+    wait for the schema, up to ``wait`` seconds, rather than call the file empty."""
+    deadline = time.monotonic() + wait
+    while not _has_schema(path) and writer_active(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _has_schema(path: str) -> bool:
+    try:
+        with contextlib.closing(sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=1)) as conn:
+            return conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is not None
+    except sqlite3.DatabaseError:
+        return False
 
 
 def open_store(store: RunStore | str | Path | None, mode: str = "create") -> RunStore:
