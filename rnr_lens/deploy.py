@@ -152,7 +152,13 @@ class DeploymentConfig:
         return f"{head}{user}\n{self.assistant_prefix}"
 
     def extract(self, generated: str) -> str | None:
-        """The answer in a generated continuation (read after the assistant prefix)."""
+        """The answer in a generated continuation (read after the assistant prefix).
+
+        A harness's deployment reads an answer against its question: use :meth:`grade`."""
+        if self.harness:
+            raise RnrLensError(
+                f"this deployment is read by its harness's filters ({self.harness}), which need the question; call grade(text, question, answer_type)"
+            )
         return get_extractor(self.extractor)(self.assistant_prefix + generated)
 
     def grade(self, generated: str, question: Question, answer_type: str) -> tuple[str | None, bool]:

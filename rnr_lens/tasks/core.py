@@ -52,12 +52,11 @@ class Scoring(Protocol):
     @property
     def max_new_tokens(self) -> int: ...
 
-    def read(self, text: str, question: Question, reader: str) -> str | None: ...
-
     def continuation(self, question: Question) -> str:
         """The reference answer as the harness's shots write it after the prompt (teacher forcing)."""
 
-    def grade(self, text: str, question: Question, reader: str) -> tuple[str | None, bool]: ...
+    def grade(self, text: str, question: Question, reader: str) -> tuple[str | None, bool]:
+        """``(what reader reads in text, or None; whether the harness scores that right)``."""
 
 
 @dataclass(frozen=True)

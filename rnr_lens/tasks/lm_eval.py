@@ -110,6 +110,12 @@ def _task_manager(include: Path | None) -> Any:
         return TaskManager(include_path=str(include) if include is not None else None, verbosity="ERROR")
 
 
+def task_name(spec: LmEvalSpec) -> str:
+    """The name lm-eval knows the task by: ``spec.task``, or the ``task:`` line of its YAML
+    (what ``lm_eval --tasks`` takes, with ``--include_path spec.include``)."""
+    return _yaml_task_name(spec.include / spec.task) if spec.include is not None else spec.task
+
+
 def _yaml_task_name(path: Path) -> str:
     import yaml
 
@@ -128,7 +134,7 @@ def _yaml_task_name(path: Path) -> str:
 def _load_harness_task(spec: LmEvalSpec) -> Any:
     """lm-eval's task object for ``spec`` (its ``ConfigurableTask``), loaded once per process."""
     _lm_eval()
-    name = _yaml_task_name(spec.include / spec.task) if spec.include is not None else spec.task
+    name = task_name(spec)
     manager = _task_manager(spec.include)
     if name not in manager.all_tasks:
         close = difflib.get_close_matches(name, manager.all_tasks, n=3)
@@ -193,12 +199,6 @@ class LmEvalScoring:
     stop: tuple[str, ...]
     max_new_tokens: int
     metric: str
-
-    def read(self, text: str, question: Question, reader: str) -> str | None:
-        """What filter ``reader`` reads in ``text`` (None where it reads nothing: its fallback)."""
-        filtered, fallbacks = self._filter(text, question, reader)
-        value = filtered if isinstance(filtered, str) else str(filtered)
-        return None if value in fallbacks else value
 
     def grade(self, text: str, question: Question, reader: str) -> tuple[str | None, bool]:
         """``(filtered answer, correct)``: filter ``reader``'s reading (None: it read nothing),

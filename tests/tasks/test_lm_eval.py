@@ -125,6 +125,9 @@ def test_tries_are_scored_by_the_tasks_filters_and_metric(local_task, offline):
     flexible = tasks.get(f"lm-eval:{local_task}:flexible-extract")
     assert deployment_for_task(None, flexible).extractor == "flexible-extract"
     assert deployment_for_task(None, flexible).hash() != config.hash(), "the deciding filter is part of the identity"
+    with pytest.raises(RnrLensError, match=r"need the question; call grade"):
+        config.extract(" 3 + 4 = 7\n#### 7")  # not rnr_lens's own extractor named 'strict-match'
+    assert adapter.task_name(adapter.parse_spec(f"lm-eval:{local_task}")) == "tiny_gsm8k", "what `lm_eval --tasks` takes"
 
 
 @pytest.mark.slow
