@@ -260,10 +260,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         _refuse_mismatch(planned, out)
     config = planned.deployment
     load = _load_kwargs(args)
-    if args.shards is not None and not args.executor:
-        raise RnrLensError("--shards needs --executor local or --executor ray (to run one shard here, use --shard i/n)")
-    if args.executor and args.shard:
-        raise RnrLensError("give either --shard (run one shard here) or --executor (run every shard), not both")
+    _check_executor_args(args)
     # every cheap check done: one writer per store, and a read-only folder, found before the model
     # loads (released when the command ends)
     acquire_writer_lock(out, f"the run store {out}")
@@ -284,6 +281,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             load=load,
             progress=not args.json,
+            label=args.label,
         )
         model_name = result.info.model
     else:
@@ -504,7 +502,7 @@ def cmd_check_format(args: argparse.Namespace) -> int:
 @command("mine")
 def cmd_mine(args: argparse.Namespace) -> int:
     from rnr_lens import failures
-    from rnr_lens.miner import mine, null_repair
+    from rnr_lens.miner import mine, null_beside
     from rnr_lens.models import load_model
     from rnr_lens.results import AuditResult
 
@@ -519,8 +517,6 @@ def cmd_mine(args: argparse.Namespace) -> int:
 
         Shard.parse(args.shard)
     model = load_model(args.model or result.info.model, **_load_kwargs(args))
-    if model.fingerprint() != result.info.model_fingerprint:
-        raise RnrLensError(f"model {model.name} is not the checkpoint audit {result.id[:12]} was made with; pass --model with that checkpoint")
     sweep = mine(
         model,
         fs,
@@ -534,20 +530,8 @@ def cmd_mine(args: argparse.Namespace) -> int:
         progress=not args.json,
         shard=args.shard,
     )
-    null = (
-        null_repair(
-            model,
-            fs,
-            blocks=args.null_blocks,
-            exclude=sweep.bottleneck.layer if sweep.bottleneck else None,
-            store=store,
-            batch_size=args.batch_size,
-            progress=not args.json,
-        )
-        if args.null_blocks and len(fs.heldout) and not args.shard
-        else None
-    )
-    verdict = sweep.verdict(null, break_bound=args.break_bound).verdict
+    null = null_beside(model, fs, sweep, blocks=args.null_blocks, store=store, batch_size=args.batch_size, progress=not args.json)
+    verdict = sweep.verdict(null).verdict
     if args.json:
         print(json.dumps({**sweep.to_json(), "null": null.to_dict() if null else None, "verdict": verdict.to_dict()}, indent=2, default=str))
         return 0
@@ -730,8 +714,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         result = rederive(args.from_evidence, out)
         return _print_report(result, args, rederived=True)
     grid = Grid.load(args.grid)
-    if args.shards is not None and not args.executor:
-        raise RnrLensError("--shards needs --executor local or --executor ray")
+    _check_executor_args(args)
     saved = out / "profile.json"
     if args.profile and saved.exists() and not (out / "runs.db").exists():
         saved.unlink()  # a profile of a run whose store is gone: this run starts afresh
@@ -837,6 +820,16 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise _UsageError(f"{self.prog}: {message}; see '{self.prog} --help'")
+
+
+def _check_executor_args(args: argparse.Namespace) -> None:
+    """``--shards`` only with ``--executor``, and ``--shard`` (one shard here) not beside it: the
+    flags of :func:`_add_executor_args`, checked in this one place for every command that has them."""
+    if args.shards is not None and not args.executor:
+        here = " (to run one shard here, use --shard i/n)" if hasattr(args, "shard") else ""  # a command with --shard
+        raise RnrLensError(f"--shards needs --executor local or --executor ray{here}")
+    if args.executor and getattr(args, "shard", None):
+        raise RnrLensError("give either --shard (run one shard here) or --executor (run every shard), not both")
 
 
 def _add_executor_args(p: argparse.ArgumentParser, audits: str = "every shard") -> None:

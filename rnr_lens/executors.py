@@ -50,13 +50,15 @@ class ShardWorker:
     def fingerprint(self) -> str:
         return self.model.fingerprint()
 
-    def run(self, task: Task, probes: list[Probe], config: DeploymentConfig, seed: int, shard: str, batch_size: int | None) -> dict[str, Any]:
+    def run(
+        self, task: Task, probes: list[Probe], config: DeploymentConfig, seed: int, shard: str, batch_size: int | None, label: str | None = None
+    ) -> dict[str, Any]:
         """Audit one shard into memory; return its rows (see :meth:`RunStore.export_audit`)."""
         if self.crash_once and not Path(self.crash_once).exists():
             Path(self.crash_once).write_text(shard)
             os._exit(1)
         store = RunStore(":memory:")
-        result = audit(self.model, task, probes, config, store=store, seed=seed, shard=shard, batch_size=batch_size, progress=False)
+        result = audit(self.model, task, probes, config, store=store, seed=seed, shard=shard, batch_size=batch_size, progress=False, label=label)
         return store.export_audit(result.id)
 
 
@@ -76,6 +78,7 @@ def run_audit(
     load: dict[str, Any] | None = None,
     progress: bool = True,
     max_retries: int = 3,
+    label: str | None = None,
 ) -> AuditResult:
     """Audit ``model`` on ``task`` in ``shards`` shards on ``executor``.
 
@@ -93,6 +96,7 @@ def run_audit(
             ``device_map``); on GPU workers the default is ``device="cuda"``, ``dtype="bfloat16"``.
         progress: Show a tqdm bar over shards.
         max_retries: Restarts of a dead Ray worker (its shard runs again).
+        label: A free-text label stored with the audit, as :func:`~rnr_lens.audits.audit` stores it.
 
     Returns:
         The whole audit, read back from ``store``.
@@ -114,7 +118,9 @@ def run_audit(
         bar = _bar(len(pending), progress and shards > 1, f"audit {lens.name} on {task.name} ({shards} shards)")
         try:
             for part in pending:
-                audit(lens, task, probe_objs, config, store=rs, seed=seed, shard=part, batch_size=batch_size, progress=progress and shards == 1)
+                audit(
+                    lens, task, probe_objs, config, store=rs, seed=seed, shard=part, batch_size=batch_size, progress=progress and shards == 1, label=label
+                )
                 if bar is not None:
                     bar.update(1)
         finally:
@@ -128,7 +134,7 @@ def run_audit(
         from rnr_lens.models import load_tokenizer
 
         planned = planned.deployed(load_tokenizer(os.fspath(model), trust_remote_code=bool((load or {}).get("trust_remote_code"))))
-    return _run_on_ray(os.fspath(model), planned, rs, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries)
+    return _run_on_ray(os.fspath(model), planned, rs, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries, label)
 
 
 def check_executor(executor: str, shards: int) -> None:
@@ -187,6 +193,7 @@ def _run_on_ray(
     load: dict[str, Any],
     progress: bool,
     max_retries: int,
+    label: str | None = None,
 ) -> AuditResult:
     ray = init_ray(address, num_cpus)
     resources = ray.cluster_resources()
@@ -222,7 +229,7 @@ def _run_on_ray(
         """Give ``worker`` the next queued shard, if any."""
         if queue:
             part = queue.pop(0)
-            running[worker.run.remote(task_ref, probes_ref, config_ref, seed, part, batch_size)] = (worker, part)
+            running[worker.run.remote(task_ref, probes_ref, config_ref, seed, part, batch_size, label)] = (worker, part)
 
     try:
         for w in workers:

@@ -157,6 +157,8 @@ class SweepResult:
     failure_set: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     break_bound: float = BREAK_BOUND
+    shard: Shard | None = None
+    """The shard whose questions alone this sweep generated (None: the whole set); never kept."""
 
     def save(self, store: RunStore, audit_id: str, name: str | None = None) -> None:
         """Keep this sweep in ``store`` as the latest sweep of its failure set (``mine`` does
@@ -429,6 +431,7 @@ def mine(
             raise RnrLensError(f"unknown ablation method {k!r}; choose from {', '.join(METHODS)}")
     if top_m < 1:
         raise RnrLensError(f"top_m must be at least 1, got {top_m}")
+    failure_set.check_model(model)
     if control_set is not None:
         from rnr_lens.tasks.core import Task
 
@@ -454,7 +457,7 @@ def mine(
     table, details = _tabulate(failure_set, candidates, scores, atp, before, results)
     bottleneck = _bottleneck(table, break_bound)
     agreement = _screen_agreement(table, bottleneck) if strategy == "exhaustive" else {}
-    sweep = SweepResult(table, details, bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds}, break_bound)
+    sweep = SweepResult(table, details, bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds}, break_bound, part)
     if store is not None and part is None:
         sweep.save(store, failure_set.audit_id, name)
     return sweep
@@ -720,6 +723,7 @@ def null_repair(
     stored and reused like a sweep's."""
     import random
 
+    failure_set.check_model(model)
     base = SweepKey.base(model, failure_set, ())
     pool = [b for b in range(model.n_layers) if b != exclude]
     drawn = tuple(sorted(random.Random(f"null:{failure_set.name}:{exclude}").sample(pool, min(blocks, len(pool)))))
@@ -753,6 +757,32 @@ def null_repair(
     again = np.array([rerun.get(i, 0.0) for i in ids])
     per_question = {"random block": dict(zip(ids, shares.tolist())), "unablated re-run": dict(zip(ids, again.tolist()))}
     return NullRepair(drawn, rate(shares), rate(again), per_question if per_block else {"unablated re-run": per_question["unablated re-run"]})
+
+
+def null_beside(
+    model: LensModel,
+    failure_set: FailureSet,
+    sweep: SweepResult,
+    *,
+    blocks: int = NULL_BLOCKS,
+    store: RunStore | None = None,
+    batch_size: int | None = None,
+    progress: bool = False,
+) -> NullRepair | None:
+    """The null that ``sweep``'s bottleneck stands beside in its verdict: :func:`null_repair`
+    with ``blocks`` blocks other than the bottleneck (any ``blocks`` when there is none). None
+    where it would measure nothing: ``blocks=0``, no held-out failures, or a shard's sweep
+    (the null is drawn once the shards are merged). ``rnr-lens mine`` and a report both call
+    this, so both judge a bottleneck beside the same null.
+
+    Example:
+        >>> sweep = mine(model, failure_set, store=store)  # doctest: +SKIP
+        >>> sweep.verdict(null_beside(model, failure_set, sweep, store=store)).verdict  # doctest: +SKIP
+    """
+    if not blocks or not len(failure_set.heldout) or sweep.shard is not None:
+        return None
+    exclude = sweep.bottleneck.layer if sweep.bottleneck is not None else None
+    return null_repair(model, failure_set, blocks=blocks, exclude=exclude, store=store, batch_size=batch_size, progress=progress)
 
 
 def _from_shards(store: RunStore, failure_set: FailureSet, key: SweepKey) -> list[dict[str, Any]] | None:

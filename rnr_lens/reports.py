@@ -354,7 +354,7 @@ def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, p
     screen+confirm sweep, with ``exhaustive`` the sweep of every block, and the null beside the
     block the deciding sweep picks."""
     from rnr_lens import failures
-    from rnr_lens.miner import mine, null_repair, ranked
+    from rnr_lens.miner import mine, null_beside, ranked
 
     probe = result.probe_name(grid.sampling)
     if len(result.reachable_not_realized(probe)) < failures.MIN_FAILURES:
@@ -364,9 +364,9 @@ def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, p
     judged = sweep
     if grid.exhaustive and len(ranked(sweep.table)):  # reuses the confirmed evaluations from the store; generates the rest
         judged = mine(model, fs, strategy="exhaustive", break_bound=grid.break_bound, store=store, progress=progress, name=EXHAUSTIVE_SWEEP)
-    if len(fs.heldout):
-        chosen = judged.bottleneck
-        null_repair(model, fs, store=store, exclude=chosen.layer if chosen else None).save(store, result.id, REPORT_SET)
+    null = null_beside(model, fs, judged, store=store)
+    if null is not None:
+        null.save(store, result.id, REPORT_SET)
 
 
 def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: list[tuple[str, Any]] | None = None) -> BottleneckClaim:
