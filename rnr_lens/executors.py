@@ -119,7 +119,16 @@ def run_audit(
         try:
             for part in pending:
                 audit(
-                    lens, task, probe_objs, config, store=rs, seed=seed, shard=part, batch_size=batch_size, progress=progress and shards == 1, label=label
+                    lens,
+                    task,
+                    probe_objs,
+                    config,
+                    store=rs,
+                    seed=seed,
+                    shard=part,
+                    batch_size=batch_size,
+                    progress=progress and shards == 1,
+                    label=label,
                 )
                 if bar is not None:
                     bar.update(1)
