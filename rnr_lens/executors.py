@@ -20,6 +20,7 @@ from typing import Any
 
 from rnr_lens.audits import AuditPlan, audit, plan
 from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.display import progress_bar
 from rnr_lens.errors import RnrLensError
 from rnr_lens.lens import LensModel
 from rnr_lens.probes import Probe
@@ -115,7 +116,7 @@ def run_audit(
         aid = planned.id(lens.fingerprint())
         pending = _pending(rs, aid, parts)
         # one shard: the audit's own bars (per probe) say more than a bar over one shard
-        bar = _bar(len(pending), progress and shards > 1, f"audit {lens.name} on {task.name} ({shards} shards)")
+        bar = progress_bar(progress and shards > 1, len(pending), f"audit {lens.name} on {task.name} ({shards} shards)", "shard")
         try:
             for part in pending:
                 audit(
@@ -159,15 +160,6 @@ def _pending(rs: RunStore, aid: str, parts: list[str]) -> list[str]:
         return parts
     done = set(rs.artifacts(aid, Artifact.SHARD))
     return [p for p in parts if p not in done]
-
-
-def _bar(total: int, progress: bool, desc: str) -> Any:
-    """A tqdm bar over ``total`` shards, or None without ``progress``."""
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="shard")
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
@@ -229,7 +221,7 @@ def _run_on_ray(
     task, probes, config, seed = planned.task, list(planned.probes), planned.deployment, planned.seed
     aid = planned.id(fingerprint)
     pending = _pending(rs, aid, parts)
-    bar = _bar(len(pending), progress, f"audit {Path(model).name} on {task.name} ({len(parts)} shards, {n_workers} Ray workers)")
+    bar = progress_bar(progress, len(pending), f"audit {Path(model).name} on {task.name} ({len(parts)} shards, {n_workers} Ray workers)", "shard")
     task_ref, probes_ref, config_ref = ray.put(task), ray.put(probes), ray.put(config)
     queue = list(pending)
     running: dict[Any, tuple[Any, str]] = {}

@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 
 from rnr_lens.attribution import attribution_patching, gold_batch
-from rnr_lens.display import html_table
+from rnr_lens.display import html_table, progress_bar
 from rnr_lens.errors import RnrLensError
 from rnr_lens.failures import FailureSet
 from rnr_lens.interventions import COMPONENTS, METHODS, Ablation
@@ -469,7 +469,7 @@ def screen(
     """Stage 1 of mining: score every candidate without generating, on the discovery half:
     the change of the gold answer's teacher-forced log-probability (:func:`screen_logprob`) and
     attribution patching's linear estimate of it, keyed by ``(layer, component, method)``."""
-    bar = _bar(progress, len(candidates) + 1, f"mine: screen {len(candidates)} blocks on {len(failure_set.discovery)} failures", "block")
+    bar = progress_bar(progress, len(candidates) + 1, f"mine: screen {len(candidates)} blocks on {len(failure_set.discovery)} failures", "block")
     try:
         scores = screen_logprob(model, list(failure_set.discovery), failure_set, candidates, bar)
         by_key = {(a.layer, a.component, a.method): a for a in candidates}
@@ -497,7 +497,7 @@ def confirm(
     ``part``) before any ablation and under each chosen one, each read from the store where
     it was kept (``base`` names them) or generated and kept. The audit's own default answers
     are the "before" answers when it has them all (same model, config, greedy decoding)."""
-    bar = _bar(progress, len(chosen) + 1, f"mine: generate {len(chosen)} ablations + the clean run ({strategy})", "run")
+    bar = progress_bar(progress, len(chosen) + 1, f"mine: generate {len(chosen)} ablations + the clean run ({strategy})", "run")
 
     def evaluated(ablation: Ablation | None) -> list[Outcome]:
         outcomes = _stored_evaluation(model, failure_set, ablation, store, base, part, batch_size)
@@ -578,15 +578,6 @@ def _screen_agreement(table: pd.DataFrame, bottleneck: Bottleneck | None) -> dic
             "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck.layer, bottleneck.component, bottleneck.method)),
         }
     return agreement
-
-
-def _bar(progress: bool, total: int, desc: str, unit: str) -> Any:
-    """A tqdm bar for one stage of mining, or None without progress."""
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit=unit)
 
 
 @dataclass(frozen=True)
@@ -737,7 +728,7 @@ def null_repair(
             if o.question_id in heldout
         }
 
-    bar = _bar(progress, len(drawn) + 1, f"mine: null ({len(drawn)} arbitrary blocks + an unablated re-run)", "run")
+    bar = progress_bar(progress, len(drawn) + 1, f"mine: null ({len(drawn)} arbitrary blocks + an unablated re-run)", "run")
     try:
         per_block, rerun = [], {}
         for ablation in [Ablation(b, component, "zero") for b in drawn] + [None]:

@@ -57,6 +57,7 @@ from rnr_lens.claims import (
 )
 from rnr_lens.comparison import compare
 from rnr_lens.deploy import DeploymentConfig, deployment_for_task
+from rnr_lens.display import probe_budget_label
 from rnr_lens.errors import RnrLensError
 from rnr_lens.evidence import MINED, SettingRecord
 from rnr_lens.files import read_text, write_atomic
@@ -330,7 +331,7 @@ def _format_misses(result: AuditResult, probes: dict[str, int], verdict: verdict
     share = misses / answered if answered else 0.0
     note = None
     if result.info.answer_type == "number" and (share > FORMAT_MISS_WARN or lenient.status != verdict.status):
-        tries = ", ".join(f"{p.split(',')[0]} {n}" for p, n in probes.items())
+        tries = ", ".join(f"{probe_budget_label(p)} {n}" for p, n in probes.items())
         note = (
             f"format misses: {misses} of {answered} greedy answers, and on {tries} questions a try, state the gold but read as another number; "
             + (
