@@ -44,7 +44,7 @@ from rnr_lens.lens import LensModel
 from rnr_lens.phases import phase
 from rnr_lens.records import Outcome
 from rnr_lens.routes import Route
-from rnr_lens.shards import Shard
+from rnr_lens.shards import Shard, complete_split
 from rnr_lens.stats import Estimate, rate, wilson
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.tasks.core import Question
@@ -779,17 +779,13 @@ def null_beside(
 def _from_shards(store: RunStore, failure_set: FailureSet, key: SweepKey) -> list[dict[str, Any]] | None:
     """One candidate's evaluation assembled from merged shard evaluations, when some ``i/n``
     split is complete; rows in the failure set's own order."""
-    found = store.artifacts(failure_set.audit_id, Artifact.SWEEP_EVAL, key.shards_prefix)
-    by_count: dict[int, dict[int, list[dict[str, Any]]]] = {}
-    for name, body in found.items():
-        s = SweepKey.shard_of(name)
-        by_count.setdefault(s.count, {})[s.index] = body
-    for count, parts in sorted(by_count.items()):
-        if len(parts) == count:
-            rows = {r["question_id"]: r for body in parts.values() for r in body}
-            order = [q.id for _, task in failure_set.groups for q in task]
-            return [rows[i] for i in order if i in rows]
-    return None
+    found = {SweepKey.shard_of(name): body for name, body in store.artifacts(failure_set.audit_id, Artifact.SWEEP_EVAL, key.shards_prefix).items()}
+    count = complete_split(found)
+    if count is None:
+        return None
+    rows = {r["question_id"]: r for shard, body in found.items() if shard.count == count for r in body}
+    order = [q.id for _, task in failure_set.groups for q in task]
+    return [rows[i] for i in order if i in rows]
 
 
 _COUNTS = {
