@@ -47,6 +47,7 @@ from rnr_lens.routes import Route
 from rnr_lens.shards import Shard, complete_split
 from rnr_lens.stats import Estimate, rate, wilson
 from rnr_lens.store import Artifact, RunStore
+from rnr_lens.sweeps import NULL_BLOCKS, NullRepair
 from rnr_lens.tasks.core import Question
 from rnr_lens.verdicts import BREAK_BOUND, BlockCounts, BlockTrial, BottleneckVerdict, bottleneck_verdict
 
@@ -652,49 +653,16 @@ FEW_HELDOUT = 10
 """Below this many held-out failures a repair rate's Wilson interval spans about half of
 [0, 1] or more (0.24-0.76 at 5 of 10), so a bottleneck's repair says little; it says so."""
 
-NULL_BLOCKS = 3
-"""Blocks drawn for the arbitrary-block null of a repair rate."""
+
+def save_null(null: NullRepair, store: RunStore, audit_id: str, name: str) -> None:
+    """Keep ``null``, per question, in ``store`` under ``name`` (:func:`load_null` reads it back)."""
+    store.put_artifact(audit_id, Artifact.NULL, name, {**null.to_dict(), "per_question": null.per_question}, overwrite=True)
 
 
-@dataclass(frozen=True)
-class NullRepair:
-    """What silencing an arbitrary block, and re-running unablated, repair of the held-out
-    failures: the null beside a bottleneck's held-out repair.
-
-    Attributes:
-        blocks: The blocks drawn uniformly (seeded by the failure set's name).
-        random_block: Held-out repair of a block drawn from ``blocks`` (per question, the share
-            of them that repair it), Wilson interval.
-        rerun: Held-out repair of the unablated model re-run in the same batches (batch
-            numerics can flip a greedy answer): what no intervention repairs.
-    """
-
-    blocks: tuple[int, ...]
-    random_block: Estimate
-    rerun: Estimate
-    per_question: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
-    """Per arm (``random block``, ``unablated re-run``), each held-out question's repair (the
-    share of the drawn blocks that repair it; 0/1 for the re-run), for paired tests."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"blocks": list(self.blocks), "random_block": self.random_block.to_dict(), "rerun": self.rerun.to_dict()}
-
-    def save(self, store: RunStore, audit_id: str, name: str) -> None:
-        """Keep this null, per question, in ``store`` under ``name`` (:meth:`load` reads it back)."""
-        store.put_artifact(audit_id, Artifact.NULL, name, {**self.to_dict(), "per_question": self.per_question}, overwrite=True)
-
-    @classmethod
-    def load(cls, store: RunStore, audit_id: str, name: str) -> NullRepair | None:
-        """The null kept under ``name`` for an audit (None: none kept)."""
-        body = store.get_artifact(audit_id, Artifact.NULL, name)
-        if body is None:
-            return None
-        return cls(
-            tuple(int(b) for b in body["blocks"]),
-            Estimate.from_dict(body["random_block"]),
-            Estimate.from_dict(body["rerun"]),
-            {arm: {q: float(v) for q, v in shares.items()} for arm, shares in body["per_question"].items()},
-        )
+def load_null(store: RunStore, audit_id: str, name: str) -> NullRepair | None:
+    """The null kept under ``name`` for an audit (None: none kept)."""
+    body = store.get_artifact(audit_id, Artifact.NULL, name)
+    return None if body is None else NullRepair.from_dict(body)
 
 
 def null_repair(

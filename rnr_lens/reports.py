@@ -47,7 +47,6 @@ from rnr_lens.claims import (
     Claims,
     FailureSetSize,
     FormatMisses,
-    NullRates,
     Progress,
     RoutesClaim,
     ScreenAgreement,
@@ -355,7 +354,7 @@ def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, p
     screen+confirm sweep, with ``exhaustive`` the sweep of every block, and the null beside the
     block the deciding sweep picks."""
     from rnr_lens import failures
-    from rnr_lens.miner import mine, null_beside, ranked
+    from rnr_lens.miner import mine, null_beside, ranked, save_null
 
     probe = result.probe_name(grid.sampling)
     if len(result.reachable_not_realized(probe)) < failures.MIN_FAILURES:
@@ -367,7 +366,7 @@ def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, p
         judged = mine(model, fs, strategy="exhaustive", break_bound=grid.break_bound, store=store, progress=progress, name=EXHAUSTIVE_SWEEP)
     null = null_beside(model, fs, judged, store=store)
     if null is not None:
-        null.save(store, result.id, REPORT_SET)
+        save_null(null, store, result.id, REPORT_SET)
 
 
 def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: list[tuple[str, Any]] | None = None) -> BottleneckClaim:
@@ -378,7 +377,7 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: 
     With ``exhaustive``, the sweep of every block decides (its pick, and against only from it);
     the screen's pick is compared with it. Its repair/break figure is appended to ``figures``."""
     from rnr_lens import failures, viz
-    from rnr_lens.miner import NullRepair, SweepResult, ranked
+    from rnr_lens.miner import SweepResult, load_null, ranked
 
     figures = figures if figures is not None else []
     probe = result.probe_name(grid.sampling)
@@ -395,7 +394,7 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: 
         done = ranked(sweep.table)
         picked = sweep.bottleneck.layer if sweep.bottleneck else int(done.iloc[0]["layer"])
         agreement, judged = screen_agreement(full, picked), full  # every block generated: the full sweep decides
-    null = NullRepair.load(store, result.id, REPORT_SET)  # kept where the set has a held-out half
+    null = load_null(store, result.id, REPORT_SET)  # kept where the set has a held-out half
     decided = judged.verdict(null, break_bound=grid.break_bound)
     kept = decided.block
     order = ([kept] if kept is not None else []) + [int(r) for r in ranked(judged.table)["layer"] if int(r) != kept]
@@ -408,7 +407,7 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: 
         decided.verdict,
         mined=_failure_set_size(result, fs),
         break_bound=grid.break_bound,
-        null=NullRates(null.blocks, null.random_block, null.rerun) if null else None,
+        null=null,
         screen_vs_exhaustive=agreement,
         bottleneck=picked_rates,
         second=rest[0] if rest else None,
