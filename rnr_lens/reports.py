@@ -354,7 +354,8 @@ def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, p
     screen+confirm sweep, with ``exhaustive`` the sweep of every block, and the null beside the
     block the deciding sweep picks."""
     from rnr_lens import failures
-    from rnr_lens.miner import mine, null_beside, ranked, save_null
+    from rnr_lens.miner import mine, null_beside, save_null
+    from rnr_lens.sweeps import ranked
 
     probe = result.probe_name(grid.sampling)
     if len(result.reachable_not_realized(probe)) < failures.MIN_FAILURES:
@@ -377,7 +378,8 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: 
     With ``exhaustive``, the sweep of every block decides (its pick, and against only from it);
     the screen's pick is compared with it. Its repair/break figure is appended to ``figures``."""
     from rnr_lens import failures, viz
-    from rnr_lens.miner import SweepResult, load_null, ranked
+    from rnr_lens.miner import SweepResult, load_null
+    from rnr_lens.sweeps import ranked
 
     figures = figures if figures is not None else []
     probe = result.probe_name(grid.sampling)
@@ -449,7 +451,7 @@ def screen_agreement(full: SweepResult, picked: int) -> ScreenAgreement:
     found it, or a tied one); a pick outside the bound gives up all of it. ``spearman`` is the
     rank correlation of the log-prob screen with the generated repair rates over every block.
     """
-    from rnr_lens.miner import ranked, within_bound
+    from rnr_lens.sweeps import ranked, within_bound
 
     table = ranked(full.table)
     best = full.bottleneck.layer if full.bottleneck is not None else int(table.iloc[0]["layer"])

@@ -226,7 +226,7 @@ def test_the_bottleneck_says_its_n_and_what_it_passed_over(tiny, planted):
     assert strict.bottleneck is None, "every block breaks the tiny model's controls (break 1.0 > 0.2)"
 
     # notebook 02's case: block 6 repairs every discovery failure but breaks 0.4 of the controls
-    from rnr_lens.miner import _bottleneck
+    from rnr_lens.sweeps import bottleneck_of as _bottleneck
 
     rows = [(6, 1.0, 0.4), (4, 0.5, 0.1), (2, 0.25, 0.0)]
     table = pd.DataFrame(

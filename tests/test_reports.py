@@ -330,7 +330,8 @@ def _exhaustive(rows: list[tuple[int, float, float]], bound: float = 0.2):
     """An exhaustive sweep's table (layer, discovery repair, break) as the miner keeps it."""
     import pandas as pd
 
-    from rnr_lens.miner import SweepResult, _bottleneck
+    from rnr_lens.miner import SweepResult
+    from rnr_lens.sweeps import bottleneck_of as _bottleneck
 
     table = pd.DataFrame(
         [
