@@ -45,7 +45,8 @@ def probe_budget_label(probe: str) -> str:
 
 def progress_bar(show: bool, total: int, desc: str, unit: str, initial: int = 0) -> Any:
     """A tqdm bar of ``total`` ``unit``s (imported only when shown), or None when ``show`` is
-    false; every long stage of rnr_lens shows its progress through this one helper."""
+    false: the bar of an audit, its shards, a training run and each mining stage (generation's
+    own bar iterates its batches)."""
     if not show:
         return None
     from tqdm.auto import tqdm

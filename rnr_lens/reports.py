@@ -348,6 +348,19 @@ SCREEN_SWEEP, EXHAUSTIVE_SWEEP = "report:screen+confirm", "report:exhaustive"
 """The names a report keeps its two sweeps under (so the exhaustive one never hides the screen)."""
 
 
+def _check_mines_what_it_audited(model: Any, result: AuditResult, spec: str) -> None:
+    """A grid mines with the weights it audited: Ray workers on GPUs audit in bfloat16 while this
+    process loads the model to mine in its own dtype, and a sweep would then compare its
+    answers with another model's default answers (:meth:`~rnr_lens.failures.FailureSet.check_model`
+    refuses that too; this says it in a report's terms)."""
+    if model is not None and model.fingerprint() != result.info.model_fingerprint:
+        raise RnrLensError(
+            f"audit {result.id[:12]} of {spec} ran with weights {result.info.model_fingerprint} (Ray workers load their own: on GPUs in "
+            f"bfloat16) but this process loads {model.fingerprint()} to mine it; a grid that mines audits with the weights it mines: "
+            "run it with --executor local (its audits then run here, with the weights that mine them)"
+        )
+
+
 def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, progress: bool) -> None:
     """Claim 2's computation for one audit, every result kept in ``store`` (nothing returned:
     :func:`claim_bottleneck` reads them back): the reachable-not-realized set frozen, the
@@ -615,6 +628,7 @@ def report(
             manifest = manifest.with_setting(record)
             if not record.done(mined):
                 stage_done()  # the audit is in the evidence before claim 2's hours start
+                _check_mines_what_it_audited(model, result, spec)
                 mine_setting(model, result, store, grid, progress)
                 record = replace(record, stages=(*record.stages, MINED))
                 manifest = manifest.with_setting(record)

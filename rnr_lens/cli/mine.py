@@ -15,7 +15,8 @@ HELP = "sweep single-block ablations over a frozen failure set; name the bottlen
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from rnr_lens.failures import SELECTIONS
     from rnr_lens.interventions import COMPONENTS, METHODS
-    from rnr_lens.miner import NULL_BLOCKS, STRATEGIES, mine
+    from rnr_lens.miner import STRATEGIES, mine
+    from rnr_lens.sweeps import NULL_BLOCKS
 
     mining = {name: p.default for name, p in inspect.signature(mine).parameters.items()}
     p.add_argument("store")
