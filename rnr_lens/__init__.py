@@ -15,7 +15,7 @@ from rnr_lens.executors import run_audit
 from rnr_lens.generation import ContinuationScore, Generation
 from rnr_lens.interventions import Ablation
 from rnr_lens.lens import LensModel
-from rnr_lens.miner import Bottleneck, SweepResult, mine
+from rnr_lens.miner import SweepResult, mine
 from rnr_lens.model_cache import DEFAULT_MODEL, KNOWN_MODELS, list_models
 from rnr_lens.models import load_model
 from rnr_lens.probes import AblationProbe, Probe, RandomRoutes, RouteSearch, Sampling, parse_probe
@@ -24,6 +24,7 @@ from rnr_lens.reports import Grid, Report, rederive, report
 from rnr_lens.results import AuditResult
 from rnr_lens.routes import Route
 from rnr_lens.stats import Estimate
+from rnr_lens.sweeps import Bottleneck
 from rnr_lens.tiny import tiny_model
 from rnr_lens.training import TrainConfig, TrainResult, train
 from rnr_lens.verdicts import Verdict

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rnr_lens.deploy import DeploymentConfig, check_config_fits, deployment_for_task
-from rnr_lens.display import probe_labels, short_text
+from rnr_lens.display import probe_labels, progress_bar, short_text
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import NoSpace
 from rnr_lens.lens import LensModel
@@ -312,11 +312,7 @@ def _run_probes(
     for probe in probes:
         size = max(1, ROWS_PER_UNIT // probe.rows_per_question)
         units.extend((probe, questions[i : i + size]) for i in range(0, len(questions), size))
-    bar = None
-    if desc is not None:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc=desc, unit="try")
+    bar = progress_bar(desc is not None, total, desc or "", "try")
     try:
         for probe, chunk in units:
             done = rs.done_keys(aid, probe.name)

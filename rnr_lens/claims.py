@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from rnr_lens.provenance import Provenance
 from rnr_lens.stats import Estimate
+from rnr_lens.sweeps import NullRepair
 from rnr_lens.verdicts import RULES, Verdict
 
 
@@ -239,23 +240,6 @@ class ScreenAgreement:
 
 
 @dataclass(frozen=True)
-class NullRates:
-    """The null beside a held-out repair: an arbitrary block's silencing (drawn from ``blocks``)
-    and the unablated re-run (:class:`rnr_lens.miner.NullRepair`)."""
-
-    blocks: tuple[int, ...]
-    random_block: Estimate
-    rerun: Estimate
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"blocks": list(self.blocks), "random_block": self.random_block.to_dict(), "rerun": self.rerun.to_dict()}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> NullRates:
-        return cls(tuple(int(b) for b in d["blocks"]), Estimate.from_dict(d["random_block"]), Estimate.from_dict(d["rerun"]))
-
-
-@dataclass(frozen=True)
 class FailureSetSize:
     """A mined failure set's halves and control set, and how many of its failures fail only by
     format (a repair there may be a repair of the format)."""
@@ -284,7 +268,7 @@ class BottleneckClaim:
     verdict: Verdict
     mined: FailureSetSize | None = None
     break_bound: float | None = None
-    null: NullRates | None = None
+    null: NullRepair | None = None
     screen_vs_exhaustive: ScreenAgreement | None = None
     bottleneck: BlockRates | None = None
     second: BlockRates | None = None
@@ -324,7 +308,7 @@ class BottleneckClaim:
                 int(d["discovery"]), int(d["heldout"]), int(d["control"]), int(misses["failures"]), str(misses["extractor"]), misses.get("note")
             ),
             float(d["break_bound"]),
-            NullRates.from_dict(d["null"]) if d.get("null") else None,
+            NullRepair.from_dict(d["null"]) if d.get("null") else None,
             ScreenAgreement.from_dict(d["screen_vs_exhaustive"]) if d.get("screen_vs_exhaustive") else None,
             BlockRates.from_dict(d["bottleneck"]) if d.get("bottleneck") else None,
             BlockRates.from_dict(d["second"]) if d.get("second") else None,

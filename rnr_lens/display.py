@@ -30,6 +30,30 @@ def probe_labels(probes: Sequence[str]) -> dict[str, str]:
     return labels
 
 
+def probe_budget_label(probe: str) -> str:
+    """A probe's kind and its first setting, the budget (``sampling:k=8`` for
+    ``sampling:k=8,t=0.7,top_p=1.0,draw=multinomial``): the label of the report's tables and
+    figures, where each row or curve also says its model and task. Every canonical probe name
+    writes its budget first (:meth:`rnr_lens.probes.Probe.name`).
+
+    Example:
+        >>> probe_budget_label("routes:k=8,edit_rate=0.25,max_segment=4,protect=1,shared=false")
+        'routes:k=8'
+    """
+    return probe.split(",", 1)[0]
+
+
+def progress_bar(show: bool, total: int, desc: str, unit: str, initial: int = 0) -> Any:
+    """A tqdm bar of ``total`` ``unit``s (imported only when shown), or None when ``show`` is
+    false: the bar of an audit, its shards, a training run and each mining stage (generation's
+    own bar iterates its batches)."""
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=desc, unit=unit)
+
+
 def short_text(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters with an ellipsis (progress bars stay on one line)."""
     return text if len(text) <= width else text[: width - 1] + "…"

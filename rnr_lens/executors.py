@@ -20,6 +20,7 @@ from typing import Any
 
 from rnr_lens.audits import AuditPlan, audit, plan
 from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.display import progress_bar
 from rnr_lens.errors import RnrLensError
 from rnr_lens.lens import LensModel
 from rnr_lens.probes import Probe
@@ -50,13 +51,15 @@ class ShardWorker:
     def fingerprint(self) -> str:
         return self.model.fingerprint()
 
-    def run(self, task: Task, probes: list[Probe], config: DeploymentConfig, seed: int, shard: str, batch_size: int | None) -> dict[str, Any]:
+    def run(
+        self, task: Task, probes: list[Probe], config: DeploymentConfig, seed: int, shard: str, batch_size: int | None, label: str | None = None
+    ) -> dict[str, Any]:
         """Audit one shard into memory; return its rows (see :meth:`RunStore.export_audit`)."""
         if self.crash_once and not Path(self.crash_once).exists():
             Path(self.crash_once).write_text(shard)
             os._exit(1)
         store = RunStore(":memory:")
-        result = audit(self.model, task, probes, config, store=store, seed=seed, shard=shard, batch_size=batch_size, progress=False)
+        result = audit(self.model, task, probes, config, store=store, seed=seed, shard=shard, batch_size=batch_size, progress=False, label=label)
         return store.export_audit(result.id)
 
 
@@ -76,6 +79,7 @@ def run_audit(
     load: dict[str, Any] | None = None,
     progress: bool = True,
     max_retries: int = 3,
+    label: str | None = None,
 ) -> AuditResult:
     """Audit ``model`` on ``task`` in ``shards`` shards on ``executor``.
 
@@ -93,6 +97,7 @@ def run_audit(
             ``device_map``); on GPU workers the default is ``device="cuda"``, ``dtype="bfloat16"``.
         progress: Show a tqdm bar over shards.
         max_retries: Restarts of a dead Ray worker (its shard runs again).
+        label: A free-text label stored with the audit, as :func:`~rnr_lens.audits.audit` stores it.
 
     Returns:
         The whole audit, read back from ``store``.
@@ -111,10 +116,21 @@ def run_audit(
         aid = planned.id(lens.fingerprint())
         pending = _pending(rs, aid, parts)
         # one shard: the audit's own bars (per probe) say more than a bar over one shard
-        bar = _bar(len(pending), progress and shards > 1, f"audit {lens.name} on {task.name} ({shards} shards)")
+        bar = progress_bar(progress and shards > 1, len(pending), f"audit {lens.name} on {task.name} ({shards} shards)", "shard")
         try:
             for part in pending:
-                audit(lens, task, probe_objs, config, store=rs, seed=seed, shard=part, batch_size=batch_size, progress=progress and shards == 1)
+                audit(
+                    lens,
+                    task,
+                    probe_objs,
+                    config,
+                    store=rs,
+                    seed=seed,
+                    shard=part,
+                    batch_size=batch_size,
+                    progress=progress and shards == 1,
+                    label=label,
+                )
                 if bar is not None:
                     bar.update(1)
         finally:
@@ -128,7 +144,7 @@ def run_audit(
         from rnr_lens.models import load_tokenizer
 
         planned = planned.deployed(load_tokenizer(os.fspath(model), trust_remote_code=bool((load or {}).get("trust_remote_code"))))
-    return _run_on_ray(os.fspath(model), planned, rs, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries)
+    return _run_on_ray(os.fspath(model), planned, rs, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries, label)
 
 
 def check_executor(executor: str, shards: int) -> None:
@@ -144,15 +160,6 @@ def _pending(rs: RunStore, aid: str, parts: list[str]) -> list[str]:
         return parts
     done = set(rs.artifacts(aid, Artifact.SHARD))
     return [p for p in parts if p not in done]
-
-
-def _bar(total: int, progress: bool, desc: str) -> Any:
-    """A tqdm bar over ``total`` shards, or None without ``progress``."""
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="shard")
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
@@ -187,6 +194,7 @@ def _run_on_ray(
     load: dict[str, Any],
     progress: bool,
     max_retries: int,
+    label: str | None = None,
 ) -> AuditResult:
     ray = init_ray(address, num_cpus)
     resources = ray.cluster_resources()
@@ -213,7 +221,7 @@ def _run_on_ray(
     task, probes, config, seed = planned.task, list(planned.probes), planned.deployment, planned.seed
     aid = planned.id(fingerprint)
     pending = _pending(rs, aid, parts)
-    bar = _bar(len(pending), progress, f"audit {Path(model).name} on {task.name} ({len(parts)} shards, {n_workers} Ray workers)")
+    bar = progress_bar(progress, len(pending), f"audit {Path(model).name} on {task.name} ({len(parts)} shards, {n_workers} Ray workers)", "shard")
     task_ref, probes_ref, config_ref = ray.put(task), ray.put(probes), ray.put(config)
     queue = list(pending)
     running: dict[Any, tuple[Any, str]] = {}
@@ -222,7 +230,7 @@ def _run_on_ray(
         """Give ``worker`` the next queued shard, if any."""
         if queue:
             part = queue.pop(0)
-            running[worker.run.remote(task_ref, probes_ref, config_ref, seed, part, batch_size)] = (worker, part)
+            running[worker.run.remote(task_ref, probes_ref, config_ref, seed, part, batch_size, label)] = (worker, part)
 
     try:
         for w in workers:

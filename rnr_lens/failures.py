@@ -41,6 +41,18 @@ class FailureSet:
     config: DeploymentConfig
     before: dict[str, Outcome] = field(default_factory=dict, compare=False)
     """The audit's default (realized) answer to every question."""
+    model_fingerprint: str = ""
+    """The weights fingerprint of the audited model: what ``before`` is the answer of."""
+
+    def check_model(self, model: Any) -> None:
+        """Refuse a model other than the audited checkpoint: its answers would be compared with
+        the audited model's ``before`` (repairs and breaks of nothing it did). Every sweep and
+        null calls this before it generates."""
+        if self.model_fingerprint and model.fingerprint() != self.model_fingerprint:
+            raise RnrLensError(
+                f"model {model.name} is not the checkpoint audit {self.audit_id[:12]} was made with (weights {self.model_fingerprint}); "
+                "mine with that checkpoint (rnr-lens mine: pass --model with it)"
+            )
 
     @property
     def failures(self) -> Task:
@@ -185,4 +197,5 @@ def _build(result: AuditResult, name: str, body: dict[str, Any]) -> FailureSet:
         _questions(result, body["control"], answer_type, f"{name}:control") if body["control"] else None,
         result.config,
         {r.question_id: Outcome(r.question_id, r.default_text, r.default_extracted, bool(r.realized)) for r in result.questions.itertuples()},
+        result.info.model_fingerprint,
     )

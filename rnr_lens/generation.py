@@ -101,6 +101,36 @@ class ContinuationScore:
     token_logprobs: list[float] = field(default_factory=list)
 
 
+DRAWS = ("multinomial", "inverse-cdf")
+"""How a sampled token is drawn from a row's distribution, each from the row's own generator:
+``multinomial`` (``torch.multinomial``, row by row: a pass over the vocabulary per row and step)
+or ``inverse-cdf`` (one uniform per row and step against the distribution's cumulative sum in
+float64, every row in one batched search). Both draw exactly from the (top-p filtered)
+distribution; they give different tokens for one seed, so the name of the draw is part of a
+sampling probe's name."""
+
+
+def draw_tokens(probs: Float[torch.Tensor, "batch d_vocab"], generators: Sequence[torch.Generator], draw: str) -> Int[torch.Tensor, " batch"]:
+    """One token per row of ``probs`` (CPU rows summing to 1), row ``b`` drawn by ``draw``
+    (:data:`DRAWS`) from ``generators[b]``; the same tokens on any machine for the same seeds.
+
+    Example:
+        >>> probs = torch.tensor([[0.0, 0.25, 0.75], [1.0, 0.0, 0.0]])
+        >>> draw_tokens(probs, [torch.Generator().manual_seed(s) for s in (1, 2)], "inverse-cdf").tolist()
+        [1, 0]
+    """
+    if draw == "multinomial":
+        return torch.stack([torch.multinomial(probs[b], 1, generator=g)[0] for b, g in enumerate(generators)])
+    if draw != "inverse-cdf":
+        raise RnrLensError(f"unknown draw {draw!r}; choose one of {', '.join(DRAWS)}")
+    u = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in generators])
+    cdf = probs.double().cumsum(-1)
+    chosen = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]  # the first token whose cdf exceeds u
+    # u * total can round up to the total itself: then the last token of positive probability
+    last = probs.shape[-1] - 1 - (probs > 0).flip(-1).to(torch.int8).argmax(-1)
+    return torch.minimum(chosen, last)
+
+
 def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     if top_p >= 1.0:
         return probs
@@ -126,6 +156,7 @@ def generate(
     batch_size: int | None = None,
     progress: bool = False,
     ignore_eos: bool = False,
+    draw: str = "multinomial",
 ) -> list[Generation]:
     """Generate ``n`` samples for each prompt.
 
@@ -147,6 +178,7 @@ def generate(
         batch_size: Rows per forward; chosen from free memory when None.
         progress: Show a tqdm progress bar over batches.
         ignore_eos: Keep generating past end-of-sequence tokens (for benchmarks).
+        draw: How a sampled token is drawn (:data:`DRAWS`).
 
     Returns:
         ``len(prompts) * n`` generations, prompt-major.
@@ -164,6 +196,8 @@ def generate(
         raise RnrLensError(f"temperature must be >= 0, got {temperature}")
     if not 0 < top_p <= 1:
         raise RnrLensError(f"top_p must be in (0, 1], got {top_p}")
+    if draw not in DRAWS:
+        raise RnrLensError(f"unknown draw {draw!r}; choose one of {', '.join(DRAWS)}")
     greedy = temperature == 0
     if not greedy and seed is None:
         raise RnrLensError("sampling (temperature > 0) needs a seed so every sample can be reproduced; pass seed=")
@@ -202,6 +236,7 @@ def generate(
                     greedy=greedy,
                     temperature=temperature,
                     top_p=top_p,
+                    draw=draw,
                     seeds=None if bases is None else [bases[i] for i in ids],
                     max_new_tokens=max_new_tokens,
                     stop=list(stop or []),
@@ -291,6 +326,7 @@ def _generate_batch(
     temperature: float,
     top_p: float,
     seeds: list[int] | None,
+    draw: str = "multinomial",
     max_new_tokens: int,
     stop: list[str],
     eos: set[int],
@@ -323,7 +359,7 @@ def _generate_batch(
         else:
             # sampled on the CPU with per-sample CPU generators: the same draws on any device
             probs = _top_p_filter(torch.softmax(logits.float() / temperature, dim=-1), top_p).cpu()
-            chosen = torch.stack([torch.multinomial(probs[b], 1, generator=generators[row])[0] for b, row in enumerate(active)]).to(logits.device)
+            chosen = draw_tokens(probs, [generators[row] for row in active], draw).to(logits.device)
         picked_lp = logprobs.gather(-1, chosen[:, None])[:, 0]
         entropy = -(logprobs.exp() * logprobs).sum(-1)
         # one host transfer per step for the whole batch, not three per row (the same values)

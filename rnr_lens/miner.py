@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 
 from rnr_lens.attribution import attribution_patching, gold_batch
-from rnr_lens.display import html_table
+from rnr_lens.display import html_table, progress_bar
 from rnr_lens.errors import RnrLensError
 from rnr_lens.failures import FailureSet
 from rnr_lens.interventions import COMPONENTS, METHODS, Ablation
@@ -44,95 +44,22 @@ from rnr_lens.lens import LensModel
 from rnr_lens.phases import phase
 from rnr_lens.records import Outcome
 from rnr_lens.routes import Route
-from rnr_lens.shards import Shard
-from rnr_lens.stats import Estimate, rate, wilson
+from rnr_lens.shards import Shard, complete_split
+from rnr_lens.stats import rate
 from rnr_lens.store import Artifact, RunStore
+from rnr_lens.sweeps import (
+    NULL_BLOCKS,
+    Bottleneck,
+    NullRepair,
+    bottleneck_of,
+    rates,
+    table_estimate,
+    tied_best,
+)
 from rnr_lens.tasks.core import Question
 from rnr_lens.verdicts import BREAK_BOUND, BlockCounts, BlockTrial, BottleneckVerdict, bottleneck_verdict
 
 STRATEGIES = ("screen+confirm", "exhaustive")
-
-
-@dataclass(frozen=True)
-class Bottleneck:
-    """The chosen block and its rates; prints them to three digits.
-
-    Attributes:
-        layer, component, method: The ablation (``mlp``, ``zero`` for the paper's silencing).
-        repair_discovery: Repair rate on the discovery half (where it was chosen).
-        repair_heldout: Repair rate on the held-out half (its confirmation).
-        repair: Repair rate on the whole failure set.
-        break_rate: Break rate on the discovery half of the control set (where it was admitted),
-            or None when unmeasured (no control set). The verdict reads the held-out half.
-        heldout: The held-out repair with its Wilson 95% interval and n (the held-out failures).
-        n_discovery: Discovery failures it was chosen on.
-        passed_over: Generated blocks that rank above it (more discovery repair) but break
-            more than the bound allows, e.g. ``"mlp6:zero (discovery 1.00, break 0.40)"``.
-        break_bound: The bound it was chosen under.
-    """
-
-    layer: int
-    component: str
-    method: str
-    repair_discovery: float
-    repair_heldout: float
-    repair: float
-    break_rate: float | None
-    heldout: Estimate | None = None
-    n_discovery: int = 0
-    passed_over: tuple[str, ...] = ()
-    break_bound: float = BREAK_BOUND
-
-    @property
-    def few(self) -> bool:
-        """Fewer than :data:`FEW_HELDOUT` held-out failures: too few to read a repair rate."""
-        return self.heldout is not None and self.heldout.n < FEW_HELDOUT
-
-    def why(self) -> list[str]:
-        """How it was chosen and how far to trust it, one clause each (the CLI, the repr and
-        the notebook's HTML print these)."""
-        out = []
-        if self.heldout is not None:
-            out.append(f"held-out repair {self.heldout.text()} of {self.heldout.n} failures (chosen on {self.n_discovery} discovery failures)")
-        if self.few:
-            out.append(
-                f"fewer than {FEW_HELDOUT} held-out failures: its held-out repair cannot be told from chance or from most (audit more questions)"
-            )
-        if self.passed_over:
-            out.append(f"chosen over {', '.join(self.passed_over)}: they repair more but break more than {self.break_bound:.2f}")
-        return out
-
-    @property
-    def ablation(self) -> str:
-        """The ablation's string form, e.g. ``mlp4:zero``."""
-        return f"{self.component}{self.layer}:{self.method}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, with the table's column names (``break`` for the break rate)."""
-        return {
-            "layer": self.layer,
-            "component": self.component,
-            "method": self.method,
-            "repair_discovery": self.repair_discovery,
-            "repair_heldout": self.repair_heldout,
-            "repair": self.repair,
-            "break": self.break_rate,
-            "heldout": self.heldout.to_dict() if self.heldout is not None else None,
-            "n_discovery": self.n_discovery,
-            "passed_over": list(self.passed_over),
-            "break_bound": self.break_bound,
-        }
-
-    def __repr__(self) -> str:
-        rates = ", ".join(
-            f"{name} {value:.3f}" if value is not None else f"{name} unmeasured"
-            for name, value in (("repair_discovery", self.repair_discovery), ("repair_heldout", self.repair_heldout), ("break", self.break_rate))
-        )
-        return f"Bottleneck({self.ablation}; {rates})" + "".join(f"\n  {line}" for line in self.why())
-
-    def _repr_html_(self) -> str:
-        head, *notes = repr(self).split("\n")
-        return f"<code>{html.escape(head)}</code>" + (f"<ul>{''.join(f'<li>{html.escape(n.strip())}</li>' for n in notes)}</ul>" if notes else "")
 
 
 @dataclass
@@ -157,6 +84,8 @@ class SweepResult:
     failure_set: str = ""
     timings: dict[str, float] = field(default_factory=dict)
     break_bound: float = BREAK_BOUND
+    shard: Shard | None = None
+    """The shard whose questions alone this sweep generated (None: the whole set); never kept."""
 
     def save(self, store: RunStore, audit_id: str, name: str | None = None) -> None:
         """Keep this sweep in ``store`` as the latest sweep of its failure set (``mine`` does
@@ -203,7 +132,7 @@ class SweepResult:
         details = pd.DataFrame(body["details"]).rename(columns=old)
         bound = float(body["break_bound"])
         fs = str(body.get("failure_set", name))
-        return cls(table, details, _bottleneck(table, bound), body["agreement"], body["strategy"], fs, body["timings"], bound)
+        return cls(table, details, bottleneck_of(table, bound), body["agreement"], body["strategy"], fs, body["timings"], bound)
 
     def _repr_html_(self) -> str:
         """The generated rows in one compact table, and the bottleneck."""
@@ -429,6 +358,7 @@ def mine(
             raise RnrLensError(f"unknown ablation method {k!r}; choose from {', '.join(METHODS)}")
     if top_m < 1:
         raise RnrLensError(f"top_m must be at least 1, got {top_m}")
+    failure_set.check_model(model)
     if control_set is not None:
         from rnr_lens.tasks.core import Task
 
@@ -452,9 +382,9 @@ def mine(
             model, failure_set, chosen, SweepKey.base(model, failure_set, reference), store, part, batch_size, progress, strategy
         )
     table, details = _tabulate(failure_set, candidates, scores, atp, before, results)
-    bottleneck = _bottleneck(table, break_bound)
+    bottleneck = bottleneck_of(table, break_bound)
     agreement = _screen_agreement(table, bottleneck) if strategy == "exhaustive" else {}
-    sweep = SweepResult(table, details, bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds}, break_bound)
+    sweep = SweepResult(table, details, bottleneck, agreement, strategy, failure_set.name, {"screen_s": screen_seconds}, break_bound, part)
     if store is not None and part is None:
         sweep.save(store, failure_set.audit_id, name)
     return sweep
@@ -466,7 +396,7 @@ def screen(
     """Stage 1 of mining: score every candidate without generating, on the discovery half:
     the change of the gold answer's teacher-forced log-probability (:func:`screen_logprob`) and
     attribution patching's linear estimate of it, keyed by ``(layer, component, method)``."""
-    bar = _bar(progress, len(candidates) + 1, f"mine: screen {len(candidates)} blocks on {len(failure_set.discovery)} failures", "block")
+    bar = progress_bar(progress, len(candidates) + 1, f"mine: screen {len(candidates)} blocks on {len(failure_set.discovery)} failures", "block")
     try:
         scores = screen_logprob(model, list(failure_set.discovery), failure_set, candidates, bar)
         by_key = {(a.layer, a.component, a.method): a for a in candidates}
@@ -494,7 +424,7 @@ def confirm(
     ``part``) before any ablation and under each chosen one, each read from the store where
     it was kept (``base`` names them) or generated and kept. The audit's own default answers
     are the "before" answers when it has them all (same model, config, greedy decoding)."""
-    bar = _bar(progress, len(chosen) + 1, f"mine: generate {len(chosen)} ablations + the clean run ({strategy})", "run")
+    bar = progress_bar(progress, len(chosen) + 1, f"mine: generate {len(chosen)} ablations + the clean run ({strategy})", "run")
 
     def evaluated(ablation: Ablation | None) -> list[Outcome]:
         outcomes = _stored_evaluation(model, failure_set, ablation, store, base, part, batch_size)
@@ -538,7 +468,7 @@ def _tabulate(
         }
         if str(a) in results:
             after = results[str(a)]
-            row.update(_rates(after, before, failure_set.heldout_controls))
+            row.update(rates(after, before, failure_set.heldout_controls))
             for o in after:
                 b = before[o.question_id]
                 details.append(
@@ -575,15 +505,6 @@ def _screen_agreement(table: pd.DataFrame, bottleneck: Bottleneck | None) -> dic
             "same_top": bool(bottleneck is not None and _top(sub, col) == (bottleneck.layer, bottleneck.component, bottleneck.method)),
         }
     return agreement
-
-
-def _bar(progress: bool, total: int, desc: str, unit: str) -> Any:
-    """A tqdm bar for one stage of mining, or None without progress."""
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit=unit)
 
 
 @dataclass(frozen=True)
@@ -654,53 +575,15 @@ def _stored_evaluation(
     return outcomes
 
 
-FEW_HELDOUT = 10
-"""Below this many held-out failures a repair rate's Wilson interval spans about half of
-[0, 1] or more (0.24-0.76 at 5 of 10), so a bottleneck's repair says little; it says so."""
-
-NULL_BLOCKS = 3
-"""Blocks drawn for the arbitrary-block null of a repair rate."""
+def save_null(null: NullRepair, store: RunStore, audit_id: str, name: str) -> None:
+    """Keep ``null``, per question, in ``store`` under ``name`` (:func:`load_null` reads it back)."""
+    store.put_artifact(audit_id, Artifact.NULL, name, {**null.to_dict(), "per_question": null.per_question}, overwrite=True)
 
 
-@dataclass(frozen=True)
-class NullRepair:
-    """What silencing an arbitrary block, and re-running unablated, repair of the held-out
-    failures: the null beside a bottleneck's held-out repair.
-
-    Attributes:
-        blocks: The blocks drawn uniformly (seeded by the failure set's name).
-        random_block: Held-out repair of a block drawn from ``blocks`` (per question, the share
-            of them that repair it), Wilson interval.
-        rerun: Held-out repair of the unablated model re-run in the same batches (batch
-            numerics can flip a greedy answer): what no intervention repairs.
-    """
-
-    blocks: tuple[int, ...]
-    random_block: Estimate
-    rerun: Estimate
-    per_question: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
-    """Per arm (``random block``, ``unablated re-run``), each held-out question's repair (the
-    share of the drawn blocks that repair it; 0/1 for the re-run), for paired tests."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"blocks": list(self.blocks), "random_block": self.random_block.to_dict(), "rerun": self.rerun.to_dict()}
-
-    def save(self, store: RunStore, audit_id: str, name: str) -> None:
-        """Keep this null, per question, in ``store`` under ``name`` (:meth:`load` reads it back)."""
-        store.put_artifact(audit_id, Artifact.NULL, name, {**self.to_dict(), "per_question": self.per_question}, overwrite=True)
-
-    @classmethod
-    def load(cls, store: RunStore, audit_id: str, name: str) -> NullRepair | None:
-        """The null kept under ``name`` for an audit (None: none kept)."""
-        body = store.get_artifact(audit_id, Artifact.NULL, name)
-        if body is None:
-            return None
-        return cls(
-            tuple(int(b) for b in body["blocks"]),
-            Estimate.from_dict(body["random_block"]),
-            Estimate.from_dict(body["rerun"]),
-            {arm: {q: float(v) for q, v in shares.items()} for arm, shares in body["per_question"].items()},
-        )
+def load_null(store: RunStore, audit_id: str, name: str) -> NullRepair | None:
+    """The null kept under ``name`` for an audit (None: none kept)."""
+    body = store.get_artifact(audit_id, Artifact.NULL, name)
+    return None if body is None else NullRepair.from_dict(body)
 
 
 def null_repair(
@@ -720,6 +603,7 @@ def null_repair(
     stored and reused like a sweep's."""
     import random
 
+    failure_set.check_model(model)
     base = SweepKey.base(model, failure_set, ())
     pool = [b for b in range(model.n_layers) if b != exclude]
     drawn = tuple(sorted(random.Random(f"null:{failure_set.name}:{exclude}").sample(pool, min(blocks, len(pool)))))
@@ -733,7 +617,7 @@ def null_repair(
             if o.question_id in heldout
         }
 
-    bar = _bar(progress, len(drawn) + 1, f"mine: null ({len(drawn)} arbitrary blocks + an unablated re-run)", "run")
+    bar = progress_bar(progress, len(drawn) + 1, f"mine: null ({len(drawn)} arbitrary blocks + an unablated re-run)", "run")
     try:
         per_block, rerun = [], {}
         for ablation in [Ablation(b, component, "zero") for b in drawn] + [None]:
@@ -755,140 +639,42 @@ def null_repair(
     return NullRepair(drawn, rate(shares), rate(again), per_question if per_block else {"unablated re-run": per_question["unablated re-run"]})
 
 
+def null_beside(
+    model: LensModel,
+    failure_set: FailureSet,
+    sweep: SweepResult,
+    *,
+    blocks: int = NULL_BLOCKS,
+    store: RunStore | None = None,
+    batch_size: int | None = None,
+    progress: bool = False,
+) -> NullRepair | None:
+    """The null that ``sweep``'s bottleneck stands beside in its verdict: :func:`null_repair`
+    with ``blocks`` blocks other than the bottleneck (any ``blocks`` when there is none). None
+    where it would measure nothing: ``blocks=0``, no held-out failures, or a shard's sweep
+    (the null is drawn once the shards are merged). ``rnr-lens mine`` and a report both call
+    this, so both judge a bottleneck beside the same null.
+
+    Example:
+        >>> sweep = mine(model, failure_set, store=store)  # doctest: +SKIP
+        >>> sweep.verdict(null_beside(model, failure_set, sweep, store=store)).verdict  # doctest: +SKIP
+    """
+    if not blocks or not len(failure_set.heldout) or sweep.shard is not None:
+        return None
+    exclude = sweep.bottleneck.layer if sweep.bottleneck is not None else None
+    return null_repair(model, failure_set, blocks=blocks, exclude=exclude, store=store, batch_size=batch_size, progress=progress)
+
+
 def _from_shards(store: RunStore, failure_set: FailureSet, key: SweepKey) -> list[dict[str, Any]] | None:
     """One candidate's evaluation assembled from merged shard evaluations, when some ``i/n``
     split is complete; rows in the failure set's own order."""
-    found = store.artifacts(failure_set.audit_id, Artifact.SWEEP_EVAL, key.shards_prefix)
-    by_count: dict[int, dict[int, list[dict[str, Any]]]] = {}
-    for name, body in found.items():
-        s = SweepKey.shard_of(name)
-        by_count.setdefault(s.count, {})[s.index] = body
-    for count, parts in sorted(by_count.items()):
-        if len(parts) == count:
-            rows = {r["question_id"]: r for body in parts.values() for r in body}
-            order = [q.id for _, task in failure_set.groups for q in task]
-            return [rows[i] for i in order if i in rows]
-    return None
-
-
-_COUNTS = {
-    "repair": "n_failures",
-    "repair_discovery": "n_discovery",
-    "repair_heldout": "n_heldout",
-    "break": "n_control",
-    "break_discovery": "n_control_discovery",
-    "break_heldout": "n_control_heldout",
-}
-
-
-def table_estimate(row: Any, key: str) -> Estimate:
-    """One rate of a sweep table's row (``repair``, ``repair_discovery``, ``repair_heldout``,
-    ``break``, ``break_discovery`` or ``break_heldout``) as the :class:`~rnr_lens.stats.Estimate` its flat columns (``key``,
-    ``key_low``, ``key_high``, and its count) were written from; empty where the block was not
-    generated. The table keeps flat columns for plotting and export; readers format through this.
-    """
-    if key not in row or pd.isna(row[key]):
-        return Estimate.empty("wilson")
-    n = row.get(_COUNTS[key])
-    return Estimate(float(row[key]), float(row[f"{key}_low"]), float(row[f"{key}_high"]), int(n) if pd.notna(n) else 0, "wilson")
-
-
-def _rates(after: list[Outcome], before: dict[str, Outcome], heldout_controls: frozenset[str] = frozenset()) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    failures = [o for o in after if o.set != "control"]
-    control = [o for o in after if o.set == "control"]
-
-    def repaired(o: Outcome) -> bool:
-        return o.correct and not before[o.question_id].correct
-
-    def broken(o: Outcome) -> bool:
-        return before[o.question_id].correct and not o.correct
-
-    for name, rows in (
-        ("repair", failures),
-        ("repair_discovery", [o for o in failures if o.set == "discovery"]),
-        ("repair_heldout", [o for o in failures if o.set == "heldout"]),
-    ):
-        est = wilson(sum(map(repaired, rows)), len(rows))
-        out[name], out[f"{name}_low"], out[f"{name}_high"] = est.value, est.low, est.high
-    for name, rows in (
-        ("break", control),
-        ("break_discovery", [o for o in control if o.question_id not in heldout_controls]),
-        ("break_heldout", [o for o in control if o.question_id in heldout_controls]),
-    ):
-        est = wilson(sum(map(broken, rows)), len(rows))
-        out[name], out[f"{name}_low"], out[f"{name}_high"] = est.value, est.low, est.high
-    out["n_repaired"] = sum(map(repaired, failures))
-    out["n_failures"] = len(failures)
-    out["n_discovery"] = sum(o.set == "discovery" for o in failures)
-    out["n_heldout"] = sum(o.set == "heldout" for o in failures)
-    out["n_broken"] = sum(map(broken, control))
-    out["n_control"] = len(control)
-    out["n_control_discovery"] = sum(o.question_id not in heldout_controls for o in control)
-    out["n_control_heldout"] = sum(o.question_id in heldout_controls for o in control)
-    return out
-
-
-def admitting_break(table: pd.DataFrame) -> str:
-    """The break-rate column that admits a block: the discovery half of the controls (tables
-    written before the control set was split have only ``break``, every control)."""
-    return "break_discovery" if "break_discovery" in table else "break"
-
-
-def ranked(table: pd.DataFrame) -> pd.DataFrame:
-    """A sweep table's generated rows, best first: discovery repair, then lower break rate on
-    the discovery controls (unmeasured last), then the earlier layer. The bottleneck is the
-    first row within the break bound."""
-    done = table.dropna(subset=["repair_discovery"])
-    return done.sort_values(["repair_discovery", admitting_break(table), "layer"], ascending=[False, True, True], na_position="last")
-
-
-def within_bound(table: pd.DataFrame, bound: float) -> pd.DataFrame:
-    """The generated rows a bottleneck may be chosen from: some discovery repair, and a break
-    rate on the discovery controls at most ``bound``. An unmeasured break rate (no control set)
-    bounds nothing: the bottleneck says so instead."""
-    ok = table.dropna(subset=["repair_discovery"])
-    brk = ok[admitting_break(table)]
-    return ok[((brk <= bound) | brk.isna()) & (ok["repair_discovery"] > 0)]
-
-
-def tied_best(table: pd.DataFrame, bound: float) -> pd.DataFrame:
-    """The rows within the bound that share the best discovery repair: each is confirmed on the
-    held-out half, and the verdict keeps the better under Holm over the tie."""
-    ok = within_bound(table, bound)
-    return ranked(ok[ok["repair_discovery"] == ok["repair_discovery"].max()]) if len(ok) else ok
-
-
-def _bottleneck(table: pd.DataFrame, bound: float) -> Bottleneck | None:
-    if "repair_discovery" not in table:
+    found = {SweepKey.shard_of(name): body for name, body in store.artifacts(failure_set.audit_id, Artifact.SWEEP_EVAL, key.shards_prefix).items()}
+    count = complete_split(found)
+    if count is None:
         return None
-    ok = within_bound(table, bound)
-    if ok.empty:
-        return None
-    best = ranked(ok).iloc[0]
-    order = ranked(table)
-    above = order.iloc[: list(order.index).index(best.name)]
-    brk = admitting_break(table)
-    passed = tuple(
-        f"{r.component}{int(r.layer)}:{r.method} (discovery {r.repair_discovery:.2f}, break {r[brk]:.2f})"
-        for _, r in above.iterrows()
-        if r.repair_discovery > best.repair_discovery and pd.notna(r[brk]) and r[brk] > bound
-    )
-    return Bottleneck(
-        layer=int(best.layer),
-        component=str(best.component),
-        method=str(best.method),
-        repair_discovery=float(best.repair_discovery),
-        repair_heldout=float(best.repair_heldout),
-        repair=float(best.repair),
-        break_rate=None if pd.isna(best[brk]) else float(best[brk]),
-        heldout=wilson(round(best.repair_heldout * best.n_heldout), int(best.n_heldout))
-        if pd.notna(best.get("n_heldout")) and best.n_heldout > 0
-        else None,
-        n_discovery=int(best.n_discovery) if "n_discovery" in best and pd.notna(best.n_discovery) else 0,
-        passed_over=passed,
-        break_bound=bound,
-    )
+    rows = {r["question_id"]: r for shard, body in found.items() if shard.count == count for r in body}
+    order = [q.id for _, task in failure_set.groups for q in task]
+    return [rows[i] for i in order if i in rows]
 
 
 def _top(table: pd.DataFrame, column: str) -> tuple[int, str, str]:

@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
-from rnr_lens.generation import Generation
+from rnr_lens.generation import DRAWS, Generation
 from rnr_lens.interventions import COMPONENTS, METHODS, Ablation
 from rnr_lens.lens import MAX_AUTO_BATCH, LensModel
 from rnr_lens.records import DEFAULT_PROBE, Try
@@ -153,10 +153,12 @@ class Default(Probe):
             yield [ctx.make_try(q, self.name, 0, g) for q, g in zip(pending, gens)]
 
 
-SAMPLER_DRAWS = ("multinomial",)
-"""How a sample's next token is drawn. ``multinomial``: ``torch.multinomial`` on the CPU over the
-(top-p filtered) distribution at temperature ``t``, one generator per sample seeded
-:func:`question_seed` ``+ i``."""
+SAMPLER_DRAWS = DRAWS
+"""How a sample's next token is drawn, on the CPU over the (top-p filtered) distribution at
+temperature ``t``, one generator per sample seeded :func:`question_seed` ``+ i``:
+``multinomial`` (``torch.multinomial``, the default) or ``inverse-cdf`` (one uniform per sample
+and step against the cumulative distribution, all rows at once: the same distribution, other
+tokens for a seed; :func:`rnr_lens.generation.draw_tokens`)."""
 
 SEARCH_EXPANSIONS = ("distinct", "tree")
 """How the route search expands a node. ``distinct`` (since 2026-12-01, fad12eb): an untried edit
@@ -197,13 +199,13 @@ class Sampling(Probe):
         whole = [q for q in questions if not any((q.id, i) in done for i in range(self.k))]
         if whole:
             seeds = [question_seed(ctx.seed, q.id) for q in whole]
-            gens = ctx.generate(whole, n=self.k, temperature=self.t, top_p=self.top_p, seed=seeds)
+            gens = ctx.generate(whole, n=self.k, temperature=self.t, top_p=self.top_p, seed=seeds, draw=self.draw)
             yield [ctx.make_try(whole[g.prompt_index], self.name, g.sample_index, g, seed=g.seed) for g in gens]
         for q in questions:  # questions a crash left half done: only the missing samples
             missing = [i for i in range(self.k) if (q.id, i) not in done] if q not in whole else []
             for i in missing:
                 sample_seed = question_seed(ctx.seed, q.id) + i
-                g = ctx.generate([q], n=1, temperature=self.t, top_p=self.top_p, seed=sample_seed)[0]
+                g = ctx.generate([q], n=1, temperature=self.t, top_p=self.top_p, seed=sample_seed, draw=self.draw)[0]
                 yield [ctx.make_try(q, self.name, i, g, seed=sample_seed)]
 
 

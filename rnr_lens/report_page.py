@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from rnr_lens.claims import Claims, RoutesClaim, ScreenAgreement
-from rnr_lens.display import estimate_text, html_table
+from rnr_lens.display import estimate_text, html_table, probe_budget_label
 from rnr_lens.provenance import Provenance
 from rnr_lens.verdicts import Verdict
 
@@ -155,7 +155,7 @@ def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None
         [
             c.setting.model,
             c.setting.task,
-            probe.split(",")[0],
+            probe_budget_label(probe),
             e(c.oracle_gain[probe]),
             *[_retention_text(r.get(n), c.retention_gross.get(probe, {}).get(n)) for n in names],
             _verdict_text(c.retention_verdict) if probe == c.random else "",
@@ -234,7 +234,7 @@ def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None
             c.base,
             c.trained,
             c.task,
-            p.probe.split(",")[0],
+            probe_budget_label(p.probe),
             f"{p.questions}" + (f" ({p.excluded} left out: unfinished)" if p.excluded else ""),
             e(p.delta_realized),
             e(p.delta_reachable),
@@ -316,7 +316,7 @@ def _across_checkpoints_html(claims: Claims) -> str:
     for g in groups:
         status, n, total = g.agreement
         rows.append(
-            [g.base, g.task, g.probe.split(",")[0], *[v for _, v in g.verdicts], *[""] * (runs - len(g.verdicts)), f"{n} of {total} {status}"]
+            [g.base, g.task, probe_budget_label(g.probe), *[v for _, v in g.verdicts], *[""] * (runs - len(g.verdicts)), f"{n} of {total} {status}"]
         )
     names = {g.base: [t for t, _ in g.verdicts] for g in groups}
     return (

@@ -47,7 +47,6 @@ from rnr_lens.claims import (
     Claims,
     FailureSetSize,
     FormatMisses,
-    NullRates,
     Progress,
     RoutesClaim,
     ScreenAgreement,
@@ -57,6 +56,7 @@ from rnr_lens.claims import (
 )
 from rnr_lens.comparison import compare
 from rnr_lens.deploy import DeploymentConfig, deployment_for_task
+from rnr_lens.display import probe_budget_label
 from rnr_lens.errors import RnrLensError
 from rnr_lens.evidence import MINED, SettingRecord
 from rnr_lens.files import read_text, write_atomic
@@ -330,7 +330,7 @@ def _format_misses(result: AuditResult, probes: dict[str, int], verdict: verdict
     share = misses / answered if answered else 0.0
     note = None
     if result.info.answer_type == "number" and (share > FORMAT_MISS_WARN or lenient.status != verdict.status):
-        tries = ", ".join(f"{p.split(',')[0]} {n}" for p, n in probes.items())
+        tries = ", ".join(f"{probe_budget_label(p)} {n}" for p, n in probes.items())
         note = (
             f"format misses: {misses} of {answered} greedy answers, and on {tries} questions a try, state the gold but read as another number; "
             + (
@@ -348,13 +348,27 @@ SCREEN_SWEEP, EXHAUSTIVE_SWEEP = "report:screen+confirm", "report:exhaustive"
 """The names a report keeps its two sweeps under (so the exhaustive one never hides the screen)."""
 
 
+def _check_mines_what_it_audited(model: Any, result: AuditResult, spec: str) -> None:
+    """A grid mines with the weights it audited: Ray workers on GPUs audit in bfloat16 while this
+    process loads the model to mine in its own dtype, and a sweep would then compare its
+    answers with another model's default answers (:meth:`~rnr_lens.failures.FailureSet.check_model`
+    refuses that too; this says it in a report's terms)."""
+    if model is not None and model.fingerprint() != result.info.model_fingerprint:
+        raise RnrLensError(
+            f"audit {result.id[:12]} of {spec} ran with weights {result.info.model_fingerprint} (Ray workers load their own: on GPUs in "
+            f"bfloat16) but this process loads {model.fingerprint()} to mine it; a grid that mines audits with the weights it mines: "
+            "run it with --executor local (its audits then run here, with the weights that mine them)"
+        )
+
+
 def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, progress: bool) -> None:
     """Claim 2's computation for one audit, every result kept in ``store`` (nothing returned:
     :func:`claim_bottleneck` reads them back): the reachable-not-realized set frozen, the
     screen+confirm sweep, with ``exhaustive`` the sweep of every block, and the null beside the
     block the deciding sweep picks."""
     from rnr_lens import failures
-    from rnr_lens.miner import mine, null_repair, ranked
+    from rnr_lens.miner import mine, null_beside, save_null
+    from rnr_lens.sweeps import ranked
 
     probe = result.probe_name(grid.sampling)
     if len(result.reachable_not_realized(probe)) < failures.MIN_FAILURES:
@@ -364,9 +378,9 @@ def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, p
     judged = sweep
     if grid.exhaustive and len(ranked(sweep.table)):  # reuses the confirmed evaluations from the store; generates the rest
         judged = mine(model, fs, strategy="exhaustive", break_bound=grid.break_bound, store=store, progress=progress, name=EXHAUSTIVE_SWEEP)
-    if len(fs.heldout):
-        chosen = judged.bottleneck
-        null_repair(model, fs, store=store, exclude=chosen.layer if chosen else None).save(store, result.id, REPORT_SET)
+    null = null_beside(model, fs, judged, store=store)
+    if null is not None:
+        save_null(null, store, result.id, REPORT_SET)
 
 
 def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: list[tuple[str, Any]] | None = None) -> BottleneckClaim:
@@ -377,7 +391,8 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: 
     With ``exhaustive``, the sweep of every block decides (its pick, and against only from it);
     the screen's pick is compared with it. Its repair/break figure is appended to ``figures``."""
     from rnr_lens import failures, viz
-    from rnr_lens.miner import NullRepair, SweepResult, ranked
+    from rnr_lens.miner import SweepResult, load_null
+    from rnr_lens.sweeps import ranked
 
     figures = figures if figures is not None else []
     probe = result.probe_name(grid.sampling)
@@ -394,7 +409,7 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: 
         done = ranked(sweep.table)
         picked = sweep.bottleneck.layer if sweep.bottleneck else int(done.iloc[0]["layer"])
         agreement, judged = screen_agreement(full, picked), full  # every block generated: the full sweep decides
-    null = NullRepair.load(store, result.id, REPORT_SET)  # kept where the set has a held-out half
+    null = load_null(store, result.id, REPORT_SET)  # kept where the set has a held-out half
     decided = judged.verdict(null, break_bound=grid.break_bound)
     kept = decided.block
     order = ([kept] if kept is not None else []) + [int(r) for r in ranked(judged.table)["layer"] if int(r) != kept]
@@ -407,7 +422,7 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: 
         decided.verdict,
         mined=_failure_set_size(result, fs),
         break_bound=grid.break_bound,
-        null=NullRates(null.blocks, null.random_block, null.rerun) if null else None,
+        null=null,
         screen_vs_exhaustive=agreement,
         bottleneck=picked_rates,
         second=rest[0] if rest else None,
@@ -449,7 +464,7 @@ def screen_agreement(full: SweepResult, picked: int) -> ScreenAgreement:
     found it, or a tied one); a pick outside the bound gives up all of it. ``spearman`` is the
     rank correlation of the log-prob screen with the generated repair rates over every block.
     """
-    from rnr_lens.miner import ranked, within_bound
+    from rnr_lens.sweeps import ranked, within_bound
 
     table = ranked(full.table)
     best = full.bottleneck.layer if full.bottleneck is not None else int(table.iloc[0]["layer"])
@@ -613,6 +628,7 @@ def report(
             manifest = manifest.with_setting(record)
             if not record.done(mined):
                 stage_done()  # the audit is in the evidence before claim 2's hours start
+                _check_mines_what_it_audited(model, result, spec)
                 mine_setting(model, result, store, grid, progress)
                 record = replace(record, stages=(*record.stages, MINED))
                 manifest = manifest.with_setting(record)

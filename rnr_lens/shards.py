@@ -19,7 +19,7 @@ refuses rows that disagree or results made under different deployment configs.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rnr_lens.errors import RnrLensError
@@ -58,10 +58,22 @@ class Shard:
         return int.from_bytes(digest[:8], "big") % self.count == self.index
 
 
+def complete_split(shards: Iterable[Shard | str]) -> int | None:
+    """The smallest ``n`` with all of its shards ``0/n ... n-1/n`` among ``shards`` (None: no
+    split is whole). The one completeness rule: an audit's status and a sweep assembled from
+    merged shards both read it.
+
+    Example:
+        >>> complete_split(["0/2", "1/4", "1/2"]), complete_split(["0/3"])
+        (2, None)
+    """
+    by_count: dict[int, set[int]] = {}
+    for item in shards:
+        s = item if isinstance(item, Shard) else Shard.parse(item)
+        by_count.setdefault(s.count, set()).add(s.index)
+    return min((count for count, indices in by_count.items() if len(indices) == count), default=None)
+
+
 def covered(shards: Sequence[str]) -> bool:
     """Whether some ``n`` has all of its shards ``0/n ... n-1/n`` among ``shards``."""
-    by_count: dict[int, set[int]] = {}
-    for text in shards:
-        s = Shard.parse(text)
-        by_count.setdefault(s.count, set()).add(s.index)
-    return any(len(indices) == count for count, indices in by_count.items())
+    return complete_split(shards) is not None

@@ -50,6 +50,7 @@ from rnr_lens import adapters
 from rnr_lens.checkpoints import RunFolder, TrainState, read_history
 from rnr_lens.dapo import TRAINABLE, TrainConfig, clipped_token_loss, group_advantages, overlong_penalty, parse_layers
 from rnr_lens.deploy import DeploymentConfig, deployment_for_task
+from rnr_lens.display import progress_bar
 from rnr_lens.errors import RnrLensError
 from rnr_lens.faults import point
 from rnr_lens.generation import Generation, generate, token_logprobs
@@ -168,11 +169,7 @@ def train(
         p.requires_grad_(False)
     for p in params.values():
         p.requires_grad_(True)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=config.steps, initial=state.step, desc=f"train ({base_name})", unit="step")
+    bar = progress_bar(progress, config.steps, f"train ({base_name})", "step", initial=state.step)
     try:
         while state.step < config.steps:
             started = time.perf_counter()

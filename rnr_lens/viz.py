@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from rnr_lens.display import probe_labels
+from rnr_lens.display import probe_budget_label, probe_labels
 from rnr_lens.errors import RnrLensError
 from rnr_lens.routes import Route
 from rnr_lens.viz_export import MIN_FONT_PT as MIN_FONT_PT  # re-exported: viz.save is the call users know
@@ -421,7 +421,7 @@ def pass_at_k(result: AuditResult, probes: Sequence[str] | None = None, k: int |
             showlegend=False,
             hoverinfo="skip",
         )
-        fig.add_scatter(x=curve.k, y=curve.pass_at_k, mode="lines+markers", name=probe.split(",")[0], line=dict(color=color))
+        fig.add_scatter(x=curve.k, y=curve.pass_at_k, mode="lines+markers", name=probe_budget_label(probe), line=dict(color=color))
     realized = float(result.questions.loc[result.questions["has_default"], "realized"].mean()) if result.questions["has_default"].any() else 0.0
     # a legend entry, not a label that can sit on a curve
     fig.add_scatter(
@@ -532,9 +532,9 @@ def comparison(result: Comparison, probe: str | None = None) -> go.Figure:
     probe = probe or result.a.probes[0]
     # stacked, not side by side: the transition grid's row labels need the width a column has
     fig = make_subplots(
-        rows=2, cols=1, row_heights=[0.5, 0.5], vertical_spacing=0.3, subplot_titles=["change, b − a", f"transitions ({probe.split(',')[0]})"]
+        rows=2, cols=1, row_heights=[0.5, 0.5], vertical_spacing=0.3, subplot_titles=["change, b − a", f"transitions ({probe_budget_label(probe)})"]
     )
-    labels = [p.split(",")[0] for p in result.deltas.probe]
+    labels = [probe_budget_label(p) for p in result.deltas.probe]
     for i, (key, name) in enumerate((("delta_realized", "delta realized"), ("delta_reachable", "delta reachable"))):
         est = result.deltas[key]
         fig.add_bar(

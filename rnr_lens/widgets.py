@@ -24,8 +24,8 @@ import plotly.graph_objects as go
 from rnr_lens import viz
 from rnr_lens.display import html_table, probe_labels
 from rnr_lens.errors import RnrLensError
-from rnr_lens.miner import table_estimate
 from rnr_lens.records import DEFAULT_PROBE
+from rnr_lens.sweeps import table_estimate
 
 if TYPE_CHECKING:
     from rnr_lens.miner import SweepResult

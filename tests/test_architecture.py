@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "display",
             "stats",
             "verdicts",
+            "sweeps",
             "claims",
             "routes",
             "prompts",

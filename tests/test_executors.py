@@ -34,6 +34,16 @@ def test_local_executor_equals_single_process_and_resumes(folder, single, tmp_pa
     assert len(again.tries) == len(single.tries)
 
 
+def test_the_label_is_stored_under_every_executor(folder, tmp_path):
+    """Guards against `rnr-lens audit --label` being dropped whenever --executor was given
+    (the executor never passed it on); Ray is checked in the slow test below."""
+    result = run_audit(folder, tasks.get("add-small", n=4), PROBES[:1], store=tmp_path / "l.db", shards=2, progress=False, label="shards")
+    assert result.info.label == "shards"
+    argv = ["audit", "--model", str(folder), "--task", "add-small", "--n", "4", "--probe", PROBES[0], "--out", str(tmp_path / "c.db")]
+    assert main([*argv, "--executor", "local", "--shards", "2", "--label", "cli", "--json"]) == 0
+    assert AuditResult.load(RunStore(tmp_path / "c.db")).info.label == "cli"
+
+
 def test_local_executor_takes_a_loaded_model(folder, single, tmp_path):
     """The report hands its loaded model to the local executor rather than loading it twice."""
     result = run_audit(R.load_model(folder), tasks.get("add-small", n=12), PROBES, store=tmp_path / "l.db", seed=5, shards=2, progress=False)
@@ -84,10 +94,13 @@ def test_ray_executor_survives_a_dying_worker(folder, single, tmp_path, monkeypa
             "--out",
             str(cli_db),
             "--json",
+            "--label",
+            "on ray",
             *[x for p in PROBES for x in ("--probe", p)],
         ]
         assert main(argv) == 0
         assert_same_tries(AuditResult.load(RunStore(cli_db)).tries, single.tries)
+        assert AuditResult.load(RunStore(cli_db)).info.label == "on ray", "the label reaches the store through the workers"
 
         # a base model (no chat template): the driver reads its tokenizer and deploys it on raw
         # text, as a process holding the model does; the workers run that same deployment

@@ -203,6 +203,49 @@ def test_sampling_is_deterministic_and_batch_independent(tiny):
     assert [(x.prompt_index, x.sample_index) for x in a] == [(i, j) for i in range(3) for j in range(3)]
 
 
+@pytest.mark.parametrize("draw", ["multinomial", "inverse-cdf"])
+def test_each_draw_samples_the_distribution_it_is_given(draw):
+    """Guards against a fast draw that is not exact (an off-by-one in the cumulative search, a
+    zero-probability token drawn, a top-p cut ignored): 20,000 draws of each row against its
+    probabilities, chi-square at 0.1%."""
+    from scipy.stats import chisquare
+
+    from rnr_lens.generation import draw_tokens
+
+    probs = torch.tensor([[0.05, 0.0, 0.2, 0.5, 0.25, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 1.0], [0.3, 0.3, 0.0, 0.0, 0.0, 0.4]])
+    draws = 20_000
+    gens = [torch.Generator().manual_seed(1000 + r) for r in range(len(probs))]
+    counts = torch.zeros_like(probs)
+    for _ in range(draws):
+        chosen = draw_tokens(probs, gens, draw)
+        counts[torch.arange(len(probs)), chosen] += 1
+    assert (counts[probs == 0] == 0).all(), "a token of probability 0 was drawn"
+    for row, p in zip(counts, probs):
+        keep = p > 0
+        if keep.sum() > 1:
+            assert chisquare(row[keep].numpy(), p[keep].numpy() * draws).pvalue > 1e-3
+
+
+def test_the_inverse_cdf_draw_reproduces_per_seed_and_is_its_own_probe(tiny):
+    """The fast draw is a named part of the sampling probe: its samples reproduce from their
+    seeds alone and in any batch, differ from the multinomial draw's (so a name must tell them
+    apart), and old names keep meaning the multinomial draw."""
+    from rnr_lens.probes import parse_probe
+
+    prompts = prompts_for(tiny)
+    fast = tiny.generate(prompts, n=3, temperature=1.0, seed=5, max_new_tokens=6, batch_size=9, draw="inverse-cdf")
+    again = tiny.generate(prompts, n=3, temperature=1.0, seed=5, max_new_tokens=6, batch_size=2, draw="inverse-cdf")
+    assert [x.token_ids for x in fast] == [x.token_ids for x in again]
+    alone = tiny.generate([prompts[1]], n=1, temperature=1.0, seed=fast[4].seed, max_new_tokens=6, draw="inverse-cdf")[0]
+    assert alone.token_ids == fast[4].token_ids
+    slow = tiny.generate(prompts, n=3, temperature=1.0, seed=5, max_new_tokens=6, draw="multinomial")
+    assert [x.token_ids for x in fast] != [x.token_ids for x in slow]
+    assert parse_probe("sampling:k=8,draw=inverse-cdf").name == "sampling:k=8,t=0.7,top_p=1.0,draw=inverse-cdf"
+    assert parse_probe("sampling:k=8,t=0.7,top_p=1.0,draw=multinomial").draw == parse_probe("sampling:k=8").draw == "multinomial"
+    with pytest.raises(R.RnrLensError, match="unknown draw"):
+        tiny.generate(prompts, temperature=1.0, seed=1, draw="gumbel")
+
+
 def test_greedy_n_copies_one_decode(tiny):
     out = tiny.generate(prompts_for(tiny)[:1], n=3, max_new_tokens=5)
     assert len(out) == 3 and len({tuple(o.token_ids) for o in out}) == 1

@@ -11,7 +11,7 @@ from rnr_lens import failures
 from rnr_lens.attribution import direct_logit_attribution
 from rnr_lens.audits import audit
 from rnr_lens.deploy import DeploymentConfig
-from rnr_lens.miner import mine
+from rnr_lens.miner import mine, null_beside, null_repair
 from rnr_lens.store import RunStore
 from rnr_lens.tasks import Question, Task, get
 
@@ -165,6 +165,34 @@ def test_bad_miner_arguments(tiny, planted):
         mine(tiny, fs, components=("ffn",))
 
 
+def test_mining_refuses_another_model_than_the_audited_one(planted):
+    """Guards against a rule that lived only in `rnr-lens mine`: from Python, mine() and
+    null_repair() with another checkpoint compared its answers with the audited model's
+    (repairs and breaks of nothing that model did)."""
+    result, store = planted
+    fs = failures.freeze(result, store, probe="ablation")
+    assert fs.model_fingerprint == result.info.model_fingerprint
+    other = R.tiny_model(n_layers=4, seed=1)
+    with pytest.raises(R.RnrLensError, match=r"not the checkpoint audit .* was made with.*pass --model"):
+        mine(other, fs, strategy="screen+confirm", progress=False)
+    with pytest.raises(R.RnrLensError, match="not the checkpoint audit"):
+        null_repair(other, fs)
+
+
+def test_the_null_beside_a_sweep_excludes_its_bottleneck_and_skips_what_it_cannot_measure(tiny, planted):
+    """One owner for "which null a bottleneck stands beside" (the CLI and the report both call
+    null_beside): arbitrary blocks other than the bottleneck, none for a shard's sweep or 0 blocks."""
+    result, store = planted
+    fs = failures.freeze(result, store, probe="ablation")
+    sweep = mine(tiny, fs, strategy="screen+confirm", top_m=2, break_bound=1.0, store=store, progress=False)
+    null = null_beside(tiny, fs, sweep, blocks=2, store=store)
+    assert null is not None and len(null.blocks) == 2 and PLANTED.layer not in null.blocks and sweep.bottleneck.layer == PLANTED.layer
+    assert null == null_repair(tiny, fs, blocks=2, exclude=sweep.bottleneck.layer, store=store)
+    assert null_beside(tiny, fs, sweep, blocks=0) is None
+    part = mine(tiny, fs, strategy="screen+confirm", top_m=2, break_bound=1.0, store=store, progress=False, shard="0/2")
+    assert part.shard is not None and null_beside(tiny, fs, part, store=store) is None
+
+
 def test_sweep_evaluations_are_stored_and_reused(tiny, planted):
     result, store = planted
     fs = failures.freeze(result, store, probe="ablation")
@@ -198,7 +226,7 @@ def test_the_bottleneck_says_its_n_and_what_it_passed_over(tiny, planted):
     assert strict.bottleneck is None, "every block breaks the tiny model's controls (break 1.0 > 0.2)"
 
     # notebook 02's case: block 6 repairs every discovery failure but breaks 0.4 of the controls
-    from rnr_lens.miner import _bottleneck
+    from rnr_lens.sweeps import bottleneck_of as _bottleneck
 
     rows = [(6, 1.0, 0.4), (4, 0.5, 0.1), (2, 0.25, 0.0)]
     table = pd.DataFrame(

@@ -78,9 +78,12 @@ def test_sampling_probe_tries_are_reproducible_and_seeded(tiny):
     assert {(t.question_id, t.seed) for t in a} == {(q.id, question_seed(0, q.id) + i) for q in qs for i in range(3)}
 
 
-def test_sampling_resumes_only_missing_tries(tiny):
+@pytest.mark.parametrize("draw", ["multinomial", "inverse-cdf"])
+def test_sampling_resumes_only_missing_tries(tiny, draw):
+    """A resumed sample is the one the whole run draws, under either draw (the fast draw's
+    one-question path must pass its draw on too)."""
     qs = list(tasks.get("add-small", n=2))
-    probe = Sampling(k=3, t=1.0)
+    probe = Sampling(k=3, t=1.0, draw=draw)
     full = {(t.question_id, t.try_index): t for t in _run(probe, _ctx(tiny), qs)}
     done = {k: v for k, v in full.items() if not (k[0] == qs[1].id and k[1] == 2)}
     rest = _run(probe, _ctx(tiny), qs, done)

@@ -330,7 +330,8 @@ def _exhaustive(rows: list[tuple[int, float, float]], bound: float = 0.2):
     """An exhaustive sweep's table (layer, discovery repair, break) as the miner keeps it."""
     import pandas as pd
 
-    from rnr_lens.miner import SweepResult, _bottleneck
+    from rnr_lens.miner import SweepResult
+    from rnr_lens.sweeps import bottleneck_of as _bottleneck
 
     table = pd.DataFrame(
         [
@@ -470,3 +471,14 @@ def test_claims_json_reads_back_into_the_records_that_wrote_it(first_report):
     assert again.training and again.bottleneck and again.progress is not None and again.progress.complete
     page = render_html(again)
     assert all(c.setting.task in page for c in again.routes_vs_search)
+
+
+def test_a_report_mines_only_with_the_weights_it_audited(tiny, tmp_path):
+    """Guards against a report mining (on this process's model) an audit that Ray workers made
+    with other weights (bfloat16 on GPUs): its sweep would compare two models' answers."""
+    from rnr_lens.reports import _check_mines_what_it_audited
+
+    result = R.audit(tiny, R.tasks.get("add-small", n=2), [], store=tmp_path / "a.db", progress=False)
+    _check_mines_what_it_audited(tiny, result, "tiny")  # the audited weights: mined as they are
+    with pytest.raises(R.RnrLensError, match=r"ran with weights .* --executor local"):
+        _check_mines_what_it_audited(R.tiny_model(n_layers=4, seed=1), result, "tiny")

@@ -151,3 +151,13 @@ def test_sweep_shards_merge_into_the_whole_sweep(tiny, tmp_path, monkeypatch):
     cols = ["layer", "component", "method", "repair", "repair_discovery", "repair_heldout", "break"]
     pd.testing.assert_frame_equal(again.table[cols], whole.table[cols])
     assert again.bottleneck == whole.bottleneck and again.bottleneck.layer == PLANTED.layer
+
+
+def test_one_completeness_rule_for_audits_and_sweeps():
+    """An audit's status (covered) and a sweep assembled from merged shards (the miner) once
+    each decided "is some i/n split whole" with code of their own; both read complete_split."""
+    from rnr_lens.shards import Shard, complete_split, covered
+
+    assert complete_split(["0/2", "1/2", "0/3"]) == 2 and covered(["0/2", "1/2"])
+    assert complete_split([Shard(0, 3), Shard(2, 3)]) is None and not covered(["0/3", "2/3"])
+    assert complete_split(["0/1", "0/2", "1/2"]) == 1, "the smallest whole split"

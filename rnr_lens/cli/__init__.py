@@ -1,0 +1,72 @@
+"""The ``rnr-lens`` command line: a thin shell over the library.
+
+One module per command (``cli/audit.py`` is ``rnr-lens audit``), each with its flags
+(``add_arguments``) beside its handler (``run``); :mod:`rnr_lens.cli.shell` holds what commands
+share. A handler parses, calls the library, and prints a table (or JSON with ``--json``): every
+rule a Python user also needs is the library's. Bad input prints ``error: <one line>`` and exits
+with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+
+from rnr_lens.cli import audit, check_format, compare, export, merge, mine, models, report, show, train
+from rnr_lens.cli.shell import Parser, UsageError
+from rnr_lens.errors import RnrLensError
+from rnr_lens.files import refusal, release_all
+
+_MODULES = (models, audit, show, export, mine, compare, train, merge, report, check_format)
+"""The commands, in the order ``rnr-lens --help`` lists them."""
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {m.NAME: m.run for m in _MODULES}
+"""Each command's handler by name (what :func:`main` calls)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: each command's parser built by its own module."""
+    parser = Parser(prog="rnr-lens", description="Realized versus reachable: audit a model question by question.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for module in _MODULES:
+        module.add_arguments(sub.add_parser(module.NAME, help=module.HELP))
+    return parser
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's or ``kill``'s stop), handled as Ctrl-C is: what finished is kept."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = None
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
+    try:
+        args = parser.parse_args(argv)
+        return COMMANDS[args.command](args)
+    except (RnrLensError, UsageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        # audit resumes only when asked (--resume); train, mine and report resume by themselves
+        how = "with --resume" if args is not None and args.command == "audit" else "the same command"
+        what = "stopped (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
+        print(f"{what}; rerun {how} to continue where it stopped", file=sys.stderr)
+        return 143 if isinstance(exc, _Terminated) else 130
+    except OSError as exc:  # a write the machine refused outside the store (the store says its own)
+        error = refusal(exc, exc.filename or getattr(args, "out", None) or os.getcwd())
+        if error is None:
+            raise
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        release_all()  # the command is over: its stores and folders are free for the next one
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

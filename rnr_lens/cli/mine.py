@@ -1,0 +1,112 @@
+"""``rnr-lens mine``: a frozen failure set's single-block ablation sweep, its bottleneck, the null beside it and the verdict."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+
+from rnr_lens.cli.shell import add_placement_args, existing_store, load_kwargs, non_negative_int, positive_int, print_table, seed_int
+
+NAME = "mine"
+HELP = "sweep single-block ablations over a frozen failure set; name the bottleneck"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from rnr_lens.failures import SELECTIONS
+    from rnr_lens.interventions import COMPONENTS, METHODS
+    from rnr_lens.miner import STRATEGIES, mine
+    from rnr_lens.sweeps import NULL_BLOCKS
+
+    mining = {name: p.default for name, p in inspect.signature(mine).parameters.items()}
+    p.add_argument("store")
+    p.add_argument("--audit", help="audit id (may be left out when the store holds one)")
+    p.add_argument("--failure-set", default=SELECTIONS[0], choices=[k for k in SELECTIONS if k != "ids"], help="how the failures are chosen")
+    p.add_argument("--probe", help="probe for reachable-not-realized (may be left out when the audit has one)")
+    p.add_argument("--ids", help="explicit comma-separated question ids instead")
+    p.add_argument("--name", default="main", help="name of the frozen failure set")
+    p.add_argument("--seed", type=seed_int, default=0, help="seeds the discovery/held-out split")
+    p.add_argument("--model", help="the audited model (default: the audit's model name)")
+    p.add_argument("--component", action="append", choices=COMPONENTS, help=f"default: {' '.join(mining['components'])}")
+    p.add_argument("--method", action="append", choices=METHODS, help=f"ablation method (default: {' '.join(mining['methods'])})")
+    p.add_argument("--kind", dest="method", action="append", choices=METHODS, help=argparse.SUPPRESS)  # the old name, still read
+    p.add_argument("--strategy", default=mining["strategy"], choices=STRATEGIES)
+    p.add_argument("--top-m", type=positive_int, default=mining["top_m"])
+    p.add_argument("--break-bound", type=float, default=mining["break_bound"])
+    p.add_argument(
+        "--null-blocks",
+        type=non_negative_int,
+        default=NULL_BLOCKS,
+        help="blocks drawn at random and silenced for the null beside the bottleneck's held-out repair (0: none)",
+    )
+    p.add_argument("--batch-size", type=positive_int)
+    p.add_argument("--shard", help="generate only for shard i/n of the questions; merge the stores, then mine the merged one")
+    add_placement_args(p)
+    p.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rnr_lens import failures
+    from rnr_lens.miner import mine, null_beside
+    from rnr_lens.models import load_model
+    from rnr_lens.results import AuditResult
+
+    store = existing_store(args.store, f"; run 'rnr-lens audit --out {args.store}' first", mode="write")
+    result = AuditResult.load(store, args.audit)
+    ids = [i for i in (args.ids or "").split(",") if i]
+    fs = failures.freeze(
+        result, store, selection="ids" if ids else args.failure_set, probe=args.probe, ids=ids or None, name=args.name, seed=args.seed
+    )
+    if args.shard:
+        from rnr_lens.shards import Shard
+
+        Shard.parse(args.shard)
+    model = load_model(args.model or result.info.model, **load_kwargs(args))
+    sweep = mine(
+        model,
+        fs,
+        components=args.component or inspect.signature(mine).parameters["components"].default,
+        methods=args.method or inspect.signature(mine).parameters["methods"].default,
+        strategy=args.strategy,
+        top_m=args.top_m,
+        break_bound=args.break_bound,
+        store=store,
+        batch_size=args.batch_size,
+        progress=not args.json,
+        shard=args.shard,
+    )
+    null = null_beside(model, fs, sweep, blocks=args.null_blocks, store=store, batch_size=args.batch_size, progress=not args.json)
+    verdict = sweep.verdict(null).verdict
+    if args.json:
+        print(json.dumps({**sweep.to_json(), "null": null.to_dict() if null else None, "verdict": verdict.to_dict()}, indent=2, default=str))
+        return 0
+    print(fs.describe())
+    cols = [
+        "layer",
+        "component",
+        "method",
+        "screen_logprob",
+        "screen_atp",
+        "repair",
+        "repair_discovery",
+        "repair_heldout",
+        "break_discovery",
+        "break_heldout",
+    ]
+    print_table(sweep.table[[c for c in cols if c in sweep.table]].astype(object).where(sweep.table.notna(), None).to_dict("records"))
+    b = sweep.bottleneck
+    if b is None:
+        print(f"no bottleneck: no candidate repairs a failure with break rate <= {args.break_bound}")
+    else:
+        broke = f"{b.break_rate:.2f}" if b.break_rate is not None else "unmeasured (no realized question to break)"
+        print(
+            f"bottleneck: {b.ablation}  repair discovery {b.repair_discovery:.2f}, held-out {b.repair_heldout:.2f}, break (discovery controls) {broke}"
+        )
+        for line in b.why():
+            print(f"  {line}")
+    if null is not None:
+        print(
+            f"null: blocks {', '.join(map(str, null.blocks))} silenced repair {null.random_block.text()} of the held-out failures; an unablated re-run {null.rerun.text()}"
+        )
+    print(f"verdict: {verdict}")
+    return 0

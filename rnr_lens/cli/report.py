@@ -1,0 +1,95 @@
+"""``rnr-lens report``: the three claims over a grid (or re-derived from a report's evidence without a model)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from rnr_lens.cli.shell import add_executor_args, check_executor_args, positive_int
+from rnr_lens.errors import RnrLensError
+
+if TYPE_CHECKING:
+    from rnr_lens.reports import Report
+
+NAME = "report"
+HELP = "the three claims over a grid of models and tasks: claims.json and report.html"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("grid", nargs="?", help="grid file (YAML): models, tasks, n, k, pairs; see assets/grid.yaml")
+    p.add_argument("--out", required=True, help="folder for runs.db, claims.json, report.html and evidence.json.gz (rerun to resume)")
+    p.add_argument(
+        "--from-evidence",
+        metavar="FILE",
+        help="alone: re-derive claims.json and report.html from a report's evidence.json.gz, with no model; "
+        "with a grid: rebuild the store from it and continue the grid (a new machine resumes a run)",
+    )
+    p.add_argument("--batch-size", type=positive_int)
+    add_executor_args(p, audits="every audit's shards")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="print where this run's time went (prefill, decode, teacher-forced scoring, store, the rest) and write profile.json; "
+        "written after every stage; a resumed run continues it (wall time summed over the runs); Ray workers' audits are not seen",
+    )
+    p.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rnr_lens.phases import profiling
+    from rnr_lens.reports import Grid, rederive, report
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise RnrLensError(f"--out {out} is a file; the report writes a folder (runs.db, claims.json, report.html, evidence.json.gz)")
+    if args.grid is None and args.from_evidence is None:
+        raise RnrLensError("give a grid file to run, or --from-evidence FILE to re-derive a report without a model")
+    if args.grid is None:
+        if args.shards is not None or args.executor or args.profile:
+            raise RnrLensError("--from-evidence alone runs no model, so it takes no --executor, --shards or --profile; give the grid too to resume")
+        result = rederive(args.from_evidence, out)
+        return _print_report(result, args, rederived=True)
+    grid = Grid.load(args.grid)
+    check_executor_args(args)
+    saved = out / "profile.json"
+    if args.profile and saved.exists() and not (out / "runs.db").exists():
+        saved.unlink()  # a profile of a run whose store is gone: this run starts afresh
+    with profiling(path=saved) if args.profile else contextlib.nullcontext() as profile:
+        result = report(
+            grid,
+            out,
+            progress=not args.json,
+            batch_size=args.batch_size,
+            executor=args.executor or "local",
+            shards=args.shards or 1,
+            address=args.address,
+            num_cpus=args.num_cpus,
+            evidence=args.from_evidence,
+        )
+    if profile is not None and not args.json:
+        print(profile.text() + f"\nprofile: {saved}\n")
+    return _print_report(result, args, rederived=False)
+
+
+def _print_report(result: Report, args: argparse.Namespace, *, rederived: bool) -> int:
+    from rnr_lens.provenance import code_differences
+
+    if rederived:  # said on stderr under --json, which keeps stdout for the claims
+        recorded = result.claims.provenance
+        differs = code_differences(recorded) if recorded is not None else ["the evidence records no provenance"]
+        said = "re-derived without a model; " + (
+            "the code is the code that ran" if not differs else "the code differs from the run's: " + "; ".join(differs)
+        )
+        print(said, file=sys.stderr if args.json else sys.stdout)
+    if args.json:
+        print(json.dumps(result.claims.to_dict(), indent=2, default=str))
+        return 0
+    for line in result.claims.summary.values():
+        print(line)
+    print(f"claims: {result.files['claims']}\nreport: {result.files['html']}\nevidence: {result.files['evidence']}\nstore:  {result.store}")
+    return 0

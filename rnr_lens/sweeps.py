@@ -1,0 +1,273 @@
+"""The records of a single-block ablation sweep that every layer reads, free of torch.
+
+The miner (:mod:`rnr_lens.miner`) computes them with a model; the claims, the report page and
+the widgets only read them, so they live here, below the model. Invariant: a record's
+``to_dict`` is what ``claims.json`` and the run store hold, and ``from_dict`` reads it back
+(one record per concept: the claim's null is this null, not a copy of its fields).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from rnr_lens.records import Outcome
+from rnr_lens.stats import Estimate, wilson
+from rnr_lens.verdicts import BREAK_BOUND
+
+NULL_BLOCKS = 3
+"""Blocks drawn for the arbitrary-block null of a repair rate."""
+
+
+@dataclass(frozen=True)
+class NullRepair:
+    """What silencing an arbitrary block, and re-running unablated, repair of the held-out
+    failures: the null beside a bottleneck's held-out repair.
+
+    Attributes:
+        blocks: The blocks drawn uniformly (seeded by the failure set's name).
+        random_block: Held-out repair of a block drawn from ``blocks`` (per question, the share
+            of them that repair it), Wilson interval.
+        rerun: Held-out repair of the unablated model re-run in the same batches (batch
+            numerics can flip a greedy answer): what no intervention repairs.
+
+    Example:
+        >>> from rnr_lens.stats import rate
+        >>> null = NullRepair((3, 7, 11), rate([0.0, 1 / 3, 0.0]), rate([0.0, 0.0, 0.0]))
+        >>> NullRepair.from_dict(null.to_dict()) == null
+        True
+    """
+
+    blocks: tuple[int, ...]
+    random_block: Estimate
+    rerun: Estimate
+    per_question: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
+    """Per arm (``random block``, ``unablated re-run``), each held-out question's repair (the
+    share of the drawn blocks that repair it; 0/1 for the re-run), for paired tests. Kept in the
+    run store; ``claims.json`` holds the rates alone."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The rates (what ``claims.json`` holds); the store adds ``per_question``."""
+        return {"blocks": list(self.blocks), "random_block": self.random_block.to_dict(), "rerun": self.rerun.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NullRepair:
+        """A null read back from ``to_dict`` (a claim's) or from the store (with ``per_question``)."""
+        per_question = {arm: {q: float(v) for q, v in shares.items()} for arm, shares in (d.get("per_question") or {}).items()}
+        return cls(tuple(int(b) for b in d["blocks"]), Estimate.from_dict(d["random_block"]), Estimate.from_dict(d["rerun"]), per_question)
+
+
+FEW_HELDOUT = 10
+"""Below this many held-out failures a repair rate's Wilson interval spans about half of
+[0, 1] or more (0.24-0.76 at 5 of 10), so a bottleneck's repair says little; it says so."""
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    """The chosen block and its rates; prints them to three digits.
+
+    Attributes:
+        layer, component, method: The ablation (``mlp``, ``zero`` for the paper's silencing).
+        repair_discovery: Repair rate on the discovery half (where it was chosen).
+        repair_heldout: Repair rate on the held-out half (its confirmation).
+        repair: Repair rate on the whole failure set.
+        break_rate: Break rate on the discovery half of the control set (where it was admitted),
+            or None when unmeasured (no control set). The verdict reads the held-out half.
+        heldout: The held-out repair with its Wilson 95% interval and n (the held-out failures).
+        n_discovery: Discovery failures it was chosen on.
+        passed_over: Generated blocks that rank above it (more discovery repair) but break
+            more than the bound allows, e.g. ``"mlp6:zero (discovery 1.00, break 0.40)"``.
+        break_bound: The bound it was chosen under.
+    """
+
+    layer: int
+    component: str
+    method: str
+    repair_discovery: float
+    repair_heldout: float
+    repair: float
+    break_rate: float | None
+    heldout: Estimate | None = None
+    n_discovery: int = 0
+    passed_over: tuple[str, ...] = ()
+    break_bound: float = BREAK_BOUND
+
+    @property
+    def few(self) -> bool:
+        """Fewer than :data:`FEW_HELDOUT` held-out failures: too few to read a repair rate."""
+        return self.heldout is not None and self.heldout.n < FEW_HELDOUT
+
+    def why(self) -> list[str]:
+        """How it was chosen and how far to trust it, one clause each (the CLI, the repr and
+        the notebook's HTML print these)."""
+        out = []
+        if self.heldout is not None:
+            out.append(f"held-out repair {self.heldout.text()} of {self.heldout.n} failures (chosen on {self.n_discovery} discovery failures)")
+        if self.few:
+            out.append(
+                f"fewer than {FEW_HELDOUT} held-out failures: its held-out repair cannot be told from chance or from most (audit more questions)"
+            )
+        if self.passed_over:
+            out.append(f"chosen over {', '.join(self.passed_over)}: they repair more but break more than {self.break_bound:.2f}")
+        return out
+
+    @property
+    def ablation(self) -> str:
+        """The ablation's string form, e.g. ``mlp4:zero``."""
+        return f"{self.component}{self.layer}:{self.method}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, with the table's column names (``break`` for the break rate)."""
+        return {
+            "layer": self.layer,
+            "component": self.component,
+            "method": self.method,
+            "repair_discovery": self.repair_discovery,
+            "repair_heldout": self.repair_heldout,
+            "repair": self.repair,
+            "break": self.break_rate,
+            "heldout": self.heldout.to_dict() if self.heldout is not None else None,
+            "n_discovery": self.n_discovery,
+            "passed_over": list(self.passed_over),
+            "break_bound": self.break_bound,
+        }
+
+    def __repr__(self) -> str:
+        rates = ", ".join(
+            f"{name} {value:.3f}" if value is not None else f"{name} unmeasured"
+            for name, value in (("repair_discovery", self.repair_discovery), ("repair_heldout", self.repair_heldout), ("break", self.break_rate))
+        )
+        return f"Bottleneck({self.ablation}; {rates})" + "".join(f"\n  {line}" for line in self.why())
+
+    def _repr_html_(self) -> str:
+        head, *notes = repr(self).split("\n")
+        return f"<code>{html.escape(head)}</code>" + (f"<ul>{''.join(f'<li>{html.escape(n.strip())}</li>' for n in notes)}</ul>" if notes else "")
+
+
+_COUNTS = {
+    "repair": "n_failures",
+    "repair_discovery": "n_discovery",
+    "repair_heldout": "n_heldout",
+    "break": "n_control",
+    "break_discovery": "n_control_discovery",
+    "break_heldout": "n_control_heldout",
+}
+
+
+def table_estimate(row: Any, key: str) -> Estimate:
+    """One rate of a sweep table's row (``repair``, ``repair_discovery``, ``repair_heldout``,
+    ``break``, ``break_discovery`` or ``break_heldout``) as the :class:`~rnr_lens.stats.Estimate` its flat columns (``key``,
+    ``key_low``, ``key_high``, and its count) were written from; empty where the block was not
+    generated. The table keeps flat columns for plotting and export; readers format through this.
+    """
+    if key not in row or pd.isna(row[key]):
+        return Estimate.empty("wilson")
+    n = row.get(_COUNTS[key])
+    return Estimate(float(row[key]), float(row[f"{key}_low"]), float(row[f"{key}_high"]), int(n) if pd.notna(n) else 0, "wilson")
+
+
+def rates(after: list[Outcome], before: dict[str, Outcome], heldout_controls: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """One generated candidate's row of rates: repair on all failures and each half, break on all
+    controls and each half (each with its Wilson interval as flat ``_low``/``_high`` columns), and
+    their counts; ``before`` holds the audit's default answers."""
+    out: dict[str, Any] = {}
+    failures = [o for o in after if o.set != "control"]
+    control = [o for o in after if o.set == "control"]
+
+    def repaired(o: Outcome) -> bool:
+        return o.correct and not before[o.question_id].correct
+
+    def broken(o: Outcome) -> bool:
+        return before[o.question_id].correct and not o.correct
+
+    for name, rows in (
+        ("repair", failures),
+        ("repair_discovery", [o for o in failures if o.set == "discovery"]),
+        ("repair_heldout", [o for o in failures if o.set == "heldout"]),
+    ):
+        est = wilson(sum(map(repaired, rows)), len(rows))
+        out[name], out[f"{name}_low"], out[f"{name}_high"] = est.value, est.low, est.high
+    for name, rows in (
+        ("break", control),
+        ("break_discovery", [o for o in control if o.question_id not in heldout_controls]),
+        ("break_heldout", [o for o in control if o.question_id in heldout_controls]),
+    ):
+        est = wilson(sum(map(broken, rows)), len(rows))
+        out[name], out[f"{name}_low"], out[f"{name}_high"] = est.value, est.low, est.high
+    out["n_repaired"] = sum(map(repaired, failures))
+    out["n_failures"] = len(failures)
+    out["n_discovery"] = sum(o.set == "discovery" for o in failures)
+    out["n_heldout"] = sum(o.set == "heldout" for o in failures)
+    out["n_broken"] = sum(map(broken, control))
+    out["n_control"] = len(control)
+    out["n_control_discovery"] = sum(o.question_id not in heldout_controls for o in control)
+    out["n_control_heldout"] = sum(o.question_id in heldout_controls for o in control)
+    return out
+
+
+def admitting_break(table: pd.DataFrame) -> str:
+    """The break-rate column that admits a block: the discovery half of the controls (tables
+    written before the control set was split have only ``break``, every control)."""
+    return "break_discovery" if "break_discovery" in table else "break"
+
+
+def ranked(table: pd.DataFrame) -> pd.DataFrame:
+    """A sweep table's generated rows, best first: discovery repair, then lower break rate on
+    the discovery controls (unmeasured last), then the earlier layer. The bottleneck is the
+    first row within the break bound."""
+    done = table.dropna(subset=["repair_discovery"])
+    return done.sort_values(["repair_discovery", admitting_break(table), "layer"], ascending=[False, True, True], na_position="last")
+
+
+def within_bound(table: pd.DataFrame, bound: float) -> pd.DataFrame:
+    """The generated rows a bottleneck may be chosen from: some discovery repair, and a break
+    rate on the discovery controls at most ``bound``. An unmeasured break rate (no control set)
+    bounds nothing: the bottleneck says so instead."""
+    ok = table.dropna(subset=["repair_discovery"])
+    brk = ok[admitting_break(table)]
+    return ok[((brk <= bound) | brk.isna()) & (ok["repair_discovery"] > 0)]
+
+
+def tied_best(table: pd.DataFrame, bound: float) -> pd.DataFrame:
+    """The rows within the bound that share the best discovery repair: each is confirmed on the
+    held-out half, and the verdict keeps the better under Holm over the tie."""
+    ok = within_bound(table, bound)
+    return ranked(ok[ok["repair_discovery"] == ok["repair_discovery"].max()]) if len(ok) else ok
+
+
+def bottleneck_of(table: pd.DataFrame, bound: float) -> Bottleneck | None:
+    """The bottleneck rule: the first of :func:`ranked` within :func:`within_bound`, with the
+    better-repairing blocks it passed over for breaking too much (None: no block qualifies)."""
+    if "repair_discovery" not in table:
+        return None
+    ok = within_bound(table, bound)
+    if ok.empty:
+        return None
+    best = ranked(ok).iloc[0]
+    order = ranked(table)
+    above = order.iloc[: list(order.index).index(best.name)]
+    brk = admitting_break(table)
+    passed = tuple(
+        f"{r.component}{int(r.layer)}:{r.method} (discovery {r.repair_discovery:.2f}, break {r[brk]:.2f})"
+        for _, r in above.iterrows()
+        if r.repair_discovery > best.repair_discovery and pd.notna(r[brk]) and r[brk] > bound
+    )
+    return Bottleneck(
+        layer=int(best.layer),
+        component=str(best.component),
+        method=str(best.method),
+        repair_discovery=float(best.repair_discovery),
+        repair_heldout=float(best.repair_heldout),
+        repair=float(best.repair),
+        break_rate=None if pd.isna(best[brk]) else float(best[brk]),
+        heldout=wilson(round(best.repair_heldout * best.n_heldout), int(best.n_heldout))
+        if pd.notna(best.get("n_heldout")) and best.n_heldout > 0
+        else None,
+        n_discovery=int(best.n_discovery) if "n_discovery" in best and pd.notna(best.n_discovery) else 0,
+        passed_over=passed,
+        break_bound=bound,
+    )
