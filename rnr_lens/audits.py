@@ -24,7 +24,7 @@ from rnr_lens.files import NoSpace
 from rnr_lens.lens import LensModel
 from rnr_lens.phases import phase
 from rnr_lens.probes import Default, Probe, ProbeContext, legacy_name_note, parse_probe
-from rnr_lens.records import DEFAULT_PROBE, AuditRecord
+from rnr_lens.records import COMPLETE, DEFAULT_PROBE, AuditRecord
 from rnr_lens.results import AuditResult
 from rnr_lens.shards import Shard
 from rnr_lens.store import Artifact, RunStore, open_store
@@ -276,7 +276,7 @@ def audit(
     existing = [a for a in rs.audits() if a.id == aid]
     if require_existing and not existing:
         raise RnrLensError(resume_mismatch(rs, record.to_dict()) or f"nothing to resume: {rs.path} holds no audit; leave out --resume to start one")
-    if existing and existing[0].status != "complete" and not resume:
+    if existing and not existing[0].status.complete and not resume:
         # another shard finishing is no reason to refuse; this run's own unfinished rows are
         started = {qid for qid, _ in rs.done_keys(aid, DEFAULT_PROBE)}
         if part is None or (str(part) not in rs.artifacts(aid, Artifact.SHARD) and any(q.id in started for _, q in selected)):
@@ -294,7 +294,7 @@ def audit(
         desc = short_text(f"{model.name} / {task.name}", 32) + (f" [{part}]" if part else "")
         _run_probes(rs, aid, ctx, [Default(), *probe_objs], questions, probe_labels(names), desc if progress else None, planned_tries)
         if part is None:
-            rs.set_status(aid, "complete")
+            rs.set_status(aid, COMPLETE)
         else:
             rs.mark_shard_done(aid, str(part), len(questions))
     except NoSpace as exc:  # say what the rest of the audit needs
@@ -323,7 +323,7 @@ def _run_probes(
             if bar is not None:
                 bar.set_postfix_str(labels.get(probe.name, probe.name), refresh=False)  # one line: the short label
                 bar.update(already)
-            with phase(f"audit:{probe.kind}"):
+            with phase(f"audit:{probe.family}"):
                 for tries in probe.run(ctx, chunk, done):
                     rs.add_tries(aid, tries)
                     if bar is not None:

@@ -25,6 +25,7 @@ from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import acquire_writer_lock, read_json, write_atomic
 from rnr_lens.lens import LensModel
+from rnr_lens.provenance import Machine
 from rnr_lens.tasks.core import Task
 
 
@@ -61,6 +62,9 @@ class RunFolder:
     def __init__(self, folder: Path, model: LensModel, task: Task, config: TrainConfig, deployment: DeploymentConfig) -> None:
         self.folder = folder
         self.model = model
+        self.machines: list[dict[str, Any]] = []
+        """The machines that trained this run's steps so far (the CPU and thread count move the
+        weights), kept in every checkpoint."""
         self._release: Callable[[], None] = lambda: None
         self.meta: dict[str, Any] = {
             "base_model": model.name,
@@ -129,6 +133,7 @@ class RunFolder:
         info = json.loads((checkpoint / CHECKPOINT_FILE).read_text())
         optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", weights_only=True))
         self.meta["final_name"] = info["name"]
+        self.machines = list(info.get("machines", []))
         return TrainState(step=info["step"], cursor=info["cursor"], history=info["history"])
 
     def write_history(self, history: list[dict[str, Any]]) -> None:
@@ -145,6 +150,7 @@ class RunFolder:
             "train_config": self.meta["train_config"],
             "deployment_hash": self.meta["deployment_hash"],
             "history": state.history,
+            "machines": self.machines + [m for m in [Machine.here().to_dict()] if m not in self.machines],
         }
         target = self.folder / ("final" if final else f"step-{state.step:06d}")
         staging = self.folder / f".{target.name}.partial"
@@ -189,7 +195,7 @@ def training_record(folder: str | Path) -> dict[str, Any] | None:
     config = TrainConfig(**info["train_config"])
     task = str(info["task"])
     task_arg = task.removesuffix("-train") if task.removesuffix("-train") in BUILTINS else task
-    return {
+    record = {
         "base_model": info["base_model"],
         "base_fingerprint": info["base_fingerprint"],
         "task": task,
@@ -200,3 +206,6 @@ def training_record(folder: str | Path) -> dict[str, Any] | None:
             "  ", " "
         ),
     }
+    if "machines" in info:  # checkpoints written before the machines were kept lack it
+        record["machines"] = info["machines"]
+    return record

@@ -1,7 +1,7 @@
 """How results read as text: short probe labels, compact estimates, plain HTML tables.
 
 One vocabulary for every view of a result (the CLI's tables, notebooks' ``_repr_html_``,
-widgets, figure axes): a probe is shown by its kind (``sampling``, numbered where a kind
+widgets, figure axes): a probe is shown by its family (``sampling``, numbered where a family
 repeats) with its full spec listed once beside the table, and an estimate as
 ``0.58 [0.33,0.83]`` on one line.
 """
@@ -16,22 +16,22 @@ from rnr_lens.stats import Estimate
 
 
 def probe_labels(probes: Sequence[str]) -> dict[str, str]:
-    """Short labels for full probe specs (tables, figures): the probe's kind, numbered where
-    a kind repeats.
+    """Short labels for full probe specs (tables, figures): the probe's family, numbered where
+    a family repeats.
 
     Example:
         >>> probe_labels(["sampling:k=8,t=0.7,top_p=1.0", "routes:k=8", "sampling:k=8,t=1.0,top_p=1.0"])
         {'sampling:k=8,t=0.7,top_p=1.0': 'sampling-1', 'routes:k=8': 'routes', 'sampling:k=8,t=1.0,top_p=1.0': 'sampling-2'}
     """
-    kinds = [p.split(":", 1)[0] for p in probes]
+    families = [p.split(":", 1)[0] for p in probes]
     labels: dict[str, str] = {}
-    for i, (probe, kind) in enumerate(zip(probes, kinds)):
-        labels[probe] = kind if kinds.count(kind) == 1 else f"{kind}-{kinds[: i + 1].count(kind)}"
+    for i, (probe, family) in enumerate(zip(probes, families)):
+        labels[probe] = family if families.count(family) == 1 else f"{family}-{families[: i + 1].count(family)}"
     return labels
 
 
 def probe_budget_label(probe: str) -> str:
-    """A probe's kind and its first setting, the budget (``sampling:k=8`` for
+    """A probe's family and its first setting, the budget (``sampling:k=8`` for
     ``sampling:k=8,t=0.7,top_p=1.0,draw=multinomial``): the label of the report's tables and
     figures, where each row or curve also says its model and task. Every canonical probe name
     writes its budget first (:meth:`rnr_lens.probes.Probe.name`).

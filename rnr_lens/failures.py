@@ -26,6 +26,22 @@ MIN_FAILURES = 2
 """The smallest failure set: one discovery and one held-out question."""
 
 
+MINE_WITH_IT = "mine with that checkpoint (rnr-lens mine: pass --model with it)"
+"""What to do when a failure set meets other weights than its audit's (the default fix-it hint)."""
+
+
+def check_weights(model: Any, fingerprint: str, audit_id: str, fix: str = MINE_WITH_IT) -> None:
+    """Refuse ``model`` unless its weights are those audit ``audit_id`` recorded
+    (``fingerprint``), in one line ending with the caller's ``fix``: the one owner of "mine with
+    the audited checkpoint" (:meth:`FailureSet.check_model`, a report before it mines).
+
+    Example:
+        >>> check_weights(model, result.info.model_fingerprint, result.id)  # doctest: +SKIP
+    """
+    if model.fingerprint() != fingerprint:
+        raise RnrLensError(f"model {model.name} is not the checkpoint audit {audit_id[:12]} was made with (weights {fingerprint}); {fix}")
+
+
 @dataclass(frozen=True)
 class FailureSet:
     """A frozen failure set (discovery and held-out halves) and its control set."""
@@ -39,20 +55,16 @@ class FailureSet:
     """Realized questions for the break rate; None when the audit realized none (the break
     rate is then unmeasured, and said so, rather than the sweep refused)."""
     config: DeploymentConfig
+    model_fingerprint: str
+    """The weights fingerprint of the audited model: what ``before`` is the answer of."""
     before: dict[str, Outcome] = field(default_factory=dict, compare=False)
     """The audit's default (realized) answer to every question."""
-    model_fingerprint: str = ""
-    """The weights fingerprint of the audited model: what ``before`` is the answer of."""
 
-    def check_model(self, model: Any) -> None:
+    def check_model(self, model: Any, fix: str = MINE_WITH_IT) -> None:
         """Refuse a model other than the audited checkpoint: its answers would be compared with
         the audited model's ``before`` (repairs and breaks of nothing it did). Every sweep and
-        null calls this before it generates."""
-        if self.model_fingerprint and model.fingerprint() != self.model_fingerprint:
-            raise RnrLensError(
-                f"model {model.name} is not the checkpoint audit {self.audit_id[:12]} was made with (weights {self.model_fingerprint}); "
-                "mine with that checkpoint (rnr-lens mine: pass --model with it)"
-            )
+        null calls this before it generates (:func:`check_weights`)."""
+        check_weights(model, self.model_fingerprint, self.audit_id, fix)
 
     @property
     def failures(self) -> Task:
@@ -196,6 +208,6 @@ def _build(result: AuditResult, name: str, body: dict[str, Any]) -> FailureSet:
         _questions(result, body["heldout"], answer_type, f"{name}:heldout"),
         _questions(result, body["control"], answer_type, f"{name}:control") if body["control"] else None,
         result.config,
-        {r.question_id: Outcome(r.question_id, r.default_text, r.default_extracted, bool(r.realized)) for r in result.questions.itertuples()},
         result.info.model_fingerprint,
+        {r.question_id: Outcome(r.question_id, r.default_text, r.default_extracted, bool(r.realized)) for r in result.questions.itertuples()},
     )

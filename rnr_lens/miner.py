@@ -481,10 +481,10 @@ def _tabulate(
                         "set": o.set,
                         "half": ("heldout" if o.question_id in failure_set.heldout_controls else "discovery") if o.set == "control" else o.set,
                         "before_text": b.text,
-                        "before_answer": b.answer,
+                        "before_answer": b.extracted,
                         "before_correct": b.correct,
                         "after_text": o.text,
-                        "after_answer": o.answer,
+                        "after_answer": o.extracted,
                         "after_correct": o.correct,
                     }
                 )

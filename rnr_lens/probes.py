@@ -96,7 +96,9 @@ class ProbeContext:
 class Probe(ABC):
     """A way to spend ``budget`` model evaluations per question looking for a correct answer."""
 
-    kind: ClassVar[str]
+    family: ClassVar[str]
+    """The probe's family (``sampling``, ``routes``, ``search``, ``ablation``): the part of its
+    name before the colon, the key of :data:`PROBES`."""
 
     @property
     @abstractmethod
@@ -124,7 +126,7 @@ class Probe(ABC):
     def name(self) -> str:
         """Canonical spec string, e.g. ``'sampling:k=8,t=0.7,top_p=1.0'``; the store's key."""
         params = ",".join(f"{k}={v}" for k, v in self.params().items())
-        return f"{self.kind}:{params}" if params else self.kind
+        return f"{self.family}:{params}" if params else self.family
 
     def __repr__(self) -> str:
         return f"Probe({self.name})"
@@ -133,7 +135,7 @@ class Probe(ABC):
 class Default(Probe):
     """The realized answer: greedy decoding under the deployment config, identity route."""
 
-    kind = DEFAULT_PROBE
+    family = DEFAULT_PROBE
 
     @property
     def budget(self) -> int:
@@ -176,7 +178,7 @@ class Sampling(Probe):
     t: float = 0.7
     top_p: float = 1.0
     draw: str = "multinomial"
-    kind: ClassVar[str] = "sampling"
+    family: ClassVar[str] = "sampling"
 
     def __post_init__(self) -> None:
         _check_k(self)
@@ -241,7 +243,7 @@ class RandomRoutes(Probe):
     protect: int = 1
     edits: int = 0
     shared: bool = False
-    kind: ClassVar[str] = "routes"
+    family: ClassVar[str] = "routes"
 
     def __post_init__(self) -> None:
         _check_k(self)
@@ -339,7 +341,7 @@ class RouteSearch(Probe):
     epsilon: float = 0.1
     protect: int = 1
     expand: str = "distinct"
-    kind: ClassVar[str] = "search"
+    family: ClassVar[str] = "search"
 
     def __post_init__(self) -> None:
         _check_k(self)
@@ -485,12 +487,13 @@ def _apply(edits: tuple[int, ...], action: tuple[int, int]) -> tuple[int, ...]:
 
 @dataclass(repr=False)
 class AblationProbe(Probe):
-    """One try per block with that block's ``component`` silenced (``kind`` zero by default)."""
+    """One try per block with that block's ``component`` silenced by ``ablation`` (zero by
+    default; its spec key is ``kind``, the name stored audit ids were made with)."""
 
     component: str = "mlp"
     ablation: str = "zero"
     layers: tuple[int, ...] | None = None
-    kind: ClassVar[str] = "ablation"
+    family: ClassVar[str] = "ablation"
 
     def __post_init__(self) -> None:
         if self.component not in COMPONENTS:
@@ -533,7 +536,7 @@ MAX_TEMPERATURE = 100.0
 def _check_k(probe: Probe) -> None:
     k = getattr(probe, "k", None)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_BUDGET:
-        raise RnrLensError(f"{probe.kind} probe: the budget k must be an integer from 1 to {MAX_BUDGET}, got {k!r}")
+        raise RnrLensError(f"{probe.family} probe: the budget k must be an integer from 1 to {MAX_BUDGET}, got {k!r}")
 
 
 def _check_range(probe: Probe, key: str, value: object, low: float | None, high: float | None, *, low_open: bool = False, hint: str = "") -> None:
@@ -547,13 +550,13 @@ def _check_range(probe: Probe, key: str, value: object, low: float | None, high:
     if not ok:
         lo = "-inf" if low is None else f"{low}"
         span = f"{'(' if low_open else '['}{lo}, {'inf' if high is None else high}]"
-        raise RnrLensError(f"{probe.kind} probe: {key}={value!r} must be a finite number in {span}" + (f"; {hint}" if hint else ""))
+        raise RnrLensError(f"{probe.family} probe: {key}={value!r} must be a finite number in {span}" + (f"; {hint}" if hint else ""))
 
 
 def _check_choice(probe: Probe, key: str, choices: Sequence[str]) -> None:
     value = getattr(probe, key)
     if value not in choices:
-        raise RnrLensError(f"probe {probe.kind}: {key}={value!r} is not known; choose one of {', '.join(choices)}")
+        raise RnrLensError(f"probe {probe.family}: {key}={value!r} is not known; choose one of {', '.join(choices)}")
 
 
 def legacy_name_note(name: str) -> str | None:
@@ -568,15 +571,15 @@ def legacy_name_note(name: str) -> str | None:
         >>> legacy_name_note("search:k=8,reward=confidence,algo=mcts,c=1.0,length_penalty=0.1,epsilon=0.1,protect=1") is not None
         True
     """
-    kind, _, rest = name.partition(":")
+    family, _, rest = name.partition(":")
     keys = {part.partition("=")[0] for part in rest.split(",") if part}
-    if kind == "search" and "expand" not in keys:
+    if family == "search" and "expand" not in keys:
         return (
             f"{name} was written before search names carried their expansion rule: rnr_lens before 2026-12-01 12:30 UTC "
             "(commit fad12eb) ran expand=tree under it, later versions expand=distinct, so its tries cannot be resumed exactly; "
             "its stored tries read as they are; audit again with search:...,expand=distinct (the default) or expand=tree"
         )
-    if kind == "sampling" and "draw" not in keys:
+    if family == "sampling" and "draw" not in keys:
         return (
             f"{name} was written before sampling names carried their draw: rnr_lens before 2026-12-01 00:22 UTC (commit 6b624c3) "
             "seeded sample i of every question with seed + i, later versions per question (question_seed), under one name, so its "
@@ -597,12 +600,12 @@ PROBES: dict[str, type[Probe]] = {"sampling": Sampling, "routes": RandomRoutes, 
 def parse_probe(text: str) -> Probe:
     """Parse ``'sampling:k=8,t=0.7'``, ``'routes:k=8'``, ``'search:k=8,reward=oracle'`` or
     ``'ablation:component=mlp'``."""
-    kind, _, rest = text.partition(":")
-    if kind not in PROBES:
-        raise RnrLensError(f"unknown probe {kind!r} in {text!r}; choose one of {', '.join(PROBES)}")
-    cls = PROBES[kind]
+    family, _, rest = text.partition(":")
+    if family not in PROBES:
+        raise RnrLensError(f"unknown probe {family!r} in {text!r}; choose one of {', '.join(PROBES)}")
+    cls = PROBES[family]
     fields_ = {f.name: f for f in cls.__dataclass_fields__.values()}  # type: ignore[attr-defined]  # every probe class is a dataclass
-    renames = {"kind": "ablation"} if cls is AblationProbe else {}
+    renames = {"kind": "ablation"} if cls is AblationProbe else {}  # the ablation's spec key (stored audit ids keep it)
     kwargs: dict[str, Any] = {}
     for part in filter(None, rest.split(",")):
         key, eq, value = part.partition("=")
@@ -610,7 +613,9 @@ def parse_probe(text: str) -> Probe:
         if key in kwargs:
             raise RnrLensError(f"probe {text!r}: {part.partition('=')[0].strip()} is given twice; give each setting once")
         if not eq or key not in fields_ or key == "kind":
-            raise RnrLensError(f"probe {text!r}: unknown or malformed setting {part!r}; {kind} takes {', '.join(k for k in fields_ if k != 'kind')}")
+            raise RnrLensError(
+                f"probe {text!r}: unknown or malformed setting {part!r}; {family} takes {', '.join(k for k in fields_ if k != 'kind')}"
+            )
         default = fields_[key].default
         try:
             if key == "layers":

@@ -122,25 +122,32 @@ class Code:
 
 @dataclass(frozen=True)
 class Machine:
-    """Where it ran: the CPU, the platform, the cores and torch's thread count."""
+    """Where it ran: the CPU, the platform, the cores, torch's thread count and the vector
+    instructions torch's CPU kernels use (``AVX512``, ``AVX2``, ...; None where not recorded:
+    runs before it was). The last two move float sums, and with them trained weights
+    (docs/reproducibility.md)."""
 
     cpu: str
     platform: str
     cores: int | None
     torch_threads: int
+    cpu_capability: str | None = None
 
     @classmethod
     def here(cls) -> Machine:
         import torch
 
-        return cls(cpu_model(), platform.platform(), os.cpu_count(), torch.get_num_threads())
+        return cls(cpu_model(), platform.platform(), os.cpu_count(), torch.get_num_threads(), torch.backends.cpu.get_cpu_capability())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cpu": self.cpu, "platform": self.platform, "cores": self.cores, "torch_threads": self.torch_threads}
+        out: dict[str, Any] = {"cpu": self.cpu, "platform": self.platform, "cores": self.cores, "torch_threads": self.torch_threads}
+        if self.cpu_capability is not None:  # absent from records made before it was kept, which re-derive byte for byte
+            out["cpu_capability"] = self.cpu_capability
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Machine:
-        return cls(str(d["cpu"]), str(d["platform"]), d.get("cores"), int(d["torch_threads"]))
+        return cls(str(d["cpu"]), str(d["platform"]), d.get("cores"), int(d["torch_threads"]), d.get("cpu_capability"))
 
 
 @dataclass(frozen=True)

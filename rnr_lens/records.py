@@ -11,8 +11,14 @@ column names are built here too (:func:`reachable_column`, :func:`first_hit_colu
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
+from enum import Enum
 from typing import Any
+
+from rnr_lens.errors import RnrLensError
+from rnr_lens.shards import Shard, complete_split
 
 #: The probe name under which the realized (default deployment) answer is stored.
 DEFAULT_PROBE = "default"
@@ -48,12 +54,79 @@ def try_from_row(row: dict[str, Any]) -> Try:
     return Try(**values)
 
 
+class AuditState(str, Enum):
+    """How far an audit got: every question's tries stored (``complete``), some shards of it
+    stored but no whole split (``partial``), or neither yet (``running``, also an audit killed
+    midway: it resumes)."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    PARTIAL = "partial"
+
+
+_PARTIAL = re.compile(r"partial \((\d+/\d+(?:, \d+/\d+)*) shards\)")
+
+
+@dataclass(frozen=True)
+class AuditStatus:
+    """An audit's :class:`AuditState` and, when ``partial``, its finished shards per split
+    (``((1, 3),)``: 1 of the 3 shards of a 3-way split). Stored as its string
+    (``running``, ``complete``, ``partial (1/3 shards)``); :meth:`parse` reads it back.
+
+    Example:
+        >>> AuditStatus.of_shards(["0/3", "2/3", "1/2"]), AuditStatus.parse("partial (2/3, 1/2 shards)").complete
+        (AuditStatus.parse('partial (1/2, 2/3 shards)'), False)
+    """
+
+    state: AuditState = AuditState.RUNNING
+    shards: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return self.state is AuditState.COMPLETE
+
+    def __str__(self) -> str:
+        if self.state is AuditState.PARTIAL:
+            return "partial (" + ", ".join(f"{done}/{n}" for done, n in self.shards) + " shards)"
+        return self.state.value
+
+    def __repr__(self) -> str:
+        return f"AuditStatus.parse({str(self)!r})"
+
+    @classmethod
+    def parse(cls, text: str) -> AuditStatus:
+        """The inverse of ``str()``."""
+        if text in (AuditState.RUNNING.value, AuditState.COMPLETE.value):
+            return cls(AuditState(text))
+        match = _PARTIAL.fullmatch(text)
+        if match is None:
+            raise RnrLensError(
+                f"audit status {text!r} is not running, complete or 'partial (k/n shards)'; the store was edited by hand or by another tool"
+            )
+        return cls(AuditState.PARTIAL, tuple((int(d), int(n)) for d, _, n in (part.partition("/") for part in match.group(1).split(", "))))
+
+    @classmethod
+    def of_shards(cls, shards: Iterable[Shard | str]) -> AuditStatus:
+        """The status that finished shards give an audit: ``complete`` once every shard of some
+        split is among them (:func:`rnr_lens.shards.complete_split`, the one completeness rule),
+        else ``partial`` with how many of each split's shards finished."""
+        parsed = [s if isinstance(s, Shard) else Shard.parse(s) for s in shards]
+        if complete_split(parsed) is not None:
+            return cls(AuditState.COMPLETE)
+        counts = sorted({s.count for s in parsed})
+        return cls(AuditState.PARTIAL, tuple((len({s.index for s in parsed if s.count == n}), n) for n in counts))
+
+
+RUNNING = AuditStatus(AuditState.RUNNING)
+COMPLETE = AuditStatus(AuditState.COMPLETE)
+
+
 @dataclass(frozen=True)
 class AuditRecord:
     """What identifies one audit in a run store (and how far it got).
 
-    ``status`` is ``running``, ``complete`` or ``partial (k/n shards)``; ``created`` is a Unix
-    time, set by the store.
+    ``status`` says how far it got (:class:`AuditStatus`, stored as its string); ``created``
+    is a Unix time, set by the store.
     """
 
     id: str
@@ -69,10 +142,12 @@ class AuditRecord:
     n_questions: int
     label: str | None = None
     created: float | None = None
-    status: str = "running"
+    status: AuditStatus = RUNNING
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "probes", tuple(self.probes))
+        if isinstance(self.status, str):  # the store's column and the evidence hold the string
+            object.__setattr__(self, "status", AuditStatus.parse(self.status))
 
     def identity(self) -> tuple[str, str, tuple[str, ...], int]:
         """Model, task, probes and seed: two audits that share these differ only in config."""
@@ -82,6 +157,7 @@ class AuditRecord:
         """JSON-ready (``probes`` as a list)."""
         out = asdict(self)
         out["probes"] = list(self.probes)
+        out["status"] = str(self.status)
         return out
 
     @classmethod
@@ -102,7 +178,8 @@ class Outcome:
 
     question_id: str
     text: str
-    answer: str | None
+    extracted: str | None
+    """The answer read from ``text`` (None: none could be read), as :attr:`Try.extracted`."""
     correct: bool
     set: str = ""
 
@@ -111,7 +188,10 @@ class Outcome:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Outcome:
-        return cls(str(data["question_id"]), data["text"], data["answer"], bool(data["correct"]), data.get("set", ""))
+        """The inverse of :meth:`to_dict` (stores written before the field was named
+        ``extracted`` call it ``answer``)."""
+        extracted = data["extracted"] if "extracted" in data else data["answer"]
+        return cls(str(data["question_id"]), data["text"], extracted, bool(data["correct"]), data.get("set", ""))
 
 
 def reachable_column(probe: str) -> str:

@@ -59,6 +59,7 @@ from rnr_lens.deploy import DeploymentConfig, deployment_for_task
 from rnr_lens.display import probe_budget_label
 from rnr_lens.errors import RnrLensError
 from rnr_lens.evidence import MINED, SettingRecord
+from rnr_lens.failures import check_weights
 from rnr_lens.files import read_text, write_atomic
 from rnr_lens.phases import phase
 from rnr_lens.probes import parse_probe
@@ -139,7 +140,7 @@ class Grid:
                 check_seed(getattr(self, key))
             except RnrLensError as exc:
                 raise RnrLensError(f"grid field {key}: {exc}") from None
-        for spec in self.probes:
+        for spec in self._specs():
             try:
                 parse_probe(spec)
             except RnrLensError as exc:
@@ -149,25 +150,30 @@ class Grid:
         """Whether the setting of model ``spec`` has claim 2's stage (a grid model, with ``mine``)."""
         return self.mine and spec in self.models
 
+    def _specs(self) -> tuple[str, str, str]:
+        """The three probes as the grid's fields write them (:attr:`probes` names them canonically)."""
+        return (f"sampling:k={self.k},t={self.temperature}", f"routes:k={self.k},edits={self.edits}", f"search:k={self.k}")
+
     @property
     def probes(self) -> list[str]:
-        """Sampling, random routes over the search's move set, and the search, all at ``k``."""
+        """Sampling, random routes over the search's move set, and the search, all at ``k``
+        (canonical names: :attr:`rnr_lens.probes.Probe.name`, as an audit stores them)."""
         return [self.sampling, self.random, self.search]
 
     @property
     def sampling(self) -> str:
         """The sampling probe: ``k`` samples at the grid's temperature (claim 2's failure sets)."""
-        return f"sampling:k={self.k},t={self.temperature}"
+        return parse_probe(self._specs()[0]).name
 
     @property
     def random(self) -> str:
         """Random routes of exactly ``edits`` single-block edits: the search's move set."""
-        return f"routes:k={self.k},edits={self.edits}"
+        return parse_probe(self._specs()[1]).name
 
     @property
     def search(self) -> str:
         """The route search at the same budget."""
-        return f"search:k={self.k}"
+        return parse_probe(self._specs()[2]).name
 
     def to_dict(self) -> dict[str, Any]:
         """The grid as the grid file's fields (a JSON record: ``claims.json`` and the manifest hold it)."""
@@ -348,17 +354,11 @@ SCREEN_SWEEP, EXHAUSTIVE_SWEEP = "report:screen+confirm", "report:exhaustive"
 """The names a report keeps its two sweeps under (so the exhaustive one never hides the screen)."""
 
 
-def _check_mines_what_it_audited(model: Any, result: AuditResult, spec: str) -> None:
-    """A grid mines with the weights it audited: Ray workers on GPUs audit in bfloat16 while this
-    process loads the model to mine in its own dtype, and a sweep would then compare its
-    answers with another model's default answers (:meth:`~rnr_lens.failures.FailureSet.check_model`
-    refuses that too; this says it in a report's terms)."""
-    if model is not None and model.fingerprint() != result.info.model_fingerprint:
-        raise RnrLensError(
-            f"audit {result.id[:12]} of {spec} ran with weights {result.info.model_fingerprint} (Ray workers load their own: on GPUs in "
-            f"bfloat16) but this process loads {model.fingerprint()} to mine it; a grid that mines audits with the weights it mines: "
-            "run it with --executor local (its audits then run here, with the weights that mine them)"
-        )
+MINE_WHERE_AUDITED = (
+    "a grid mines with the weights it audited, and Ray workers load their own (on GPUs in bfloat16): "
+    "run it with --executor local (its audits then run here, with the weights that mine them)"
+)
+"""The fix-it hint of a report whose mining model is not its audit's (:func:`rnr_lens.failures.check_weights`)."""
 
 
 def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, progress: bool) -> None:
@@ -628,7 +628,7 @@ def report(
             manifest = manifest.with_setting(record)
             if not record.done(mined):
                 stage_done()  # the audit is in the evidence before claim 2's hours start
-                _check_mines_what_it_audited(model, result, spec)
+                check_weights(model, result.info.model_fingerprint, result.id, fix=MINE_WHERE_AUDITED)
                 mine_setting(model, result, store, grid, progress)
                 record = replace(record, stages=(*record.stages, MINED))
                 manifest = manifest.with_setting(record)

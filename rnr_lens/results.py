@@ -175,12 +175,27 @@ class AuditResult:
         return self.tries[self.tries["probe"] == probe]
 
     def probe_name(self, probe: str) -> str:
-        """The full name of ``probe`` in this audit (a unique prefix such as ``"routes"`` works)."""
+        """The stored name of ``probe`` in this audit: a stored name, any spec of the same probe
+        (``"sampling:k=8,t=0.7"`` names ``sampling:k=8,t=0.7,top_p=1.0,draw=multinomial``:
+        specs are compared by their parsed, canonical name, never as text prefixes), or a bare
+        family (``"routes"``) when the audit ran one probe of it.
+
+        Example:
+            >>> result.probe_name("sampling:k=8,t=0.7")  # doctest: +SKIP
+            'sampling:k=8,t=0.7,top_p=1.0,draw=multinomial'
+        """
         if probe in self.probes or probe == DEFAULT_PROBE:
             return probe
-        matches = [p for p in self.probes if p.startswith(probe)]
-        if len(matches) == 1:
-            return matches[0]
+        if ":" not in probe:
+            family = [p for p in self.probes if p.partition(":")[0] == probe]
+            if len(family) == 1:
+                return family[0]
+            if family:
+                raise RnrLensError(f"audit {self.id[:12]} ran {len(family)} {probe} probes ({', '.join(family)}); name one in full")
+        else:
+            canonical = parse_probe(probe).name
+            if canonical in self.probes:
+                return canonical
         raise RnrLensError(f"audit {self.id[:12]} has no probe {probe!r}; it has {', '.join(self.probes) or 'none'}")
 
     def realized_ids(self) -> list[str]:
@@ -256,7 +271,7 @@ class AuditResult:
 
     @property
     def finished(self) -> bool:
-        return self.info.status == "complete"
+        return self.info.status.complete
 
     def probe_summaries(self) -> list[ProbeSummary]:
         """Per probe: realized accuracy, reachable ceiling, its chance level and each selector's
@@ -374,7 +389,7 @@ class AuditResult:
         specs = "".join(f"<li><code>{html.escape(labels[s.probe])}</code> = <code>{html.escape(s.probe)}</code></li>" for s in summaries)
         status = "" if self.finished else " — unfinished: " + ", ".join(f"{d}/{e}" for d, e in self.progress().values()) + " tries"
         return (
-            f"<div class='rnr-audit'><b>audit {self.id}</b> [{html.escape(i.status)}]{status}<br>"
+            f"<div class='rnr-audit'><b>audit {self.id}</b> [{html.escape(str(i.status))}]{status}<br>"
             f"model <code>{html.escape(i.model)}</code>, task <code>{html.escape(i.task)}</code> ({i.n_questions} questions), "
             f"config {i.config_hash}, seed {i.seed}"
             + html_table(rows, columns)

@@ -19,7 +19,7 @@ refuses rows that disagree or results made under different deployment configs.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rnr_lens.errors import RnrLensError
@@ -72,8 +72,3 @@ def complete_split(shards: Iterable[Shard | str]) -> int | None:
         s = item if isinstance(item, Shard) else Shard.parse(item)
         by_count.setdefault(s.count, set()).add(s.index)
     return min((count for count, indices in by_count.items() if len(indices) == count), default=None)
-
-
-def covered(shards: Sequence[str]) -> bool:
-    """Whether some ``n`` has all of its shards ``0/n ... n-1/n`` among ``shards``."""
-    return complete_split(shards) is not None

@@ -26,8 +26,7 @@ import pandas as pd
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import acquire_writer_lock, lock_file, refused_writes, writer_active, writer_lock
 from rnr_lens.phases import phase
-from rnr_lens.records import TRY_COLUMNS, AuditRecord, Try
-from rnr_lens.shards import covered
+from rnr_lens.records import COMPLETE, RUNNING, TRY_COLUMNS, AuditRecord, AuditStatus, Try
 
 SCHEMA_VERSION = 1
 TYPICAL_TRY_BYTES = 1500
@@ -36,8 +35,9 @@ TYPICAL_TRY_BYTES = 1500
 
 
 class Artifact(StrEnum):
-    """The kinds of artifact an audit keeps beside its tries (the ``kind`` column of the
-    ``artifacts`` table; the values are what older stores hold, so they never change)."""
+    """The categories of artifact an audit keeps beside its tries (the ``artifacts`` table's
+    column, called ``kind`` as older stores call it; the values are what they hold, so they
+    never change)."""
 
     SHARD = "shard"
     """A finished shard ``i/n`` of the audit, with its question count."""
@@ -252,7 +252,7 @@ class RunStore:
             c.executemany("INSERT OR IGNORE INTO questions VALUES (?,?,?,?,?)", rows)
             if c.execute("SELECT 1 FROM audits WHERE id=?", (record.id,)).fetchone():
                 return
-            _insert_audit(c, record, created=time.time(), status="running")
+            _insert_audit(c, record, created=time.time(), status=RUNNING)
 
     def audit(self, audit_id: str) -> AuditRecord:
         """The audit whose id is ``audit_id`` or starts with it."""
@@ -269,29 +269,25 @@ class RunStore:
         names = [d[0] for d in cur.description]
         return [AuditRecord.from_dict(dict(zip(names, row))) for row in cur.fetchall()]
 
-    def set_status(self, audit_id: str, status: str) -> None:
-        self.conn.execute("UPDATE audits SET status=? WHERE id=?", (status, audit_id))
+    def set_status(self, audit_id: str, status: AuditStatus) -> None:
+        self.conn.execute("UPDATE audits SET status=? WHERE id=?", (str(status), audit_id))
 
-    def mark_shard_done(self, audit_id: str, shard: str, n_questions: int) -> str:
+    def mark_shard_done(self, audit_id: str, shard: str, n_questions: int) -> AuditStatus:
         """Record that shard ``i/n`` of an audit finished; return the audit's new status."""
         self.put_artifact(audit_id, Artifact.SHARD, shard, {"questions": n_questions}, overwrite=True)
         return self.refresh_status(audit_id)
 
-    def refresh_status(self, audit_id: str) -> str:
+    def refresh_status(self, audit_id: str) -> AuditStatus:
         """``complete`` once the whole audit or every shard of some ``i/n`` split has finished,
-        else ``partial (k/n shards)``."""
+        else ``partial (k/n shards)`` (:meth:`AuditStatus.of_shards`)."""
 
         status = self.audit(audit_id).status
-        if status == "complete":
+        if status.complete:
             return status
         shards = [r[0] for r in self.conn.execute("SELECT name FROM artifacts WHERE audit_id=? AND kind='shard'", (audit_id,))]
         if not shards:
             return status
-        if covered(shards):
-            status = "complete"
-        else:
-            counts = sorted({int(s.split("/")[1]) for s in shards})
-            status = "partial (" + ", ".join(f"{sum(s.endswith(f'/{n}') for s in shards)}/{n}" for n in counts) + " shards)"
+        status = AuditStatus.of_shards(shards)
         self.set_status(audit_id, status)
         return status
 
@@ -329,8 +325,8 @@ class RunStore:
             here = c.execute("SELECT status FROM audits WHERE id=?", (info.id,)).fetchone()
             if here is None:
                 _insert_audit(c, info, created=info.created or time.time(), status=info.status)
-            elif info.status == "complete":
-                c.execute("UPDATE audits SET status='complete' WHERE id=?", (info.id,))
+            elif info.status.complete:
+                c.execute("UPDATE audits SET status=? WHERE id=?", (str(COMPLETE), info.id))
             existing_q = {r[0]: r[1:] for r in c.execute("SELECT question_id, prompt, gold FROM questions WHERE audit_id=?", (info.id,))}
             for qid, _position, prompt, gold in payload["questions"]:
                 if qid in existing_q and existing_q[qid] != (prompt, gold):
@@ -358,13 +354,13 @@ class RunStore:
                 existing_t[key] = values
                 new.append((info.id, *row))
             c.executemany(f"INSERT INTO tries (audit_id, {', '.join(TRY_COLUMNS)}) VALUES ({', '.join('?' * (len(TRY_COLUMNS) + 1))})", new)
-            for kind, name, body, created in payload["artifacts"]:
-                row = c.execute("SELECT body FROM artifacts WHERE audit_id=? AND kind=? AND name=?", (info.id, kind, name)).fetchone()
+            for artifact, name, body, created in payload["artifacts"]:
+                row = c.execute("SELECT body FROM artifacts WHERE audit_id=? AND kind=? AND name=?", (info.id, artifact, name)).fetchone()
                 if row is None:
-                    c.execute("INSERT INTO artifacts VALUES (?,?,?,?,?)", (info.id, kind, name, body, created))
-                elif row[0] != body and kind != Artifact.SHARD:
+                    c.execute("INSERT INTO artifacts VALUES (?,?,?,?,?)", (info.id, artifact, name, body, created))
+                elif row[0] != body and artifact != Artifact.SHARD:
                     raise RnrLensError(
-                        f"{source} and the merged store disagree on {kind} {name!r} of audit {info.id[:12]}; merge only results of one run"
+                        f"{source} and the merged store disagree on {artifact} {name!r} of audit {info.id[:12]}; merge only results of one run"
                     )
         self.refresh_status(info.id)
         return len(new)
@@ -422,22 +418,24 @@ class RunStore:
         return pd.read_sql_query("SELECT * FROM questions WHERE audit_id=? ORDER BY position", self.conn, params=(audit_id,))
 
     # -- artifacts (frozen failure sets, sweeps, summaries) ---------------------------------
-    def put_artifact(self, audit_id: str, kind: str, name: str, body: Any, overwrite: bool = False) -> None:
+    def put_artifact(self, audit_id: str, artifact: Artifact, name: str, body: Any, overwrite: bool = False) -> None:
         verb = "INSERT OR REPLACE" if overwrite else "INSERT"
         try:
-            self.conn.execute(f"{verb} INTO artifacts VALUES (?,?,?,?,?)", (audit_id, kind, name, json.dumps(body), time.time()))
+            self.conn.execute(f"{verb} INTO artifacts VALUES (?,?,?,?,?)", (audit_id, artifact, name, json.dumps(body), time.time()))
         except sqlite3.IntegrityError:
-            raise RnrLensError(f"{kind} {name!r} already exists for audit {audit_id[:12]}; frozen results are never recomputed silently") from None
+            raise RnrLensError(
+                f"{artifact} {name!r} already exists for audit {audit_id[:12]}; frozen results are never recomputed silently"
+            ) from None
 
-    def artifacts(self, audit_id: str, kind: str, prefix: str = "") -> dict[str, Any]:
-        """All artifacts of one kind whose name starts with ``prefix``, by name."""
+    def artifacts(self, audit_id: str, artifact: Artifact, prefix: str = "") -> dict[str, Any]:
+        """All artifacts of one category whose name starts with ``prefix``, by name."""
         rows = self.conn.execute(
-            "SELECT name, body FROM artifacts WHERE audit_id=? AND kind=? AND substr(name, 1, ?)=?", (audit_id, kind, len(prefix), prefix)
+            "SELECT name, body FROM artifacts WHERE audit_id=? AND kind=? AND substr(name, 1, ?)=?", (audit_id, artifact, len(prefix), prefix)
         ).fetchall()
         return {name: json.loads(body) for name, body in rows}
 
-    def get_artifact(self, audit_id: str, kind: str, name: str) -> Any | None:
-        row = self.conn.execute("SELECT body FROM artifacts WHERE audit_id=? AND kind=? AND name=?", (audit_id, kind, name)).fetchone()
+    def get_artifact(self, audit_id: str, artifact: Artifact, name: str) -> Any | None:
+        row = self.conn.execute("SELECT body FROM artifacts WHERE audit_id=? AND kind=? AND name=?", (audit_id, artifact, name)).fetchone()
         return json.loads(row[0]) if row else None
 
 
@@ -466,7 +464,7 @@ def open_store(store: RunStore | str | Path | None, mode: str = "create") -> Run
     return RunStore(":memory:" if store is None else store, mode=mode)
 
 
-def _insert_audit(c: sqlite3.Connection, record: AuditRecord, *, created: float, status: str) -> None:
+def _insert_audit(c: sqlite3.Connection, record: AuditRecord, *, created: float, status: AuditStatus) -> None:
     c.execute(
         "INSERT INTO audits (id, created, model, model_fingerprint, task, task_fingerprint, answer_type, config_hash,"
         " config_json, probes_json, seed, n_questions, label, status) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -484,7 +482,7 @@ def _insert_audit(c: sqlite3.Connection, record: AuditRecord, *, created: float,
             record.seed,
             record.n_questions,
             record.label,
-            status,
+            str(status),
         ),
     )
 

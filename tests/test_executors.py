@@ -28,7 +28,7 @@ def single(folder, tmp_path_factory):
 def test_local_executor_equals_single_process_and_resumes(folder, single, tmp_path):
     db = tmp_path / "local.db"
     result = run_audit(folder, tasks.get("add-small", n=12), PROBES, store=db, seed=5, shards=3, progress=False)
-    assert result.id == single.id and result.info.status == "complete"
+    assert result.id == single.id and result.info.status.complete
     assert_same_tries(result.tries, single.tries)
     again = run_audit(folder, tasks.get("add-small", n=12), PROBES, store=db, seed=5, shards=3, progress=False)
     assert len(again.tries) == len(single.tries)
@@ -71,7 +71,7 @@ def test_ray_executor_survives_a_dying_worker(folder, single, tmp_path, monkeypa
         db = tmp_path / "ray.db"
         result = run_audit(folder, tasks.get("add-small", n=12), PROBES, store=db, seed=5, shards=4, executor="ray", progress=False)
         assert crash.exists(), "a worker should have died in its first shard"
-        assert result.id == single.id and result.info.status == "complete"
+        assert result.id == single.id and result.info.status.complete
         assert_same_tries(result.tries, single.tries)
         assert RunStore(db).conn.execute("SELECT count(*) FROM tries").fetchone()[0] == len(single.tries)
 

@@ -13,6 +13,16 @@ def test_a_run_span_records_the_code_and_the_machine():
     span = RunSpan.begin()
     assert span.start == span.end and span.code.libraries["torch"] and span.machine.torch_threads >= 1 and span.machine.cpu
     assert RunSpan.from_dict(json.loads(json.dumps(span.to_dict()))) == span
+    assert span.machine.cpu_capability, "the vector instructions torch's kernels use move float sums (docs/reproducibility.md)"
+
+
+def test_a_machine_recorded_before_its_cpu_capability_reads_and_writes_as_it_was():
+    """Guards against re-derived provenance of older evidence gaining a key (claims.json would
+    no longer re-derive byte for byte)."""
+    from rnr_lens.provenance import Machine
+
+    old = {"cpu": "AMD EPYC", "platform": "Linux", "cores": 2, "torch_threads": 2}
+    assert Machine.from_dict(old).cpu_capability is None and Machine.from_dict(old).to_dict() == old
 
 
 def test_provenance_keeps_one_span_per_run_and_every_distinct_weights():

@@ -25,8 +25,12 @@ def test_setup_scripts_are_executable_bash():
         assert script.read_text().startswith("#!/usr/bin/env bash\n") and script.stat().st_mode & 0o111
 
 
-def test_the_readme_grid_tables_are_the_committed_claims():
-    """The README's grid tables are printed from the committed claims.json by
+RESULTS_PAGE = REPO / "docs" / "results.md"
+"""Where the README sends a reader for the grids' tables (the README itself summarizes them)."""
+
+
+def test_the_results_page_grid_tables_are_the_committed_claims():
+    """The results page's grid tables are printed from the committed claims.json by
     scripts/claims_tables.py (guards against a hand-edited number, or a rerun whose claims were
     committed without its tables)."""
     import importlib.util
@@ -35,7 +39,7 @@ def test_the_readme_grid_tables_are_the_committed_claims():
     spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
     tables = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tables)
-    readme = (REPO / "README.md").read_text()
+    readme = RESULTS_PAGE.read_text()
     for results in sorted((REPO / "assets" / "results").glob("*/claims.json")):
         claims = tables.Claims.from_dict(json.loads(results.read_text()))
         for model in {c.setting.model.split("+")[0] for c in claims.routes_vs_search}:
@@ -48,23 +52,26 @@ def test_the_readme_grid_tables_are_the_committed_claims():
             assert tables.profile_table(json.loads(profile.read_text())) in readme, f"{profile}: time per stage"
 
 
-def test_the_readme_says_which_committed_claims_are_an_earlier_rules_version():
+def test_the_results_say_which_committed_claims_are_an_earlier_rules_version():
     """A claims.json decided by other verdict rules than the code's is named as such in the
-    README (guards against old verdicts read as the current rules')."""
+    results page, and the README's summary says so too (guards against old verdicts read as
+    the current rules')."""
     import json
+    import re
 
     from rnr_lens.claims import Claims
     from rnr_lens.verdicts import RULES
 
-    readme = (REPO / "README.md").read_text()
+    page, readme = RESULTS_PAGE.read_text(), (REPO / "README.md").read_text()
     for results in sorted((REPO / "assets" / "results").glob("*/claims.json")):
         claims = Claims.from_dict(json.loads(results.read_text()))
         if claims.rules != RULES:
-            note = readme.split(f"decided by version {claims.rules} of the rules", 1)
-            assert len(note) == 2 and f"`{results.parent.name}`" in note[1].split("\n### ", 1)[0], results
+            note = page.split(f"decided by version {claims.rules} of the rules", 1)
+            assert len(note) == 2 and f"`{results.parent.name}`" in re.split(r"\n#+ ", note[1], maxsplit=1)[0], results
+            assert f"decided by version {claims.rules} of the rules" in readme, results
 
 
-def test_the_readme_change_table_is_printed_from_the_two_runs():
+def test_the_results_change_table_is_printed_from_the_two_runs():
     """The default grid's table of changed verdicts is scripts/claims_tables.py --changes-from
     the version-1 file in git history (guards against a hand-edited row)."""
     import importlib.util
@@ -82,4 +89,4 @@ def test_the_readme_change_table_is_printed_from_the_two_runs():
     old = tables.Claims.from_dict(json.loads(shown.stdout))
     new = tables.Claims.from_dict(json.loads((REPO / "assets" / "results" / "grid-default" / "claims.json").read_text()))
     table = tables.changes_table(old, new)
-    assert table.count("\n") > 2 and table in (REPO / "README.md").read_text()
+    assert table.count("\n") > 2 and table in RESULTS_PAGE.read_text()

@@ -322,7 +322,11 @@ def test_the_example_grid_is_valid():
     from pathlib import Path
 
     grid = Grid.load(Path(__file__).resolve().parents[1] / "assets" / "grid.yaml")
-    assert grid.k == 8 and "smollm2-135m-instruct" in grid.models and grid.probes[1] == "routes:k=8,edits=2"
+    assert (
+        grid.k == 8
+        and "smollm2-135m-instruct" in grid.models
+        and grid.probes[1] == R.parse_probe("routes:k=8,edits=2").name == "routes:k=8,edits=2,protect=1,shared=false"
+    )
     assert np.all([p["trained"].endswith("runs/dapo/final") for p in grid.pairs])
 
 
@@ -475,10 +479,12 @@ def test_claims_json_reads_back_into_the_records_that_wrote_it(first_report):
 
 def test_a_report_mines_only_with_the_weights_it_audited(tiny, tmp_path):
     """Guards against a report mining (on this process's model) an audit that Ray workers made
-    with other weights (bfloat16 on GPUs): its sweep would compare two models' answers."""
-    from rnr_lens.reports import _check_mines_what_it_audited
+    with other weights (bfloat16 on GPUs): its sweep would compare two models' answers. The
+    report asks the failure sets' own check (one owner), with its own fix-it hint."""
+    from rnr_lens.failures import check_weights
+    from rnr_lens.reports import MINE_WHERE_AUDITED
 
     result = R.audit(tiny, R.tasks.get("add-small", n=2), [], store=tmp_path / "a.db", progress=False)
-    _check_mines_what_it_audited(tiny, result, "tiny")  # the audited weights: mined as they are
-    with pytest.raises(R.RnrLensError, match=r"ran with weights .* --executor local"):
-        _check_mines_what_it_audited(R.tiny_model(n_layers=4, seed=1), result, "tiny")
+    check_weights(tiny, result.info.model_fingerprint, result.id, fix=MINE_WHERE_AUDITED)  # the audited weights: mined as they are
+    with pytest.raises(R.RnrLensError, match=r"not the checkpoint audit .* --executor local"):
+        check_weights(R.tiny_model(n_layers=4, seed=1), result.info.model_fingerprint, result.id, fix=MINE_WHERE_AUDITED)

@@ -92,3 +92,17 @@ def test_an_audit_without_probes_summarizes_realized_only(tiny):
     assert summary.probe == "(none)" and summary.reachable is None and not summary.selectors
     assert summary.realized.value == pytest.approx(result.questions["realized"].mean())
     assert set(summary.to_dict()) == {"probe", "budget", "questions", "prompts", "realized"}
+
+
+def test_a_probe_is_found_by_its_parsed_name_never_by_a_text_prefix(tiny, tmp_path):
+    """Guards against the prefix lookup the grid once used: "sampling:k=1,t=0.7" is a text
+    prefix of the t=0.75 probe's name, so an audit holding both answered for the wrong one."""
+    result = audit(tiny, tasks.get("add-small", n=2), ["sampling:k=1,t=0.75", "sampling:k=1,t=0.7"], store=tmp_path / "a.db", progress=False)
+    assert result.probe_name("sampling:k=1,t=0.7") == "sampling:k=1,t=0.7,top_p=1.0,draw=multinomial"
+    assert result.probe_name("sampling:t=0.75,k=1") == "sampling:k=1,t=0.75,top_p=1.0,draw=multinomial"
+    with pytest.raises(R.RnrLensError, match="ran 2 sampling probes"):
+        result.probe_name("sampling")
+    with pytest.raises(R.RnrLensError, match="has no probe 'sampling:k=2'"):
+        result.probe_name("sampling:k=2")
+    one = audit(tiny, tasks.get("add-small", n=2), ["routes:k=1"], store=tmp_path / "b.db", progress=False)
+    assert one.probe_name("routes") == one.probes[0]

@@ -13,7 +13,7 @@ from rnr_lens import miner as M
 from rnr_lens.audits import audit
 from rnr_lens.cli import main
 from rnr_lens.results import AuditResult
-from rnr_lens.shards import Shard, covered
+from rnr_lens.shards import Shard, complete_split
 from rnr_lens.store import RunStore, merge
 
 PROBES = ["sampling:k=3,t=1.0", "routes:k=2,edit_rate=0.6"]
@@ -40,7 +40,7 @@ def test_shard_parse_and_partition():
     owners = [[i for i in range(4) if Shard(i, 4).contains(q)] for q in ids]
     assert all(len(o) == 1 for o in owners)  # each question in exactly one shard
     assert all(0.1 < sum(o == [i] for o in owners) / len(ids) < 0.4 for i in range(4))
-    assert covered(["0/2", "1/2"]) and not covered(["0/3", "1/3"]) and covered(["1/3", "0/1"])
+    assert complete_split(["0/2", "1/2"]) == 2 and complete_split(["0/3", "1/3"]) is None and complete_split(["1/3", "0/1"]) == 1
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +56,11 @@ def test_merged_shards_equal_the_whole_audit(tiny, whole, tmp_path):
         paths.append(tmp_path / f"s{i}.db")
         part = audit(tiny, tasks.get("add-small", n=12), PROBES, store=paths[-1], progress=False, seed=3, shard=f"{i}/3")
         assert part.id == full.id
-        assert part.info.status == "partial (1/3 shards)"
+        assert str(part.info.status) == "partial (1/3 shards)" and not part.info.status.complete
         assert set(part.questions["question_id"]) == {q for q in full.questions["question_id"] if Shard(i, 3).contains(q)}
     merged = merge(paths, tmp_path / "all.db")
     result = AuditResult.load(merged, full.id)
-    assert result.info.status == "complete"
+    assert result.info.status.complete
     assert_same_tries(result.tries, full.tries)
     assert result.questions["question_id"].tolist() == full.questions["question_id"].tolist()
     pd.testing.assert_frame_equal(result.questions[["question_id", "realized"]], full.questions[["question_id", "realized"]])
@@ -77,7 +77,7 @@ def test_a_shard_resumes_without_duplicates(tiny, tmp_path):
     assert len(second.tries) == len(first.tries)
     # the other shard, run into the same store, completes the audit
     done = audit(tiny, task, PROBES, store=tmp_path / "s.db", progress=False, seed=3, shard="0/2")
-    assert done.info.status == "complete" and len(done.questions) == len(task)
+    assert done.info.status.complete and len(done.questions) == len(task)
 
 
 def test_merge_refuses_results_of_different_configs(tiny, tmp_path):
@@ -154,10 +154,10 @@ def test_sweep_shards_merge_into_the_whole_sweep(tiny, tmp_path, monkeypatch):
 
 
 def test_one_completeness_rule_for_audits_and_sweeps():
-    """An audit's status (covered) and a sweep assembled from merged shards (the miner) once
-    each decided "is some i/n split whole" with code of their own; both read complete_split."""
-    from rnr_lens.shards import Shard, complete_split, covered
+    """An audit's status and a sweep assembled from merged shards (the miner) once each decided
+    "is some i/n split whole" with code of their own; both read complete_split."""
+    from rnr_lens.records import AuditState, AuditStatus
 
-    assert complete_split(["0/2", "1/2", "0/3"]) == 2 and covered(["0/2", "1/2"])
-    assert complete_split([Shard(0, 3), Shard(2, 3)]) is None and not covered(["0/3", "2/3"])
+    assert complete_split(["0/2", "1/2", "0/3"]) == 2 and AuditStatus.of_shards(["0/2", "1/2"]).complete
+    assert complete_split([Shard(0, 3), Shard(2, 3)]) is None and AuditStatus.of_shards(["0/3", "2/3"]).state is AuditState.PARTIAL
     assert complete_split(["0/1", "0/2", "1/2"]) == 1, "the smallest whole split"

@@ -258,6 +258,10 @@ def test_cli_train_writes_a_loadable_checkpoint_and_a_reward_curve(tmp_path, cap
     rerun = build_parser().parse_args(record["command"].split()[1:])
     assert (rerun.task, rerun.out, rerun.steps, rerun.layers, rerun.group_size) == ("add-small", str(tmp_path / "runs" / "dapo"), 1, "3", 2)
     assert training_record(tmp_path / "tiny") is None, "a base model folder holds no training record"
+    # and where it was trained: the CPU's vector instructions and the thread count move the weights
+    from rnr_lens.provenance import Machine
+
+    assert record["machines"] == [Machine.here().to_dict()] and record["machines"][0]["cpu_capability"]
     assert main([*argv[:-3], "--layers", "7", "--out", str(tmp_path / "run2")]) == 2
     assert "outside 0..3" in capsys.readouterr().err
     assert not (tmp_path / "run2").exists()

@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
                     "audit": result.id,
                     "store": str(out),
                     "config_hash": result.info.config_hash,
-                    "status": result.info.status,
+                    "status": str(result.info.status),
                     "summary": result.summary_records(),
                 },
                 indent=2,

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     store = merge(args.stores, args.out)
     audits = store.audits()
     if args.json:
-        print(json.dumps([{k: getattr(a, k) for k in ("id", "model", "task", "config_hash", "status", "n_questions")} for a in audits], indent=2))
+        print(json.dumps([{k: a.to_dict()[k] for k in ("id", "model", "task", "config_hash", "status", "n_questions")} for a in audits], indent=2))
         return 0
     print(f"merged {len(args.stores)} run stores into {args.out}")
     print_table(
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
                 "model": a.model,
                 "task": a.task,
                 "config": a.config_hash,
-                "status": a.status,
+                "status": str(a.status),
                 "tries": sum(store.count_tries(a.id).values()),
             }
             for a in audits

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
                         "config": r.config.to_dict(),
                         "rendered_prompt": store.get_artifact(r.id, Artifact.DEPLOYMENT, "rendered"),
                         "seed": r.info.seed,
-                        "status": r.info.status,
+                        "status": str(r.info.status),
                         "progress": {p: {"stored": d, "expected": e} for p, (d, e) in r.progress().items()},
                         "summary": r.summary_records(),
                     }

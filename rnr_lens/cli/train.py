@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from rnr_lens import tasks
     from rnr_lens.checkpoints import check_folder
     from rnr_lens.models import load_model
+    from rnr_lens.provenance import Machine
     from rnr_lens.training import TrainConfig, train
 
     config = TrainConfig(
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         "steps": len(result.history),
         "resumed_from": result.resumed_from,
         "config_hash": deployment.hash(),
+        "machine": Machine.here().to_dict(),
         "first_steps_accuracy": sum(r["accuracy"] for r in head) / len(head),
         "last_steps_accuracy": sum(r["accuracy"] for r in tail) / len(tail),
         "reward_curve": str(curve),
@@ -89,6 +91,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"trained {base} for {summary['steps']} steps on {task.name} ({len(task)} questions); checkpoint: {result.checkpoint}")
     # what graded the rollouts is part of what was trained: the same command under another default config trains otherwise
     print(f"rewards graded under deployment config {deployment.hash()} (version {deployment.version}, extractor {deployment.extractor!r})")
+    machine = Machine.here()  # the CPU's vector instructions and the thread count move float sums, so the weights
+    print(
+        f"trained on {machine.cpu} ({machine.cpu_capability}, {machine.torch_threads} torch threads): the same command "
+        "gives these weights again on this CPU type with this thread count (docs/reproducibility.md)"
+    )
     print(
         f"training rollouts correct: first {len(head)} steps {summary['first_steps_accuracy']:.2f}, last {len(tail)} steps {summary['last_steps_accuracy']:.2f}"
     )

@@ -44,11 +44,11 @@ _THINGS = ["apple", "book", "marble", "pencil", "stamp", "cookie", "shell", "car
 
 
 def _word(item: Item) -> tuple[str, int]:
-    kind, a, b, who, what = item
+    template, a, b, who, what = item
     name, thing = _NAMES[who], _THINGS[what]
-    if kind == 0:
+    if template == 0:
         return f"{name} has {a} {thing}s and gets {b} more. How many {thing}s does {name} have now?", a + b
-    if kind == 1:
+    if template == 1:
         return f"{name} has {a} {thing}s and gives away {b}. How many {thing}s does {name} have left?", a - b
     return f"{name} has {a} boxes with {b} {thing}s in each box. How many {thing}s does {name} have in all?", a * b
 
