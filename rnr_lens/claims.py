@@ -446,6 +446,7 @@ class Claims:
 
     grid: Mapping[str, Any]
     probes: tuple[str, ...]
+    """The grid's probes as its fields write them (:attr:`rnr_lens.reports.Grid.probe_specs`)."""
     routes_vs_search: tuple[RoutesClaim, ...] = ()
     bottleneck: tuple[BottleneckClaim, ...] = ()
     training: tuple[TrainingClaim, ...] = ()

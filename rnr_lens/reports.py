@@ -140,7 +140,7 @@ class Grid:
                 check_seed(getattr(self, key))
             except RnrLensError as exc:
                 raise RnrLensError(f"grid field {key}: {exc}") from None
-        for spec in self._specs():
+        for spec in self.probe_specs:
             try:
                 parse_probe(spec)
             except RnrLensError as exc:
@@ -150,8 +150,10 @@ class Grid:
         """Whether the setting of model ``spec`` has claim 2's stage (a grid model, with ``mine``)."""
         return self.mine and spec in self.models
 
-    def _specs(self) -> tuple[str, str, str]:
-        """The three probes as the grid's fields write them (:attr:`probes` names them canonically)."""
+    @property
+    def probe_specs(self) -> tuple[str, str, str]:
+        """The three probes as the grid's fields write them (``sampling:k=8,t=0.7``; what
+        ``claims.json`` and the page show); :attr:`probes` names them canonically."""
         return (f"sampling:k={self.k},t={self.temperature}", f"routes:k={self.k},edits={self.edits}", f"search:k={self.k}")
 
     @property
@@ -163,17 +165,17 @@ class Grid:
     @property
     def sampling(self) -> str:
         """The sampling probe: ``k`` samples at the grid's temperature (claim 2's failure sets)."""
-        return parse_probe(self._specs()[0]).name
+        return parse_probe(self.probe_specs[0]).name
 
     @property
     def random(self) -> str:
         """Random routes of exactly ``edits`` single-block edits: the search's move set."""
-        return parse_probe(self._specs()[1]).name
+        return parse_probe(self.probe_specs[1]).name
 
     @property
     def search(self) -> str:
         """The route search at the same budget."""
-        return parse_probe(self._specs()[2]).name
+        return parse_probe(self.probe_specs[2]).name
 
     def to_dict(self) -> dict[str, Any]:
         """The grid as the grid file's fields (a JSON record: ``claims.json`` and the manifest hold it)."""
@@ -762,7 +764,7 @@ class _Draft:
         complete = len(self.audits) == self.total and len(training) == len(grid.pairs) * len(grid.tasks)
         claims = Claims(
             grid=grid.to_dict(),
-            probes=tuple(grid.probes),
+            probes=grid.probe_specs,
             routes_vs_search=tuple(self.routes),
             bottleneck=tuple(self.bottleneck),
             training=training,
