@@ -37,20 +37,25 @@ HOW_TO_READ = (
 )
 
 
-def _figures_html(figures: list[tuple[str, Any]], first: list[bool]) -> str:
+class _Figures:
     """Plotly figures inline, each with its caption; plotly.js itself is embedded once, with the
-    first figure."""
-    from rnr_lens.viz import caption
+    first figure the page shows (so the page reads offline)."""
 
-    out = []
-    for title, fig in figures:
-        out.append(
-            f"<h3>{html.escape(title)}</h3>"
-            + fig.to_html(full_html=False, include_plotlyjs="inline" if first[0] else False)
-            + f"<p class='caption'><i>{html.escape(caption(fig))}</i></p>"
-        )
-        first[0] = False
-    return "".join(out)
+    def __init__(self) -> None:
+        self.embedded = False
+
+    def html(self, figures: list[tuple[str, Any]]) -> str:
+        from rnr_lens.viz import caption
+
+        out = []
+        for title, fig in figures:
+            out.append(
+                f"<h3>{html.escape(title)}</h3>"
+                + fig.to_html(full_html=False, include_plotlyjs=False if self.embedded else "inline")
+                + f"<p class='caption'><i>{html.escape(caption(fig))}</i></p>"
+            )
+            self.embedded = True
+        return "".join(out)
 
 
 def _edits_text(c: RoutesClaim) -> str:
@@ -81,10 +86,29 @@ def _verdict_text(v: Verdict, note: str | None = None) -> str:
 
 def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None = None) -> str:
     """The report as one self-contained HTML page: tables, and the plotly figures (with
-    plotly.js embedded, so it reads offline)."""
-    e = estimate_text
+    plotly.js embedded, so it reads offline): the header, each claim's section in turn, the
+    deployment configs and the provenance."""
     figures = figures or {}
-    first = [True]
+    shown = _Figures()
+    sections = [
+        _header_html(claims),
+        _routes_html(claims) + shown.html(figures.get("routes", [])),
+        _retention_html(claims),
+        _bottleneck_html(claims) + shown.html(figures.get("bottleneck", [])),
+        _training_html(claims),
+        _configs_html(claims),
+    ]
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>rnr_lens claims report</title>"
+        "<style>body{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;color:#222}"
+        "table{border-collapse:collapse;margin:0.5em 0}tr:nth-child(even){background:#f6f6f6}</style></head><body>"
+        + "".join(sections)
+        + "</body></html>"
+    )
+
+
+def _header_html(claims: Claims) -> str:
+    """The title, whether the report is partial, how to read it, the rules' version and the summary."""
     done = claims.progress
     partial = (
         f"<p><b>Partial report: {done.audits_done} of {done.audits_total} audits done. Rerun the same command to resume; "
@@ -92,11 +116,16 @@ def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None
         if done is not None and not done.complete
         else ""
     )
-    parts = [
+    return (
         f"<h1>rnr_lens claims report</h1>{partial}<p>{html.escape(HOW_TO_READ)}</p>"
-        f"<p>Verdict rules: version {html.escape(claims.rules)} (rnr_lens.verdicts.RULES).</p>",
-        "<h2>Summary</h2><ul>" + "".join(f"<li>{html.escape(v)}</li>" for v in claims.summary.values()) + "</ul>",
-    ]
+        f"<p>Verdict rules: version {html.escape(claims.rules)} (rnr_lens.verdicts.RULES).</p>"
+        "<h2>Summary</h2><ul>" + "".join(f"<li>{html.escape(v)}</li>" for v in claims.summary.values()) + "</ul>"
+    )
+
+
+def _routes_html(claims: Claims) -> str:
+    """Claim 1's section: random routes against the search, per setting."""
+    e = estimate_text
     rows: list[list[Any]] = [
         [
             c.setting.model,
@@ -115,7 +144,7 @@ def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None
         for c in claims.routes_vs_search
     ]
     probes = claims.probes
-    parts.append(
+    return (
         "<h2>1. Random routes against structured search at a matched budget</h2>"
         + "<p>"
         + html.escape(
@@ -148,8 +177,12 @@ def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None
             ],
             below=("verdict",),
         )
-        + _figures_html(figures.get("routes", []), first)
     )
+
+
+def _retention_html(claims: Claims) -> str:
+    """Claim 1's second half: each answer-blind selector's retention of the oracle's gain (empty where none was measured)."""
+    e = estimate_text
     names = list(dict.fromkeys(n for c in claims.routes_vs_search for r in c.retention.values() for n in r))
     keep = [
         [
@@ -163,19 +196,25 @@ def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None
         for c in claims.routes_vs_search
         for probe, r in c.retention.items()
     ]
-    if keep:
-        parts.append(
-            "<h3>Retention of the gain by answer-blind selectors</h3><p>"
-            + html.escape(
-                "Retention = (blind - realized) / (oracle - realized) with Fieller's interval, net of the realized answers a "
-                "selector loses (its gross share of the gained questions follows the net one); '-' where the probe's reach is "
-                "not resolved above its chance level, since a share of a gain that may be chance means nothing. Against: one "
-                "selector resolved above the margin, Holm over the selectors; support: every one resolved below. "
-                "logprob-or-default keeps the default answer unless the probe's most confident try is more confident."
-            )
-            + "</p>"
-            + html_table(keep, ["model", "task", "probe", "oracle gain", *names, "verdict"], below=("verdict",))
+    if not keep:
+        return ""
+    return (
+        "<h3>Retention of the gain by answer-blind selectors</h3><p>"
+        + html.escape(
+            "Retention = (blind - realized) / (oracle - realized) with Fieller's interval, net of the realized answers a "
+            "selector loses (its gross share of the gained questions follows the net one); '-' where the probe's reach is "
+            "not resolved above its chance level, since a share of a gain that may be chance means nothing. Against: one "
+            "selector resolved above the margin, Holm over the selectors; support: every one resolved below. "
+            "logprob-or-default keeps the default answer unless the probe's most confident try is more confident."
         )
+        + "</p>"
+        + html_table(keep, ["model", "task", "probe", "oracle gain", *names, "verdict"], below=("verdict",))
+    )
+
+
+def _bottleneck_html(claims: Claims) -> str:
+    """Claim 2's section: the bottleneck MLP of each failure set beside its null."""
+    e = estimate_text
     rows = []
     for c in claims.bottleneck:
         b, s, null = c.bottleneck, c.second, c.null
@@ -195,7 +234,7 @@ def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None
                 _verdict_text(c.verdict, c.format_note),
             ]
         )
-    parts.append(
+    return (
         "<h2>2. One MLP block and the failure set</h2><p>"
         + html.escape(
             f"The bottleneck is chosen on the discovery half among blocks whose break rate on the discovery half of the "
@@ -227,8 +266,12 @@ def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None
             wrap=("screen vs exhaustive",),
             below=("verdict",),
         )
-        + _figures_html(figures.get("bottleneck", []), first)
     )
+
+
+def _training_html(claims: Claims) -> str:
+    """Claim 3's section: each trained pair's realized and reachable deltas per probe."""
+    e = estimate_text
     rows = [
         [
             c.base,
@@ -244,7 +287,7 @@ def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None
         for c in sorted(claims.training, key=lambda c: c.base)  # grouped by base: a base's training runs together
         for p in c.probes
     ]
-    parts.append(
+    return (
         "<h2>3. Training: realized against the reachable ceiling</h2><p>"
         + html.escape(
             "Over the questions complete in both audits. Checked first: a resolved rise in realized accuracy (uninformative "
@@ -261,18 +304,14 @@ def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None
         )
         + _across_checkpoints_html(claims)
     )
-    parts.append(
-        "<h2>Deployment configs</h2>" + "".join(f"<h3>{h}</h3><pre>{html.escape(json.dumps(c, indent=1))}</pre>" for h, c in claims.configs.items())
+
+
+def _configs_html(claims: Claims) -> str:
+    """The deployment configs the audits ran under, then the provenance."""
+    configs = "<h2>Deployment configs</h2>" + "".join(
+        f"<h3>{h}</h3><pre>{html.escape(json.dumps(c, indent=1))}</pre>" for h, c in claims.configs.items()
     )
-    if claims.provenance is not None:
-        parts.append(_provenance_html(claims.provenance))
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>rnr_lens claims report</title>"
-        "<style>body{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;color:#222}"
-        "table{border-collapse:collapse;margin:0.5em 0}tr:nth-child(even){background:#f6f6f6}</style></head><body>"
-        + "".join(parts)
-        + "</body></html>"
-    )
+    return configs + (_provenance_html(claims.provenance) if claims.provenance is not None else "")
 
 
 def _provenance_html(p: Provenance) -> str:

@@ -546,13 +546,47 @@ def report(
         >>> r = report(Grid(models=("smollm2-135m-instruct",), tasks=("add-small",)), "report")  # doctest: +SKIP
         >>> r.claims.routes_vs_search[0].verdict  # doctest: +SKIP
     """
-    from rnr_lens import evidence as evidence_
-    from rnr_lens.checkpoints import training_record
     from rnr_lens.executors import check_executor, run_audit
-    from rnr_lens.models import check_spec, load_model, load_tokenizer
+    from rnr_lens.models import load_model, load_tokenizer
 
     check_executor(executor, shards)
     out = Path(out)
+    document, config, tasks_, model_specs = _prepare(grid, out, evidence)
+    run = _ReportRun(grid, _open_store(out, document, evidence), _report_files(out))
+    run.stage_done()
+    for spec in model_specs:
+        # the driver needs the weights to audit here, or to mine; Ray workers load their own
+        with phase("load model"):
+            model = load_model(spec) if executor == "local" or grid.mines(spec) else None
+        for task_spec, task in tasks_.items():
+            cfg = config or deployment_for_task(model if model is not None else load_tokenizer(spec), task)
+            result = run_audit(
+                model if executor == "local" and model is not None else spec,
+                task,
+                grid.probes,
+                cfg,
+                store=run.store,
+                seed=grid.seed,
+                shards=shards,
+                executor=executor,
+                address=address,
+                num_cpus=num_cpus,
+                batch_size=batch_size,
+                progress=progress,
+            )
+            run.finish_setting(spec, task_spec, model if executor == "local" else None, model, result, progress)
+        del model
+    return Report(run.stage_done(), out / "runs.db", run.draft.files)
+
+
+def _prepare(grid: Grid, out: Path, evidence: str | Path | None) -> tuple[Any, DeploymentConfig | None, dict[str, Any], list[str]]:
+    """Everything a report checks before hours of work, in one pass: the evidence to resume
+    from (read, and of this grid), the config, every task, every model and checkpoint, and
+    that ``out`` holds no other grid's report. Returns the evidence document (or None), the
+    grid's config, its tasks by spec and the models in run order."""
+    from rnr_lens import evidence as evidence_
+    from rnr_lens.models import check_spec
+
     if evidence is not None and (out / "runs.db").exists():
         raise RnrLensError(f"{out / 'runs.db'} already exists, so the report resumes from it: drop --from-evidence (or choose a new --out folder)")
     document = evidence_.read(evidence) if evidence is not None else None
@@ -572,71 +606,75 @@ def report(
         here.close()
         if stored is not None:
             _check_same_grid(stored.grid, grid, f"{out} holds the report of another grid", "use a new --out folder, or the grid it ran")
+    return document, config, tasks_, model_specs
+
+
+def _open_store(out: Path, document: Any, evidence: str | Path | None) -> RunStore:
+    """The report's store in ``out``: rebuilt from the evidence ``document`` where the run
+    resumes on a machine that never had it, else the one there (or a new one)."""
+    from rnr_lens import evidence as evidence_
+
     out.mkdir(parents=True, exist_ok=True)
     if document is not None:
         evidence_.rebuild(document, out / "runs.db", source=str(evidence))
-    store = RunStore(out / "runs.db")
-    manifest = evidence_.Manifest.load(store) or evidence_.Manifest(grid.to_dict())
-    span = RunSpan.begin()
-    draft = _derived(manifest, store, _report_files(out))  # what earlier runs finished, as rederive derives it
+    return RunStore(out / "runs.db")
 
-    def stage_done(finished: evidence_.SettingRecord | None = None) -> Claims:
+
+class _ReportRun:
+    """One run of a report: its store and manifest, the claims derived so far (:class:`_Draft`)
+    and this run's span in the provenance. After every stage :meth:`stage_done` keeps the
+    manifest, derives a finished setting and writes the claims and the evidence."""
+
+    def __init__(self, grid: Grid, store: RunStore, files: dict[str, Path]) -> None:
+        from rnr_lens import evidence as evidence_
+
+        self.grid, self.store = grid, store
+        self.manifest = evidence_.Manifest.load(store) or evidence_.Manifest(grid.to_dict())
+        self.span = RunSpan.begin()
+        self.draft = _derived(self.manifest, store, files)  # what earlier runs finished, as rederive derives it
+
+    def stage_done(self, finished: SettingRecord | None = None) -> Claims:
         """Keep the manifest, derive a finished setting, write the claims and the evidence."""
-        nonlocal manifest, draft
-        manifest = replace(manifest, provenance=manifest.provenance.with_run(span.touched()))
-        manifest.save(store)
+        from rnr_lens import evidence as evidence_
+
+        self.manifest = replace(self.manifest, provenance=self.manifest.provenance.with_run(self.span.touched()))
+        self.manifest.save(self.store)
         if finished is not None:
-            if manifest.settings[-1] == finished and (finished.model, finished.task) not in draft.derived:
-                draft.derive(finished)
+            if self.manifest.settings[-1] == finished and (finished.model, finished.task) not in self.draft.derived:
+                self.draft.derive(finished)
             else:  # a setting redone (its task file changed): derive again in the manifest's order
-                draft = _derived(manifest, store, draft.files)
-        claims = draft.write(manifest.provenance)
-        evidence_.write(store, manifest, draft.files["evidence"])
+                self.draft = _derived(self.manifest, self.store, self.draft.files)
+        claims = self.draft.write(self.manifest.provenance)
+        evidence_.write(self.store, self.manifest, self.draft.files["evidence"])
         return claims
 
-    stage_done()
-    for spec in model_specs:
-        # the driver needs the weights to audit here, or to mine; Ray workers load their own
-        with phase("load model"):
-            model = load_model(spec) if executor == "local" or grid.mines(spec) else None
-        for task_spec, task in tasks_.items():
-            cfg = config or deployment_for_task(model if model is not None else load_tokenizer(spec), task)
-            result = run_audit(
-                model if executor == "local" and model is not None else spec,
-                task,
-                grid.probes,
-                cfg,
-                store=store,
-                seed=grid.seed,
-                shards=shards,
-                executor=executor,
-                address=address,
-                num_cpus=num_cpus,
-                batch_size=batch_size,
-                progress=progress,
-            )
-            mined = grid.mines(spec)
-            record = manifest.setting(spec, task_spec)
-            if record is not None and record.audit == result.id and record.done(mined):
-                continue  # finished by an earlier run and derived above
-            trained = training_record(spec) if Path(spec).is_dir() else None
-            weights = (
-                Weights.of(spec, model, trained)
-                if model is not None and executor == "local"
-                else Weights(spec, result.info.model, result.info.model_fingerprint, "ray workers", "unrecorded", spec if trained else None, trained)
-            )
-            manifest = replace(manifest, provenance=manifest.provenance.with_model(weights))
-            record = record if record is not None and record.audit == result.id else evidence_.SettingRecord(spec, task_spec, result.id)
-            manifest = manifest.with_setting(record)
-            if not record.done(mined):
-                stage_done()  # the audit is in the evidence before claim 2's hours start
-                check_weights(model, result.info.model_fingerprint, result.id, fix=MINE_WHERE_AUDITED)
-                mine_setting(model, result, store, grid, progress)
-                record = replace(record, stages=(*record.stages, MINED))
-                manifest = manifest.with_setting(record)
-            stage_done(finished=record)
-        del model
-    return Report(stage_done(), out / "runs.db", draft.files)
+    def finish_setting(self, spec: str, task_spec: str, audited_here: Any, model: Any, result: AuditResult, progress: bool) -> None:
+        """After a setting's audit: its weights into the provenance (``audited_here``: the
+        model that audited it in this process, None where Ray workers did), its record into
+        the manifest, claim 2's stage where the grid mines it, then its claims."""
+        from rnr_lens import evidence as evidence_
+        from rnr_lens.checkpoints import training_record
+
+        mined = self.grid.mines(spec)
+        record = self.manifest.setting(spec, task_spec)
+        if record is not None and record.audit == result.id and record.done(mined):
+            return  # finished by an earlier run and derived when this run began
+        trained = training_record(spec) if Path(spec).is_dir() else None
+        weights = (
+            Weights.of(spec, audited_here, trained)
+            if audited_here is not None
+            else Weights(spec, result.info.model, result.info.model_fingerprint, "ray workers", "unrecorded", spec if trained else None, trained)
+        )
+        self.manifest = replace(self.manifest, provenance=self.manifest.provenance.with_model(weights))
+        record = record if record is not None and record.audit == result.id else evidence_.SettingRecord(spec, task_spec, result.id)
+        self.manifest = self.manifest.with_setting(record)
+        if not record.done(mined):
+            self.stage_done()  # the audit is in the evidence before claim 2's hours start
+            check_weights(model, result.info.model_fingerprint, result.id, fix=MINE_WHERE_AUDITED)
+            mine_setting(model, result, self.store, self.grid, progress)
+            record = replace(record, stages=(*record.stages, MINED))
+            self.manifest = self.manifest.with_setting(record)
+        self.stage_done(finished=record)
 
 
 def _check_same_grid(recorded: Mapping[str, Any], grid: Grid, what: str, fix: str) -> None:
