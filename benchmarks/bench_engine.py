@@ -36,36 +36,12 @@ from transformers import AutoModelForCausalLM
 
 import rnr_lens as R
 from rnr_lens.model_cache import ensure_cached
+from rnr_lens.phases import synchronize, timed_rounds
+from rnr_lens.tiny import LLAMA_SHAPES, random_causal_lm
 
-# Llama-architecture shapes of public models at these sizes (Qwen2.5-0.5B/1.5B-like widths).
-RANDOM_LLAMAS = {
-    "llama-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2),
-    "llama-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2),
-}
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
+RANDOM_LLAMAS = LLAMA_SHAPES
+sync = synchronize
 CPU = torch.device("cpu")
-
-
-def timed_rounds(cases: dict, repeats: int, device: torch.device = CPU) -> dict[str, list[float]]:
-    """Wall times of each case over ``repeats`` rounds; every round runs all cases in turn, so
-    drift in the machine's speed hits every case of a round alike."""
-    for fn in cases.values():
-        fn()  # warm-up
-    times: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(repeats):
-        for name, fn in cases.items():
-            sync(device)
-            start = time.perf_counter()
-            fn()
-            sync(device)
-            times[name].append(time.perf_counter() - start)
-    return times
 
 
 def matmul_flops(
@@ -98,17 +74,17 @@ def load_pair(name: str, device: torch.device, dtype: torch.dtype) -> tuple[R.Le
         load_s = time.perf_counter() - start
         reference = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
         return model, reference, load_s
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
     from rnr_lens.models import wrap_bridge
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_cached("smollm2-135m-instruct"))
-    config = LlamaConfig(vocab_size=151936, max_position_embeddings=4096, tie_word_embeddings=True, **RANDOM_LLAMAS[name])
 
     def build() -> torch.nn.Module:
-        torch.manual_seed(0)
-        with torch.device(device):
-            return LlamaForCausalLM(config).to(dtype).eval()
+        shape = LLAMA_SHAPES[name]
+        return random_causal_lm(
+            "llama", seed=0, device=device, dtype=dtype, vocab_size=151936, max_position_embeddings=4096, tie_word_embeddings=True, **shape
+        )
 
     hf = build()
     model = R.LensModel(wrap_bridge(hf, tokenizer, name), name=name, tokenizer=tokenizer)

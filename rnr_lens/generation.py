@@ -141,6 +141,45 @@ def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return filtered / filtered.sum(-1, keepdim=True)
 
 
+def _check_decoding(max_new_tokens: int, n: int, temperature: float, top_p: float, draw: str, seed: int | Sequence[int] | None) -> bool:
+    """Refuse settings :func:`generate` cannot run, in one line each; whether it decodes greedily."""
+    if max_new_tokens < 1:
+        raise RnrLensError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+    if n < 1:
+        raise RnrLensError(f"n must be at least 1, got {n}")
+    if temperature < 0:
+        raise RnrLensError(f"temperature must be >= 0, got {temperature}")
+    if not 0 < top_p <= 1:
+        raise RnrLensError(f"top_p must be in (0, 1], got {top_p}")
+    if draw not in DRAWS:
+        raise RnrLensError(f"unknown draw {draw!r}; choose one of {', '.join(DRAWS)}")
+    greedy = temperature == 0
+    if not greedy and seed is None:
+        raise RnrLensError("sampling (temperature > 0) needs a seed so every sample can be reproduced; pass seed=")
+    return greedy
+
+
+def _base_seeds(seed: int | Sequence[int] | None, n_prompts: int) -> list[int] | None:
+    """Each prompt's base seed (sample ``j`` uses base ``+ j``): one for all, or one per prompt."""
+    if seed is None:
+        return None
+    bases = [int(seed)] * n_prompts if isinstance(seed, int) else [int(x) for x in seed]
+    if len(bases) != n_prompts:
+        raise RnrLensError(f"give one seed, or one per prompt: {len(bases)} seeds for {n_prompts} prompts")
+    return bases
+
+
+def _one_or_per_row(route: RouteLike | Sequence[RouteLike] | None, n_prompts: int, n_layers: int) -> tuple[Route | None, list[Route] | None]:
+    """``(one route for every row, None)``, or ``(None, each prompt's route)`` where the prompts'
+    routes differ (one route given per prompt, all alike, counts as one)."""
+    per_row = _per_prompt_routes(route, n_prompts, n_layers)
+    if per_row is not None and len(set(per_row)) == 1:
+        return per_row[0], None
+    if per_row is None:
+        return as_route(route, n_layers), None  # type: ignore[arg-type]  # one route: not a per-prompt list (checked above)
+    return None, per_row
+
+
 def generate(
     model: ModelLike,
     prompts: Sequence[PromptLike],
@@ -188,32 +227,11 @@ def generate(
         >>> out[0].text  # doctest: +SKIP
         ' 5.'
     """
-    if max_new_tokens < 1:
-        raise RnrLensError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-    if n < 1:
-        raise RnrLensError(f"n must be at least 1, got {n}")
-    if temperature < 0:
-        raise RnrLensError(f"temperature must be >= 0, got {temperature}")
-    if not 0 < top_p <= 1:
-        raise RnrLensError(f"top_p must be in (0, 1], got {top_p}")
-    if draw not in DRAWS:
-        raise RnrLensError(f"unknown draw {draw!r}; choose one of {', '.join(DRAWS)}")
-    greedy = temperature == 0
-    if not greedy and seed is None:
-        raise RnrLensError("sampling (temperature > 0) needs a seed so every sample can be reproduced; pass seed=")
+    greedy = _check_decoding(max_new_tokens, n, temperature, top_p, draw, seed)
     if not prompts:
         return []
-    bases: list[int] | None = None
-    if seed is not None:
-        bases = [int(seed)] * len(prompts) if isinstance(seed, int) else [int(x) for x in seed]
-        if len(bases) != len(prompts):
-            raise RnrLensError(f"give one seed, or one per prompt: {len(bases)} seeds for {len(prompts)} prompts")
-    per_row = _per_prompt_routes(route, len(prompts), model.n_layers)
-    single: Route | None = None
-    if per_row is not None and len(set(per_row)) == 1:
-        single, per_row = per_row[0], None
-    elif per_row is None:
-        single = as_route(route, model.n_layers)  # type: ignore[arg-type]  # one route: not a per-prompt list (checked above)
+    bases = _base_seeds(seed, len(prompts))
+    single, per_row = _one_or_per_row(route, len(prompts), model.n_layers)
     encoded = [model.encode(p) for p in prompts]
     n_distinct = 1 if greedy else n
     results: list[Generation | None] = [None] * (len(prompts) * n)

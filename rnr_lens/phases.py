@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -214,3 +214,34 @@ def _synchronize() -> None:
 
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def synchronize(device: Any) -> None:
+    """Wait for ``device``'s queued work (a no-op on the CPU), so a wall time covers it."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed_rounds(cases: Mapping[str, Callable[[], object]], repeats: int, device: Any = "cpu") -> dict[str, list[float]]:
+    """Wall times of each case over ``repeats`` rounds after one warm-up each; every round runs
+    all cases in turn, so drift in the machine's speed hits every case of a round alike (the
+    benchmarks' ratios against a baseline measured in the same run rest on this).
+
+    Example:
+        >>> times = timed_rounds({"baseline": lambda: sum(range(1000)), "ours": lambda: sum(range(999))}, repeats=3)
+        >>> sorted(times), len(times["ours"])
+        (['baseline', 'ours'], 3)
+    """
+    for fn in cases.values():
+        fn()  # warm-up
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            synchronize(device)
+            start = time.perf_counter()
+            fn()
+            synchronize(device)
+            times[name].append(time.perf_counter() - start)
+    return times

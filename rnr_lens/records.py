@@ -45,6 +45,11 @@ class Try:
 
 #: The try table's columns, in :class:`Try` field order.
 TRY_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Try))
+TRY_KEYS = ("question_id", "probe", "try_index")
+"""What identifies a try within an audit."""
+TRY_ANSWERS = ("text", "extracted", "correct", "n_tokens", "seed", "route", "ablation")
+"""What a deterministic run reproduces exactly (its log-probabilities and entropies: to float
+tolerance): two stores that disagree on these did not come from one run."""
 
 
 def try_from_row(row: dict[str, Any]) -> Try:

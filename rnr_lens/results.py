@@ -23,7 +23,7 @@ from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.display import estimate_text, html_table, probe_labels
 from rnr_lens.errors import RnrLensError
 from rnr_lens.probes import parse_probe
-from rnr_lens.records import DEFAULT_PROBE, AuditRecord, first_hit_column, reachable_column, try_from_row
+from rnr_lens.records import DEFAULT_PROBE, TRY_ANSWERS, TRY_KEYS, AuditRecord, first_hit_column, reachable_column, try_from_row
 from rnr_lens.stats import Estimate, above_chance, pass_at_k, permutation_chance, rate
 from rnr_lens.store import RunStore, open_store
 
@@ -33,6 +33,26 @@ extractor, not the model, may be deciding the realized rate."""
 
 SELECTOR_COLUMN = "select:"
 """Prefix of a selector's column in :meth:`AuditResult.summary`'s table (``select:majority``)."""
+
+
+def tries_difference(a: pd.DataFrame, b: pd.DataFrame, tolerance: float = 1e-4) -> str | None:
+    """Why two try tables are not the same tries, in one line (None: they are): row for row the
+    same keys and answers (``records.TRY_KEYS``, ``records.TRY_ANSWERS``), mean log-probabilities and
+    entropies equal within ``tolerance`` (a shard batches its questions otherwise, which may move
+    their last bits). The one comparison of "the same run" (shards, executors, the GPU check).
+
+    Example:
+        >>> tries_difference(one.tries, merged.tries)  # doctest: +SKIP
+    """
+    a = a.sort_values(list(TRY_KEYS)).reset_index(drop=True)
+    b = b.sort_values(list(TRY_KEYS)).reset_index(drop=True)
+    try:
+        pd.testing.assert_frame_equal(a[[*TRY_KEYS, *TRY_ANSWERS]], b[[*TRY_KEYS, *TRY_ANSWERS]])
+        for col in ("mean_logprob", "mean_entropy"):
+            np.testing.assert_allclose(a[col].astype(float), b[col].astype(float), rtol=tolerance, atol=tolerance)
+    except AssertionError as exc:
+        return " ".join(str(exc).split())
+    return None
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import pandas as pd
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import acquire_writer_lock, lock_file, refused_writes, writer_active, writer_lock
 from rnr_lens.phases import phase
-from rnr_lens.records import COMPLETE, RUNNING, TRY_COLUMNS, AuditRecord, AuditStatus, Try
+from rnr_lens.records import COMPLETE, RUNNING, TRY_ANSWERS, TRY_COLUMNS, TRY_KEYS, AuditRecord, AuditStatus, Try
 
 SCHEMA_VERSION = 1
 TYPICAL_TRY_BYTES = 1500
@@ -334,8 +334,7 @@ class RunStore:
                         f"{source} and the merged store disagree on question {qid} of audit {info.id[:12]}; they are not shards of one audit"
                     )
             c.executemany("INSERT OR IGNORE INTO questions VALUES (?,?,?,?,?)", [(info.id, *q) for q in payload["questions"]])
-            key_cols = ("question_id", "probe", "try_index")
-            result_cols = ("text", "extracted", "correct", "n_tokens", "seed", "route", "ablation")
+            key_cols, result_cols = TRY_KEYS, TRY_ANSWERS
             index = {c_: TRY_COLUMNS.index(c_) for c_ in (*key_cols, *result_cols)}
             existing_t = {
                 tuple(r[:3]): tuple(r[3:]) for r in c.execute(f"SELECT {', '.join(key_cols + result_cols)} FROM tries WHERE audit_id=?", (info.id,))

@@ -1,10 +1,13 @@
-"""Tiny random models of the real architecture code, for fast tests and examples.
+"""Random models of the real architecture code, for fast tests, examples and checks.
 
-``tiny_model()`` is a randomly initialised Llama (the same Hugging Face class SmolLM2 uses,
+:func:`random_causal_lm` is the one builder of random models (any architecture transformers
+knows, any width, seeded without touching the global generator); :func:`tiny_model` is a
+randomly initialised Llama (the same Hugging Face class SmolLM2 uses,
 wrapped by the same code as every loaded model) with an in-memory byte-level BPE tokenizer and
 a ChatML template: no download, a few milliseconds per forward. Its weights are drawn with a
 large scale so that next-token distributions are peaked and greedy decoding is stable under
-float reordering, which the engine's equivalence tests rely on.
+float reordering, which the engine's equivalence tests rely on. :func:`greedy_without_cache`
+is the reference those tests and the GPU check compare cached generation with.
 """
 
 from __future__ import annotations
@@ -52,6 +55,41 @@ def tiny_tokenizer() -> Any:
     return fast
 
 
+LLAMA_SHAPES: dict[str, dict[str, int]] = {
+    "llama-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2),
+    "llama-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2),
+}
+"""Llama-architecture shapes of public models at these sizes (Qwen2.5-0.5B/1.5B-like widths),
+for random models of real width (:func:`random_causal_lm`; the engine benchmark, the GPU check)."""
+
+
+def random_causal_lm(model_type: str, *, seed: int = 0, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, **config: Any) -> Any:
+    """A randomly initialised Hugging Face causal LM of ``model_type`` (``llama``, ``qwen2`` or
+    any type transformers knows), built by the real architecture code from ``config``'s fields
+    (``AutoConfig.for_model``), drawn in float32 on ``device`` from ``seed`` without touching the
+    global generator, then cast to ``dtype``: the same weights for every dtype. The one builder
+    of random models: :func:`tiny_model`, the architecture tests, the GPU check's real widths and
+    the engine benchmark call it.
+
+    Example:
+        >>> hf = random_causal_lm("llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        ...                       num_attention_heads=4, num_key_value_heads=2, vocab_size=400)
+        >>> hf.config.num_hidden_layers
+        2
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.for_model(model_type, **config)
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    finally:
+        torch.random.set_rng_state(state)
+    return model.to(dtype).eval()
+
+
 def tiny_model(n_layers: int = 4, *, d_model: int = 64, seed: int = 0, name: str = "tiny-llama") -> LensModel:
     """A randomly initialised Llama of the real architecture code, for fast unit tests.
 
@@ -59,10 +97,10 @@ def tiny_model(n_layers: int = 4, *, d_model: int = 64, seed: int = 0, name: str
     distributions are peaked: greedy decoding is then stable under float reordering, which
     the engine's equivalence tests rely on.
     """
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     tokenizer = tiny_tokenizer()
-    config = LlamaConfig(
+    model = random_causal_lm(
+        "llama",
+        seed=seed,
         vocab_size=len(tokenizer),
         hidden_size=d_model,
         intermediate_size=2 * d_model,
@@ -77,10 +115,22 @@ def tiny_model(n_layers: int = 4, *, d_model: int = 64, seed: int = 0, name: str
         pad_token_id=tokenizer.pad_token_id,
         architectures=["LlamaForCausalLM"],
     )
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
-        model = LlamaForCausalLM(config).eval()
-    finally:
-        torch.random.set_rng_state(generator_state)
     return LensModel(wrap_bridge(model, tokenizer, name), name=name, tokenizer=tokenizer)
+
+
+def greedy_without_cache(model: LensModel, prompt: Any, max_new_tokens: int, **intervention: Any) -> list[int]:
+    """The reference every cached generation path is checked against: greedy tokens with the
+    whole sequence recomputed at every step, through the bridge (a no-op user hook sends every
+    forward there), with the route's layer list rebuilt by ``intervene(**intervention)``."""
+    ids = model.encode(prompt)
+    out: list[int] = []
+    noop = [("blocks.0.hook_resid_pre", lambda x, hook: None)]
+    with torch.no_grad(), model.bridge.hooks(fwd_hooks=noop), model.intervene(**intervention):
+        if model.engine.path().graph != "bridge":
+            raise RuntimeError(f"the reference ran on the {model.engine.path()}, not the bridge")
+        for _ in range(max_new_tokens):
+            token = int(model.forward_tokens(torch.tensor([ids + out]))[0, -1].argmax())
+            if token in model.eos_token_ids:
+                break
+            out.append(token)
+    return out

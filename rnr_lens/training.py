@@ -100,6 +100,22 @@ def answer_tokens(model: LensModel, sample: Generation) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 
 
+def _check_run(task: Task, config: TrainConfig, deployment: DeploymentConfig) -> int:
+    """Refuse a run that cannot train (no questions, test-split questions, an answer budget no
+    longer than the overlong buffer), in one line each; the rollouts' answer budget."""
+    if len(task) == 0:
+        raise RnrLensError("cannot train on an empty task; give it some training questions")
+    if any("split" in q.metadata and q.metadata["split"] == "test" for q in task):
+        raise RnrLensError(f"task {task.name} holds test-split questions; train on the training split, e.g. tasks.get(name, split='train')")
+    budget = config.max_new_tokens or deployment.max_new_tokens
+    if budget <= config.overlong_buffer:
+        raise RnrLensError(
+            f"the answer budget ({budget} tokens) must exceed TrainConfig.overlong_buffer ({config.overlong_buffer}); "
+            "lower overlong_buffer, or raise TrainConfig.max_new_tokens"
+        )
+    return budget
+
+
 def train(
     model: LensModel,
     task: Task,
@@ -134,16 +150,7 @@ def train(
     """
     config = config or TrainConfig()
     deployment = deployment or deployment_for_task(model, task)
-    if len(task) == 0:
-        raise RnrLensError("cannot train on an empty task; give it some training questions")
-    if any("split" in q.metadata and q.metadata["split"] == "test" for q in task):
-        raise RnrLensError(f"task {task.name} holds test-split questions; train on the training split, e.g. tasks.get(name, split='train')")
-    budget = config.max_new_tokens or deployment.max_new_tokens
-    if budget <= config.overlong_buffer:
-        raise RnrLensError(
-            f"the answer budget ({budget} tokens) must exceed TrainConfig.overlong_buffer ({config.overlong_buffer}); "
-            "lower overlong_buffer, or raise TrainConfig.max_new_tokens"
-        )
+    budget = _check_run(task, config, deployment)
     layers = parse_layers(config.layers, model.n_layers)
     params = trainable_parameters(model, layers, config.components)
     base_name = model.name
@@ -180,18 +187,7 @@ def train(
                 if groups
                 else {"loss": None, "clip_fraction": None, "approx_kl": None, "grad_norm": None}
             )
-            rewards = [r for g in sampled for r in g.rewards]
-            record = {
-                "step": state.step + 1,
-                "reward": sum(rewards) / len(rewards),
-                "accuracy": sum(c for g in sampled for c in g.correct) / len(rewards),
-                "groups_sampled": len(sampled),
-                "groups_kept": len(groups),
-                "answer_tokens": sum(len(a) for g in groups for a in g.answers),
-                "mean_length": sum(len(a) for g in sampled for a in g.answers) / len(rewards),
-                **record,
-                "seconds": round(time.perf_counter() - started, 3),
-            }
+            record = _step_record(state.step + 1, sampled, groups, record, started)
             state.history.append(record)
             state.step += 1
             if bar is not None:
@@ -211,6 +207,23 @@ def train(
     model.name = f"{base_name}+dapo{state.step}"
     checkpoint = run.folder / "final" if run is not None else None
     return TrainResult(model, state.history, checkpoint, config, resumed_from=resumed_from)
+
+
+def _step_record(step: int, sampled: list[_Group], kept: list[_Group], update: dict[str, Any], started: float) -> dict[str, Any]:
+    """One step's line of ``history.jsonl``: the rollouts' mean reward and accuracy, the groups
+    sampled and kept (dynamic sampling), answer lengths, the update's figures and the time."""
+    rewards = [r for g in sampled for r in g.rewards]
+    return {
+        "step": step,
+        "reward": sum(rewards) / len(rewards),
+        "accuracy": sum(c for g in sampled for c in g.correct) / len(rewards),
+        "groups_sampled": len(sampled),
+        "groups_kept": len(kept),
+        "answer_tokens": sum(len(a) for g in kept for a in g.answers),
+        "mean_length": sum(len(a) for g in sampled for a in g.answers) / len(rewards),
+        **update,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
 
 
 @dataclass

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from rnr_lens.comparison import Comparison
     from rnr_lens.miner import SweepResult
     from rnr_lens.results import AuditResult
+    from rnr_lens.sweeps import Bottleneck
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 SIGNED = "RdBu"
@@ -98,6 +99,75 @@ def _layer_ticks(n_layers: int) -> dict:
     return dict(tickmode="linear", tick0=0, dtick=1 if n_layers <= 16 else 5, range=[-0.6, n_layers - 0.4])
 
 
+def _add_block_panels(fig: go.Figure, g: int, comp: str, method: str, df: pd.DataFrame, screen: str, b: Bottleneck | None, n_layers: int) -> None:
+    """Group ``g``'s two panels of :func:`repair_break` (one component and method): the screen
+    score of every block above; below, the generated blocks' repair and break rates with their
+    intervals, the blocks only screened as hollow marks, and the bottleneck shaded."""
+    top, bottom = 2 * g + 1, 2 * g + 2
+    df = df.sort_values("layer")
+    fig.add_bar(
+        x=df["layer"],
+        y=df[screen],
+        marker_color="#999",
+        name="screen",
+        legendgroup="screen",
+        showlegend=g == 0,
+        hovertemplate="block %{x}<br>screen %{y:.3f}<extra></extra>",
+        row=top,
+        col=1,
+    )
+    done = df.dropna(subset=["repair"]) if "repair" in df else df.iloc[0:0]
+    only = df[~df["layer"].isin(done["layer"])]
+    for key, name, colour, n, of in (
+        ("repair", "repair", OKABE_ITO[0], "n_repaired", "n_failures"),
+        ("break", "break", OKABE_ITO[3], "n_broken", "n_control"),
+    ):
+        if done.empty:
+            continue
+        counts = [f"{int(a)}/{int(c)}" if pd.notna(a) and pd.notna(c) else "" for a, c in zip(done.get(n, []), done.get(of, []))]
+        fig.add_bar(
+            x=done["layer"],
+            y=done[key],
+            error_y=_errors(done, key),
+            name=name,
+            marker_color=colour,
+            legendgroup=key,
+            showlegend=g == 0,
+            row=bottom,
+            col=1,
+            customdata=list(zip(counts, done[f"{key}_low"], done[f"{key}_high"])),
+            hovertemplate=f"block %{{x}}<br>{key} %{{customdata[0]}} = %{{y:.2f}} [%{{customdata[1]:.2f}}, %{{customdata[2]:.2f}}]<extra></extra>",
+        )
+    if not only.empty:
+        fig.add_scatter(
+            x=only["layer"],
+            y=[0.02] * len(only),
+            mode="markers",
+            name="screened only",
+            marker=dict(symbol="circle-open", color="#888", size=6),
+            legendgroup="only",
+            showlegend=g == 0,
+            hovertemplate="block %{x}: screened only, not generated<extra></extra>",
+            row=bottom,
+            col=1,
+        )
+    if b and b.component == comp and b.method == method:
+        for row in (top, bottom):
+            fig.add_vrect(x0=b.layer - 0.5, x1=b.layer + 0.5, fillcolor=OKABE_ITO[6], opacity=0.35, line_width=0, layer="below", row=row, col=1)
+        # named in the legend, never as text over the bars and ticks
+        fig.add_scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            name=f"bottleneck ({b.layer})",
+            marker=dict(symbol="square", size=10, color=OKABE_ITO[6], opacity=0.6),
+        )
+    fig.update_yaxes(title_text="screen", row=top, col=1)
+    fig.update_yaxes(range=[0, 1.05], title_text="rate", row=bottom, col=1)
+    fig.update_xaxes(**_layer_ticks(n_layers), row=top, col=1)
+    fig.update_xaxes(**_layer_ticks(n_layers), row=bottom, col=1)
+
+
 def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "screen_logprob") -> go.Figure:
     """Repair rates per block, the design card's figure.
 
@@ -129,69 +199,7 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
     )
     b = sweep.bottleneck
     for g, ((comp, method), df) in enumerate(groups):
-        top, bottom = 2 * g + 1, 2 * g + 2
-        df = df.sort_values("layer")
-        fig.add_bar(
-            x=df["layer"],
-            y=df[screen],
-            marker_color="#999",
-            name="screen",
-            legendgroup="screen",
-            showlegend=g == 0,
-            hovertemplate="block %{x}<br>screen %{y:.3f}<extra></extra>",
-            row=top,
-            col=1,
-        )
-        done = df.dropna(subset=["repair"]) if "repair" in df else df.iloc[0:0]
-        only = df[~df["layer"].isin(done["layer"])]
-        for key, name, colour, n, of in (
-            ("repair", "repair", OKABE_ITO[0], "n_repaired", "n_failures"),
-            ("break", "break", OKABE_ITO[3], "n_broken", "n_control"),
-        ):
-            if done.empty:
-                continue
-            counts = [f"{int(a)}/{int(c)}" if pd.notna(a) and pd.notna(c) else "" for a, c in zip(done.get(n, []), done.get(of, []))]
-            fig.add_bar(
-                x=done["layer"],
-                y=done[key],
-                error_y=_errors(done, key),
-                name=name,
-                marker_color=colour,
-                legendgroup=key,
-                showlegend=g == 0,
-                row=bottom,
-                col=1,
-                customdata=list(zip(counts, done[f"{key}_low"], done[f"{key}_high"])),
-                hovertemplate=f"block %{{x}}<br>{key} %{{customdata[0]}} = %{{y:.2f}} [%{{customdata[1]:.2f}}, %{{customdata[2]:.2f}}]<extra></extra>",
-            )
-        if not only.empty:
-            fig.add_scatter(
-                x=only["layer"],
-                y=[0.02] * len(only),
-                mode="markers",
-                name="screened only",
-                marker=dict(symbol="circle-open", color="#888", size=6),
-                legendgroup="only",
-                showlegend=g == 0,
-                hovertemplate="block %{x}: screened only, not generated<extra></extra>",
-                row=bottom,
-                col=1,
-            )
-        if b and b.component == comp and b.method == method:
-            for row in (top, bottom):
-                fig.add_vrect(x0=b.layer - 0.5, x1=b.layer + 0.5, fillcolor=OKABE_ITO[6], opacity=0.35, line_width=0, layer="below", row=row, col=1)
-            # named in the legend, never as text over the bars and ticks
-            fig.add_scatter(
-                x=[None],
-                y=[None],
-                mode="markers",
-                name=f"bottleneck ({b.layer})",
-                marker=dict(symbol="square", size=10, color=OKABE_ITO[6], opacity=0.6),
-            )
-        fig.update_yaxes(title_text="screen", row=top, col=1)
-        fig.update_yaxes(range=[0, 1.05], title_text="rate", row=bottom, col=1)
-        fig.update_xaxes(**_layer_ticks(n_layers), row=top, col=1)
-        fig.update_xaxes(**_layer_ticks(n_layers), row=bottom, col=1)
+        _add_block_panels(fig, g, str(comp), str(method), df, screen, b, n_layers)
     fig.update_xaxes(title_text="block (layer)", row=2 * len(groups), col=1)
     (comp, method), _ = groups[0]
     default = (

@@ -65,7 +65,7 @@ from typing import Any, Literal
 
 STARTED = time.perf_counter()  # the budget counts from here, imports and model construction included
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # run from the tree: no install needed
+sys.path[:0] = [str(ROOT)]  # run from the tree: no install needed (the library alone: no test or benchmark module)
 
 import torch  # noqa: E402
 
@@ -147,11 +147,11 @@ TINY_SETTINGS = Settings(
 def real_specs() -> list[ModelSpec]:
     """Qwen2.5-0.5B's shape on the Qwen2 code and the 1.5B Llama of ``bench_engine``, at
     Qwen2.5's vocabulary (151,936 rows, tied embeddings)."""
-    from bench_engine import RANDOM_LLAMAS
+    from rnr_lens.tiny import LLAMA_SHAPES
 
     return [
         ModelSpec("qwen2.5-0.5b-shape", "qwen2", 896, 4864, 24, 14, 2, 151936),
-        ModelSpec("llama-1.5b-shape", "llama", **RANDOM_LLAMAS["llama-1.5b"], vocab_size=151936),
+        ModelSpec("llama-1.5b-shape", "llama", **LLAMA_SHAPES["llama-1.5b"], vocab_size=151936),
     ]
 
 
@@ -232,13 +232,17 @@ class Timeline:
 
 
 def build_random(spec: ModelSpec, tokenizer: Any, device: torch.device, dtype: torch.dtype, seed: int = 0) -> torch.nn.Module:
-    """A random Hugging Face causal LM of ``spec``'s family and shape, drawn in float32 on
-    ``device`` from ``seed`` (the same weights for every dtype), then cast to ``dtype``."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+    """A random Hugging Face causal LM of ``spec``'s family and shape
+    (:func:`rnr_lens.tiny.random_causal_lm`: drawn in float32 on ``device`` from ``seed``, the
+    same weights for every dtype, then cast to ``dtype``)."""
+    from rnr_lens.tiny import random_causal_lm
 
     architecture = {"qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM"}[spec.family]
-    config = AutoConfig.for_model(
+    return random_causal_lm(
         spec.family,
+        seed=seed,
+        device=device,
+        dtype=dtype,
         vocab_size=spec.vocab_size or len(tokenizer),
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
@@ -253,14 +257,6 @@ def build_random(spec: ModelSpec, tokenizer: Any, device: torch.device, dtype: t
         pad_token_id=tokenizer.pad_token_id,
         architectures=[architecture],
     )
-    state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
-        with torch.device(device):
-            model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    finally:
-        torch.random.set_rng_state(state)
-    return model.to(dtype).eval()
 
 
 def make_model(spec: ModelSpec, device: torch.device, dtype: torch.dtype, with_reference: bool = False) -> tuple[Any, torch.nn.Module | None]:
@@ -354,7 +350,7 @@ def row_routes(n: int) -> list[Any]:
 def check_exactness(model: Any, settings: Settings) -> Outcome:
     """KV-cached generation on the twin equals a no-cache recompute through the bridge under
     every intervention of :func:`interventions` (float32)."""
-    from tests.test_adapters import _greedy_without_cache
+    from rnr_lens.tiny import greedy_without_cache
 
     batch = prompts(settings.prompts)
     compared, mismatched = 0, []
@@ -366,7 +362,7 @@ def check_exactness(model: Any, settings: Settings) -> Outcome:
         cached = model.generate(batch, max_new_tokens=settings.new_tokens, **intervention)
         for i, (prompt, gen) in enumerate(zip(batch, cached)):
             with torch.device(model.device):  # the reference builds its token tensors where the model is
-                reference = _greedy_without_cache(model, prompt, settings.new_tokens, **intervention)
+                reference = greedy_without_cache(model, prompt, settings.new_tokens, **intervention)
             compared += len(reference)
             if gen.token_ids != reference:
                 mismatched.append(f"{name} prompt {i}")
@@ -446,9 +442,8 @@ def check_generation_throughput(model: Any, reference: torch.nn.Module, settings
     of the same weights, same prompts and batch (median over rounds of the time ratio)."""
     import statistics
 
-    from bench_engine import timed_rounds
-
     import rnr_lens as R
+    from rnr_lens.phases import timed_rounds
 
     batch = prompts(settings.perf_batch)
     ids, mask = model.pad([model.encode(p) for p in batch])
@@ -502,10 +497,9 @@ def peak_memory(device: torch.device) -> Iterator[dict[str, float]]:
 def check_audit_throughput(model: Any, settings: Settings) -> Outcome:
     """Tries per second of sampling, random routes and the lockstep route search at a batch of
     ``audit_batch`` rows, on ``audit_questions`` questions of ``add-two-digit``."""
-    from bench_engine import sync
-
     from rnr_lens import tasks
     from rnr_lens.deploy import DeploymentConfig
+    from rnr_lens.phases import synchronize as sync
     from rnr_lens.probes import Default, ProbeContext, parse_probe
 
     device = model.device
@@ -542,7 +536,8 @@ def check_ray_two_shard(folder: Path, device: torch.device, settings: Settings, 
     the CPU) gives the tries of the same two shards run in this process, float32."""
     from rnr_lens import tasks
     from rnr_lens.executors import init_ray, run_audit
-    from tests.test_shards import KEYS, assert_same_tries
+    from rnr_lens.records import TRY_KEYS
+    from rnr_lens.results import tries_difference
 
     task = tasks.get("add-small", n=settings.ray_questions)
     probes = ["sampling:k=3,t=1.0", "routes:k=2,edit_rate=0.6"]
@@ -562,16 +557,14 @@ def check_ray_two_shard(folder: Path, device: torch.device, settings: Settings, 
         ray.shutdown()
     local = run_audit(folder, task, probes, store=scratch / "local.db", shards=2, executor="local", load=load, progress=False, seed=5)
     same_id = on_ray.id == local.id
-    merged = on_ray.tries.merge(local.tries, on=KEYS, suffixes=("_ray", "_local"))
+    merged = on_ray.tries.merge(local.tries, on=list(TRY_KEYS), suffixes=("_ray", "_local"))
     same_text = int((merged["text_ray"] == merged["text_local"]).sum())
     figures = {"tries": float(len(local.tries)), "same_text": float(same_text), "ray_s": ray_s, "gpus": float(gpus)}
     workers = f"{gpus} GPU workers" if device.type == "cuda" else "CPU workers (dry run)"
     what = f"2 shards on Ray ({workers}) = the same shards in one process: {same_text}/{len(local.tries)} tries alike"
-    try:
-        assert same_id, "the audit ids differ"
-        assert_same_tries(on_ray.tries, local.tries)
-    except AssertionError as exc:
-        return Outcome("fail", f"{what}; {(str(exc).strip().splitlines() or ['differ'])[0][:200]}", figures)
+    why = "the audit ids differ" if not same_id else tries_difference(on_ray.tries, local.tries)
+    if why is not None:
+        return Outcome("fail", f"{what}; {why[:200]}", figures)
     return Outcome("pass", what, figures)
 
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import rnr_lens as R
-from rnr_lens.tiny import tiny_tokenizer
+from rnr_lens.tiny import greedy_without_cache, random_causal_lm, tiny_tokenizer
 
 D, HEADS, LAYERS = 64, 4, 4
 
@@ -42,8 +42,6 @@ REFERENCE = ("What is 1 + 1?", "Tom has 3 apples.")
 
 
 def _build(model_type: str, folder) -> R.LensModel:
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     tok = tiny_tokenizer()
     shared = {
         "vocab_size": len(tok),
@@ -57,27 +55,10 @@ def _build(model_type: str, folder) -> R.LensModel:
         "eos_token_id": tok.eos_token_id,
         "pad_token_id": tok.pad_token_id,
     }
-    config = AutoConfig.for_model(model_type, **{**shared, **ARCHITECTURES[model_type]})
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config).eval()
+    model = random_causal_lm(model_type, seed=0, **{**shared, **ARCHITECTURES[model_type]})
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return R.load_model(folder)
-
-
-def _greedy_without_cache(model: R.LensModel, prompt: str, max_new_tokens: int, **intervention) -> list[int]:
-    """Recompute the whole sequence at every step, through the bridge (a no-op user hook sends
-    every forward there), with the route's layer list rebuilt by ``intervene``."""
-    ids, out = model.encode(prompt), []
-    noop = [("blocks.0.hook_resid_pre", lambda x, hook: None)]
-    with torch.no_grad(), model.bridge.hooks(fwd_hooks=noop), model.intervene(**intervention):
-        assert model.engine.path().graph == "bridge"
-        for _ in range(max_new_tokens):
-            token = int(model.forward_tokens(torch.tensor([ids + out]))[0, -1].argmax())
-            if token in model.eos_token_ids:
-                break
-            out.append(token)
-    return out
 
 
 @pytest.fixture(scope="module", params=sorted(ARCHITECTURES))
@@ -109,7 +90,7 @@ def test_cached_generation_on_the_twin_matches_the_no_cache_reference(arch_model
         assert arch_model.engine.path().graph == "twin", arch_model.engine.path()
         ours = arch_model.generate(PROMPTS, max_new_tokens=8)
     for prompt, gen in zip(PROMPTS, ours):
-        assert gen.token_ids == _greedy_without_cache(arch_model, prompt, 8, **intervention)
+        assert gen.token_ids == greedy_without_cache(arch_model, prompt, 8, **intervention)
 
 
 ABLATIONS = [
@@ -164,4 +145,4 @@ def test_rows_with_different_routes_match_the_no_cache_reference_in_one_forward_
         handle.remove()
     assert len(calls) <= 6, "rows with different routes must share each forward"
     for prompt, route, gen in zip(ROW_PROMPTS, ROW_ROUTES, ours):
-        assert gen.token_ids == _greedy_without_cache(arch_model, prompt, 6, route=route, ablations=ablations), str(route)
+        assert gen.token_ids == greedy_without_cache(arch_model, prompt, 6, route=route, ablations=ablations), str(route)

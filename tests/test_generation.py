@@ -4,21 +4,8 @@ import pytest
 import torch
 
 import rnr_lens as R
+from rnr_lens.tiny import greedy_without_cache
 from tests.conftest import prompts_for
-
-
-def _greedy_without_cache(model, prompt, route, max_new_tokens):
-    """Reference: recompute the whole sequence at every step, no KV cache at all."""
-    ids = model.encode(prompt)
-    out = []
-    with torch.no_grad(), model.intervene(route=route):
-        for _ in range(max_new_tokens):
-            logits = model.forward_tokens(torch.tensor([ids + out]))
-            token = int(logits[0, -1].argmax())
-            if token in model.eos_token_ids:
-                break
-            out.append(token)
-    return out
 
 
 def test_identity_route_matches_plain_hf_greedy_generation(model):
@@ -47,7 +34,7 @@ def test_kv_cached_route_matches_no_cache_reference(model, edit):
     else:
         route = R.Route(list(range(n // 2)) + list(range(n // 4, n)), n_layers=n)
     prompt = prompts_for(model)[1]
-    reference = _greedy_without_cache(model, prompt, route, max_new_tokens=10)
+    reference = greedy_without_cache(model, prompt, 10, route=route)
     ours = model.generate([prompt], route=route, max_new_tokens=10)[0]
     assert ours.token_ids == reference
 

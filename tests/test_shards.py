@@ -3,7 +3,6 @@
 import shutil
 import sqlite3
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -12,23 +11,17 @@ from rnr_lens import failures, tasks
 from rnr_lens import miner as M
 from rnr_lens.audits import audit
 from rnr_lens.cli import main
-from rnr_lens.results import AuditResult
+from rnr_lens.results import AuditResult, tries_difference
 from rnr_lens.shards import Shard, complete_split
 from rnr_lens.store import RunStore, merge
 
 PROBES = ["sampling:k=3,t=1.0", "routes:k=2,edit_rate=0.6"]
-KEYS = ["question_id", "probe", "try_index"]
-EXACT = ["text", "extracted", "correct", "n_tokens", "seed", "route", "ablation"]
 
 
 def assert_same_tries(a: pd.DataFrame, b: pd.DataFrame) -> None:
-    """Row for row: the same keys and answers; log-probabilities equal to float tolerance
-    (a shard batches its questions differently, which may move the last bits)."""
-    a = a.sort_values(KEYS).reset_index(drop=True)
-    b = b.sort_values(KEYS).reset_index(drop=True)
-    pd.testing.assert_frame_equal(a[KEYS + EXACT], b[KEYS + EXACT])
-    for col in ("mean_logprob", "mean_entropy"):
-        np.testing.assert_allclose(a[col].astype(float), b[col].astype(float), rtol=1e-4, atol=1e-4)
+    """Row for row the same tries (:func:`rnr_lens.results.tries_difference`, the one comparison)."""
+    why = tries_difference(a, b)
+    assert why is None, why
 
 
 def test_shard_parse_and_partition():
