@@ -260,7 +260,7 @@ def _reference(failure_set: FailureSet, model: LensModel) -> tuple[str, ...]:
 
 def screen_logprob(
     model: LensModel, questions: Sequence[Question], failure_set: FailureSet, candidates: list[Ablation], bar: Any = None
-) -> dict[str, float]:
+) -> dict[Ablation, float]:
     """Mean change of the gold answer's log-probability under each candidate ablation,
     recomputing only the blocks from the ablated one onward (from the clean residual stream);
     ``bar`` (a tqdm bar) advances once per candidate."""
@@ -272,13 +272,13 @@ def screen_logprob(
         with phase("teacher-forced"):
             clean = rows.logprobs(model.forward_tokens(ids, mask, logits_to_keep=keep)).sum(-1)
             resid = model.residual_stream(ids, mask)
-        out = {}
+        out: dict[Ablation, float] = {}
         for ablation in candidates:
             start = ablation.layer
             route = Route(range(start, model.n_layers), model.n_layers)
             with model.intervene(route=route, ablations=[ablation]), phase("teacher-forced"):
                 logits = model.forward_tokens(ids, mask, position_ids=position_ids, inputs_embeds=resid[start], logits_to_keep=keep)
-            out[str(ablation)] = float((rows.logprobs(logits).sum(-1) - clean).mean())
+            out[ablation] = float((rows.logprobs(logits).sum(-1) - clean).mean())
             if bar is not None:
                 bar.update(1)
     return out
@@ -375,7 +375,7 @@ def mine(
     with phase("mine:screen"):
         scores, atp = screen(model, failure_set, candidates, components, methods, progress)
     screen_seconds = time.perf_counter() - started
-    chosen = candidates if strategy == "exhaustive" else sorted(candidates, key=lambda a: -scores[str(a)])[:top_m]
+    chosen = candidates if strategy == "exhaustive" else sorted(candidates, key=lambda a: -scores[a])[:top_m]
     part = Shard.parse(shard) if shard is not None else None
     with phase("mine:exhaustive" if strategy == "exhaustive" else "mine:confirm"):
         before, results = confirm(
@@ -392,10 +392,10 @@ def mine(
 
 def screen(
     model: LensModel, failure_set: FailureSet, candidates: list[Ablation], components: Sequence[str], methods: Sequence[str], progress: bool = False
-) -> tuple[dict[str, float], dict[tuple[int, str, str], float]]:
+) -> tuple[dict[Ablation, float], dict[Ablation, float]]:
     """Stage 1 of mining: score every candidate without generating, on the discovery half:
     the change of the gold answer's teacher-forced log-probability (:func:`screen_logprob`) and
-    attribution patching's linear estimate of it, keyed by ``(layer, component, method)``."""
+    attribution patching's linear estimate of it, each keyed by the candidate."""
     bar = progress_bar(progress, len(candidates) + 1, f"mine: screen {len(candidates)} blocks on {len(failure_set.discovery)} failures", "block")
     try:
         scores = screen_logprob(model, list(failure_set.discovery), failure_set, candidates, bar)
@@ -406,7 +406,7 @@ def screen(
     finally:
         if bar is not None:
             bar.close()
-    return scores, {(r.layer, r.component, r.method): r.atp_estimate for r in atp.itertuples()}
+    return scores, {by_key[key]: r.atp_estimate for r in atp.itertuples() if (key := (r.layer, r.component, r.method)) in by_key}
 
 
 def confirm(
@@ -419,7 +419,7 @@ def confirm(
     batch_size: int | None,
     progress: bool = False,
     strategy: str = "screen+confirm",
-) -> tuple[dict[str, Outcome], dict[str, list[Outcome]]]:
+) -> tuple[dict[str, Outcome], dict[Ablation, list[Outcome]]]:
     """Stage 2 of mining: the greedy answers on every failure and control question (of
     ``part``) before any ablation and under each chosen one, each read from the store where
     it was kept (``base`` names them) or generated and kept. The audit's own default answers
@@ -440,7 +440,7 @@ def confirm(
                 bar.update(1)
         else:
             before = {o.question_id: o for o in evaluated(None)}
-        return before, {str(a): evaluated(a) for a in chosen}
+        return before, {a: evaluated(a) for a in chosen}
     finally:
         if bar is not None:
             bar.close()
@@ -449,10 +449,10 @@ def confirm(
 def _tabulate(
     failure_set: FailureSet,
     candidates: Sequence[Ablation],
-    scores: dict[str, float],
-    atp: dict[tuple[int, str, str], float],
+    scores: dict[Ablation, float],
+    atp: dict[Ablation, float],
     before: dict[str, Outcome],
-    results: dict[str, list[Outcome]],
+    results: dict[Ablation, list[Outcome]],
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Stage 3 of mining: one table row per candidate (screen scores, and for the generated
     ones their rates), and one detail row per generated candidate and question."""
@@ -463,11 +463,11 @@ def _tabulate(
             "layer": a.layer,
             "component": a.component,
             "method": a.method,
-            "screen_logprob": scores[str(a)],
-            "screen_atp": atp.get((a.layer, a.component, a.method)),
+            "screen_logprob": scores[a],
+            "screen_atp": atp.get(a),
         }
-        if str(a) in results:
-            after = results[str(a)]
+        if a in results:
+            after = results[a]
             row.update(rates(after, before, failure_set.heldout_controls))
             for o in after:
                 b = before[o.question_id]

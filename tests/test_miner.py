@@ -142,7 +142,7 @@ def test_screen_matches_a_full_recompute(tiny, planted):
         for ablation in (R.Ablation(1), R.Ablation(3)):
             with tiny.intervene(ablations=[ablation]):
                 full = rows.logprobs(tiny.forward_tokens(rows.input_ids, rows.attention_mask)).sum(-1)
-            assert fast[str(ablation)] == pytest.approx(float((full - clean).mean()), abs=1e-4)
+            assert fast[ablation] == pytest.approx(float((full - clean).mean()), abs=1e-4)
 
 
 def test_direct_logit_attribution_adds_up(tiny, planted):
