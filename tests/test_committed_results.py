@@ -15,10 +15,10 @@ RESULTS = Path(__file__).resolve().parents[1] / "assets" / "results"
 FOLDERS = sorted(p.parent for p in RESULTS.glob("*/claims.json"))
 MAX_BYTES = 15_000_000
 
-AWAITING_RERUN = {"grid-deep", "grid-deep-training"}
-"""Results decided by verdict rules version 1, whose stores were lost before evidence existed
-(issue 35 re-runs them under the current rules; the README names them as version 1's). A
-folder leaves this set when its re-run's evidence is committed."""
+AWAITING_RERUN: set[str] = set()
+"""Results decided by an earlier rules version whose stores were lost before evidence existed
+(the README would name them as that version's). Empty since the deep grid's re-run (issue 35):
+every committed result carries its evidence. A folder enters it only with the README's note."""
 
 
 def test_the_results_folders_are_known_and_their_evidence_is_committable():
