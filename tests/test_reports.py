@@ -399,18 +399,6 @@ def test_the_deep_grid_is_valid_and_takes_small_tasks_whole():
     assert _load_task("add-small", grid).questions == tasks.get("add-small", n="all").questions
 
 
-def test_the_deep_training_grid_is_the_deep_grid_without_mining():
-    """Its base audits must repeat the deep run's question for question: the README reads the
-    two runs as one grid (claims 1 and 2 from one, claim 3 from the other)."""
-    from dataclasses import replace
-    from pathlib import Path
-
-    assets = Path(__file__).resolve().parents[1] / "assets"
-    deep, half = Grid.load(assets / "grid-deep.yaml"), Grid.load(assets / "grid-deep-training.yaml")
-    assert not half.mine and half.pairs
-    assert replace(half, mine=deep.mine, exhaustive=deep.exhaustive) == deep
-
-
 def test_trained_checkpoints_run_right_after_their_base():
     """So a partial report answers claim 3 for a pair as soon as both its audits are done."""
     from rnr_lens.reports import _run_order
