@@ -181,14 +181,14 @@ class BlockRates:
     """One generated block's repair on each half of a failure set and its break rate: on the
     held-out controls (rules 2; on every control under rules 1, whose files say no ``rules``)."""
 
-    block: int
+    layer: int
     repair_discovery: float
     repair_heldout: Estimate | None
     break_rate: Estimate | None
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "block": self.block,
+            "block": self.layer,  # claims.json's key since rules 1
             "repair_discovery": self.repair_discovery,
             "repair_heldout": _out(self.repair_heldout),
             "break": _out(self.break_rate),

@@ -413,7 +413,7 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: 
         agreement, judged = screen_agreement(full, picked), full  # every block generated: the full sweep decides
     null = load_null(store, result.id, REPORT_SET)  # kept where the set has a held-out half
     decided = judged.verdict(null, break_bound=grid.break_bound)
-    kept = decided.block
+    kept = decided.layer
     order = ([kept] if kept is not None else []) + [int(r) for r in ranked(judged.table)["layer"] if int(r) != kept]
     blocks = [_block_rates(judged, b) for b in order[:2]]
     # without a bottleneck (no generated block repairs within the bound) the best other block is shown as second

@@ -422,7 +422,7 @@ class BlockTrial:
     repair each held-out failure, and break each held-out control (the controls that did not
     admit it)? ``heldout_repaired`` is in the order of the null arms' values."""
 
-    block: int
+    layer: int
     heldout_repaired: np.ndarray
     heldout_broken: np.ndarray
 
@@ -432,7 +432,7 @@ class BlockCounts:
     """One block of an exhaustive sweep on one question set for every block: the whole failure
     set and every control."""
 
-    block: int
+    layer: int
     repaired: int
     failures: int
     broken: int
@@ -444,7 +444,7 @@ class BottleneckVerdict:
     """Claim 2 on one setting.
 
     Attributes:
-        block: The block the verdict speaks for (the kept one of a tie), or None.
+        layer: The block the verdict speaks for (the kept one of a tie), or None.
         heldout: Its held-out repair against one half (Wilson at the tie's Holm level, exact
             binomial test).
         break_heldout: Its break rate on the held-out controls against the bound (Wilson 95%,
@@ -456,7 +456,7 @@ class BottleneckVerdict:
             the held-out half.
     """
 
-    block: int | None
+    layer: int | None
     heldout: Estimate | None
     break_heldout: Estimate | None
     versus_null: dict[str, Estimate]
@@ -568,8 +568,8 @@ def bottleneck_verdict(
         status: str, text: str, kept: tuple[BlockTrial, Estimate] | None = None, plan: tuple[float | None, int | None] = (None, None)
     ) -> BottleneckVerdict:
         if kept is None:
-            return BottleneckVerdict(None, None, None, {}, tuple(t.block for t in tie), Verdict(status, text, *plan))
-        return BottleneckVerdict(kept[0].block, kept[1], broken, versus, tuple(x.block for x in tie), Verdict(status, text, *plan))
+            return BottleneckVerdict(None, None, None, {}, tuple(t.layer for t in tie), Verdict(status, text, *plan))
+        return BottleneckVerdict(kept[0].layer, kept[1], broken, versus, tuple(x.layer for x in tie), Verdict(status, text, *plan))
 
     if not trials:
         if ruled_out:
@@ -579,11 +579,11 @@ def bottleneck_verdict(
             screen_only = "" if sweep else "; a screen alone never gives against (sweep every block with exhaustive)"
             return out(UNRESOLVED, f"no generated block repairs a discovery failure within the break bound {break_bound:.2f}{made}{screen_only}")
         return out(UNINFORMATIVE, "no held-out failures to confirm a block on")
-    chosen = min(trials, key=lambda th: (_toward(th[1], "above"), -th[1].value, th[0].block))
+    chosen = min(trials, key=lambda th: (_toward(th[1], "above"), -th[1].value, th[0].layer))
     t, held = chosen
-    named = f"MLP {t.block} repairs {held.text()} of {held.n} held-out failures"
+    named = f"MLP {t.layer} repairs {held.text()} of {held.n} held-out failures"
     if len(trials) > 1:
-        others = ", ".join(str(x.block) for x, _ in trials if x.block != t.block)
+        others = ", ".join(str(x.layer) for x, _ in trials if x.layer != t.layer)
         named += f" (tied on discovery repair with MLP {others}; kept by held-out repair, Holm over {len(trials)})"
     broken, versus = judged(t)
     parts = {

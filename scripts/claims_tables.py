@@ -68,7 +68,7 @@ def routes_table(claims: Claims, model: str) -> str:
 def _block(b: BlockRates | None) -> str:
     if b is None:
         return "–"
-    return f"MLP {b.block}: {_e(b.repair_heldout)}, breaks {_e(b.break_rate)}"
+    return f"MLP {b.layer}: {_e(b.repair_heldout)}, breaks {_e(b.break_rate)}"
 
 
 def bottleneck_table(claims: Claims, model: str) -> str:

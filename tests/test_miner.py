@@ -95,7 +95,7 @@ def test_the_control_set_is_split_and_each_half_has_its_break_rate(tiny, planted
     broken = sweep.broken(PLANTED.layer, half="heldout")
     assert len(broken) == len(held) and broken.mean() == pytest.approx(sweep.table.set_index("layer").loc[PLANTED.layer, "break_heldout"])
     decided = sweep.verdict(break_bound=1.0)
-    assert decided.block == PLANTED.layer and decided.break_heldout is not None and decided.break_heldout.n == len(held)
+    assert decided.layer == PLANTED.layer and decided.break_heldout is not None and decided.break_heldout.n == len(held)
     assert decided.verdict.status == R.verdicts.UNRESOLVED, "no null arms, no support"
 
 

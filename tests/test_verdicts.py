@@ -187,7 +187,7 @@ def test_claim_two_support_needs_all_three():
     held = np.ones(12)
     nulls = {"random block": np.zeros(12), "unablated re-run": np.zeros(12)}
     ok = V.bottleneck_verdict([trial(4, held, CLEAN)], nulls)
-    assert ok.verdict.status == V.SUPPORT and ok.block == 4
+    assert ok.verdict.status == V.SUPPORT and ok.layer == 4
     breaks = V.bottleneck_verdict([trial(4, held, ones(5, 20))], nulls)
     assert breaks.verdict.status == V.UNRESOLVED and "break rate" in breaks.verdict.text
     arbitrary = V.bottleneck_verdict([trial(4, held, CLEAN)], {"random block": ones(10, 12)})
@@ -219,7 +219,7 @@ def test_a_tie_is_confirmed_on_every_tied_block_and_never_gives_against():
     block 2, which repaired 0 of 8 held-out, and the verdict read against while block 17
     repaired 4 of 8."""
     v = V.bottleneck_verdict([trial(2, np.zeros(8), CLEAN), trial(17, ones(4, 8), CLEAN)], {"unablated re-run": np.zeros(8)})
-    assert v.block == 17 and v.tie == (2, 17) and "Holm over 2" in v.verdict.text
+    assert v.layer == 17 and v.tie == (2, 17) and "Holm over 2" in v.verdict.text
     assert v.verdict.status == V.UNRESOLVED and "a screen alone never gives against" in v.verdict.text
 
 
