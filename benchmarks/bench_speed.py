@@ -11,9 +11,15 @@ questions with sampling, random routes and the search at k=8 on SmolLM2-135M-Ins
 minutes an arm on two cores). ``--part setting``: one setting of the default grid reported
 whole (``rnr-lens report``: the audit, then the bottleneck mined by screen and confirm and by
 the exhaustive sweep, and the null), ``--task add-small`` at ``--n 40`` by default; its two
-``claims.json`` must be identical.
+``claims.json`` must be identical. ``--part sampler``: the sampling probe alone on the working
+tree, its draw the multinomial one (``draw=multinomial``, the default) in one arm and the named
+fast draw (``draw=inverse-cdf``) in the other, on the same questions and seeds (``--n 200`` by
+default): the two draws give other tokens by design, so their tries are compared in
+distribution, not one by one (each arm's share of correct tries; the paired difference of reach
+per question, Tango's interval and the exact McNemar test; the paired t-test of the per-question
+share of correct tries).
 
-    python benchmarks/bench_speed.py [--part audit100|setting] [--baseline REV] [--task T] [--n N]
+    python benchmarks/bench_speed.py [--part audit100|setting|sampler] [--baseline REV] [--task T] [--n N]
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ print(json.dumps({"seconds": time.perf_counter() - start, "tries": 0, "threads":
 def run(package: Path, store: Path, args: argparse.Namespace, probes: list[str]) -> dict:
     """One audit (or one reported setting) in a fresh interpreter that imports rnr_lens from ``package``."""
     env = {"PYTHONPATH": str(package), "PATH": "/usr/bin:/bin", **_keep_env()}
-    script, last = (RUN, json.dumps(probes)) if args.part == "audit100" else (SETTING, str(args.k))
+    script, last = (SETTING, str(args.k)) if args.part == "setting" else (RUN, json.dumps(probes))
     out = subprocess.run(
         [sys.executable, "-c", script, args.model, args.task, str(args.n), str(store), last],
         env=env,
@@ -93,9 +99,68 @@ def largest_difference(a: dict, b: dict) -> float:
     return max(gaps, default=0.0)
 
 
+def sampler(args: argparse.Namespace) -> None:
+    """The two draws of the sampling probe in one run on the working tree (see the docstring)."""
+    import numpy as np
+    from scipy import stats as scipy_stats
+
+    from rnr_lens.stats import paired_difference
+
+    arms = [("multinomial", f"sampling:k={args.k},t=0.7,draw=multinomial"), ("inverse-cdf", f"sampling:k={args.k},t=0.7,draw=inverse-cdf")]
+    if args.order == "new-first":
+        arms.reverse()
+    got, per_question = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, probe in arms:
+            started = time.strftime("%H:%M:%S")
+            got[name] = run(ROOT, Path(tmp) / f"{name}.db", args, [probe])
+            print(f"{name}: {got[name]['seconds']:.1f} s for {got[name]['tries']} tries (started {started})", flush=True)
+            with sqlite3.connect(Path(tmp) / f"{name}.db") as c:
+                rows = c.execute(
+                    "SELECT question_id, AVG(correct), MAX(correct) FROM tries WHERE probe != 'default' GROUP BY question_id ORDER BY question_id"
+                ).fetchall()
+            per_question[name] = {q: (share, reach) for q, share, reach in rows}
+    ids = sorted(per_question["multinomial"].keys() & per_question["inverse-cdf"].keys())
+    share = {n: np.array([per_question[n][q][0] for q in ids], float) for n in per_question}
+    reach = {n: np.array([per_question[n][q][1] for q in ids], float) for n in per_question}
+    ratio = got["multinomial"]["seconds"] / got["inverse-cdf"]["seconds"]
+    reach_diff = paired_difference(reach["inverse-cdf"], reach["multinomial"])
+    t = scipy_stats.ttest_rel(share["inverse-cdf"], share["multinomial"])
+    ci = t.confidence_interval()
+    print(f"speed-up {ratio:.2f}x (multinomial / inverse-cdf wall time of the sampling probe, {len(ids)} questions of {args.task}, k={args.k})")
+    print(
+        f"share of correct tries: multinomial {share['multinomial'].mean():.3f}, inverse-cdf {share['inverse-cdf'].mean():.3f}; "
+        f"paired difference {share['inverse-cdf'].mean() - share['multinomial'].mean():+.3f} [{ci.low:+.3f}, {ci.high:+.3f}], t-test p {t.pvalue:.2g}"
+    )
+    print(
+        f"reach: multinomial {reach['multinomial'].mean():.3f}, inverse-cdf {reach['inverse-cdf'].mean():.3f}; paired difference {reach_diff.text()} (p {reach_diff.p:.2g})"
+    )
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "arms": got,
+                    "speedup": ratio,
+                    "questions": len(ids),
+                    "share_correct": {n: float(v.mean()) for n, v in share.items()},
+                    "share_difference": {
+                        "value": float(share["inverse-cdf"].mean() - share["multinomial"].mean()),
+                        "low": float(ci.low),
+                        "high": float(ci.high),
+                        "p": float(t.pvalue),
+                    },
+                    "reach": {n: float(v.mean()) for n, v in reach.items()},
+                    "reach_difference": reach_diff.to_dict(),
+                    "args": vars(args) | {"json": str(args.json)},
+                },
+                indent=2,
+            )
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", default="audit100", choices=["audit100", "setting"])
+    parser.add_argument("--part", default="audit100", choices=["audit100", "setting", "sampler"])
     parser.add_argument("--baseline", default="HEAD", help="git revision of the code before the speed-ups")
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--task", help="default: add-two-digit (audit100), add-small (setting)")
@@ -104,8 +169,11 @@ def main() -> None:
     parser.add_argument("--order", choices=["baseline-first", "new-first"], default="baseline-first")
     parser.add_argument("--json", type=Path, help="write the result here")
     args = parser.parse_args()
-    args.task = args.task or ("add-two-digit" if args.part == "audit100" else "add-small")
-    args.n = args.n or (100 if args.part == "audit100" else 40)
+    args.task = args.task or ("add-small" if args.part == "setting" else "add-two-digit")
+    args.n = args.n or {"audit100": 100, "setting": 40, "sampler": 200}[args.part]
+    if args.part == "sampler":
+        sampler(args)
+        return
     probes = [f"sampling:k={args.k},t=0.7", f"routes:k={args.k}", f"search:k={args.k}"]
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "baseline"
