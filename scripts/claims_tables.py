@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rnr_lens.claims import BlockRates, Claims, Setting  # noqa: E402
+from rnr_lens.display import probe_budget_label  # noqa: E402
 from rnr_lens.phases import INNER_PHASES, Profile  # noqa: E402
 from rnr_lens.stats import Estimate  # noqa: E402
 
@@ -105,7 +106,7 @@ def training_table(claims: Claims) -> str:
         by = {p.probe: p for p in c.probes}
         cells = [f"{_e(by[p].delta_reachable)} **{by[p].verdict.status}**" if p in by else "–" for p in probes]
         rows.append([_task(c.task), str(c.probes[0].questions), _p(c.probes[0].delta_realized), *cells])
-    return _table(["task", "n", "Δ realized", *(f"Δ reachable, `{p.split(',')[0]}`" for p in probes)], rows)
+    return _table(["task", "n", "Δ realized", *(f"Δ reachable, `{probe_budget_label(p)}`" for p in probes)], rows)
 
 
 def profile_table(profile: dict[str, Any], stages: str = "") -> str:
@@ -159,14 +160,21 @@ def changes_table(old: Claims, new: Claims) -> str:
         if o is not None and o.verdict.status != c.verdict.status:
             data = _failure_set(o) == _failure_set(c)
             rows.append(["2", c.setting.model, _task(c.setting), o.verdict.status, c.verdict.status, "same" if data else "changed"])
-    before3 = {(t.trained, t.task, p.probe.split(",")[0]): p for t in old.training for p in t.probes}
+    before3 = {(t.trained, t.task, probe_budget_label(p.probe)): p for t in old.training for p in t.probes}
     for t in new.training:
         for p in t.probes:
-            o3 = before3.get((t.trained, t.task, p.probe.split(",")[0]))
+            o3 = before3.get((t.trained, t.task, probe_budget_label(p.probe)))
             if o3 is not None and o3.verdict.status != p.verdict.status:
                 data = same((o3.delta_realized, o3.delta_reachable), (p.delta_realized, p.delta_reachable))
                 rows.append(
-                    ["3", f"{t.trained} ({p.probe.split(',')[0]})", _task(t.task), o3.verdict.status, p.verdict.status, "same" if data else "changed"]
+                    [
+                        "3",
+                        f"{t.trained} ({probe_budget_label(p.probe)})",
+                        _task(t.task),
+                        o3.verdict.status,
+                        p.verdict.status,
+                        "same" if data else "changed",
+                    ]
                 )
     return _table(["claim", "model", "task", "before", "now", "the numbers it reads"], rows)
 
