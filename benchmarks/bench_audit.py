@@ -54,11 +54,13 @@ from rnr_lens import tasks
 from rnr_lens.audits import audit
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.model_cache import ensure_cached
+from rnr_lens.phases import synchronize
 from rnr_lens.probes import Default, Probe, ProbeContext, RandomRoutes, RouteSearch
 from rnr_lens.records import reachable_column
+from rnr_lens.tiny import LLAMA_SHAPES
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_engine import RANDOM_LLAMAS, load_pair, matmul_flops, sync
+from bench_engine import load_pair, matmul_flops
 
 MEMORY_SCRIPT = """
 import resource, sys, tempfile, os
@@ -87,7 +89,7 @@ def main() -> None:
     parser.add_argument("--search-questions", type=int, default=48)
     parser.add_argument("--search-k", type=int, default=8)
     parser.add_argument("--per-question", type=int, default=6, help="questions the per-question search is timed on")
-    parser.add_argument("--model", default="smollm2", choices=["smollm2", *RANDOM_LLAMAS], help="search part only")
+    parser.add_argument("--model", default="smollm2", choices=["smollm2", *LLAMA_SHAPES], help="search part only")
     parser.add_argument("--device", default="auto", help="search part only: auto (a GPU when present), cpu or cuda")
     args = parser.parse_args()
     print(f"{torch.get_num_threads()} threads")
@@ -165,10 +167,10 @@ def search(args: argparse.Namespace) -> None:
     k = args.search_k
 
     def timed(probe: Probe, chunks: list[list]) -> tuple[list, float]:
-        sync(device)
+        synchronize(device)
         start = time.perf_counter()
         tries = [t for chunk in chunks for batch in probe.run(ctx, chunk, {}) for t in batch]
-        sync(device)
+        synchronize(device)
         return tries, time.perf_counter() - start
 
     routes, routes_s = timed(RandomRoutes(k=k), [questions])
@@ -206,14 +208,14 @@ def search(args: argparse.Namespace) -> None:
     # where the time goes: one prefill of every question's prompt against one full generation
     ids, mask = model.pad([model.encode(config.prompt(q)) for q in questions])
     with torch.no_grad():
-        sync(device)
+        synchronize(device)
         start = time.perf_counter()
         model.forward_tokens(ids, mask, cache=model.new_cache(), logits_to_keep=1)
-        sync(device)
+        synchronize(device)
         prefill_s = time.perf_counter() - start
         start = time.perf_counter()
         model.generate([config.prompt(q) for q in questions], max_new_tokens=config.max_new_tokens, stop=config.stop)
-        sync(device)
+        synchronize(device)
         generate_s = time.perf_counter() - start
     # prefix reuse would skip the prompt's blocks before a route's first edit (paying one
     # identity prefill per question instead, which the default probe already runs)

@@ -39,8 +39,6 @@ from rnr_lens.model_cache import ensure_cached
 from rnr_lens.phases import synchronize, timed_rounds
 from rnr_lens.tiny import LLAMA_SHAPES, random_causal_lm
 
-RANDOM_LLAMAS = LLAMA_SHAPES
-sync = synchronize
 CPU = torch.device("cpu")
 
 
@@ -54,14 +52,14 @@ def matmul_flops(
     m, k, n = shape or (size, size, size)
     a, b = torch.randn(m, k, device=device, dtype=dtype), torch.randn(k, n, device=device, dtype=dtype)
     a @ b
-    sync(device)
+    synchronize(device)
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         a @ b
         count += 1
         if count % 16 == 0:
-            sync(device)
-    sync(device)
+            synchronize(device)
+    synchronize(device)
     return 2 * m * k * n * count / (time.perf_counter() - start)
 
 
@@ -97,7 +95,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--model", default="smollm2", choices=["smollm2", *RANDOM_LLAMAS])
+    parser.add_argument("--model", default="smollm2", choices=["smollm2", *LLAMA_SHAPES])
     parser.add_argument("--device", default="auto", help="auto (a GPU when present), cpu or cuda")
     parser.add_argument("--dtype", help="default: bfloat16 on a GPU, float32 on the CPU")
     parser.add_argument("--json", help="also write the results here")

@@ -136,6 +136,13 @@ class RunFolder:
         self.machines = list(info.get("machines", []))
         return TrainState(step=info["step"], cursor=info["cursor"], history=info["history"])
 
+    def _machines_so_far(self) -> list[dict[str, Any]]:
+        """The machines that trained the run, this one added once (a resumed run may have moved)."""
+        here = Machine.here().to_dict()
+        if here not in self.machines:
+            self.machines.append(here)
+        return list(self.machines)
+
     def write_history(self, history: list[dict[str, Any]]) -> None:
         write_atomic(self.folder / "history.jsonl", "".join(json.dumps(r) + "\n" for r in history))
 
@@ -150,7 +157,7 @@ class RunFolder:
             "train_config": self.meta["train_config"],
             "deployment_hash": self.meta["deployment_hash"],
             "history": state.history,
-            "machines": self.machines + [m for m in [Machine.here().to_dict()] if m not in self.machines],
+            "machines": self._machines_so_far(),
         }
         target = self.folder / ("final" if final else f"step-{state.step:06d}")
         staging = self.folder / f".{target.name}.partial"

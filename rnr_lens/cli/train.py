@@ -69,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     result = train(model, task, config, deployment, out=out, resume=not args.no_resume, progress=not args.json, batch_size=args.batch_size)
     from rnr_lens.viz import reward_curve, save
 
+    machine = Machine.here()  # the CPU's vector instructions and the thread count move float sums, so the weights
+
     curve = save(reward_curve(result.history), out / "reward_curve.html")
     head, tail = result.history[: min(5, len(result.history))], result.history[-min(5, len(result.history)) :]
     summary = {
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         "steps": len(result.history),
         "resumed_from": result.resumed_from,
         "config_hash": deployment.hash(),
-        "machine": Machine.here().to_dict(),
+        "machine": machine.to_dict(),
         "first_steps_accuracy": sum(r["accuracy"] for r in head) / len(head),
         "last_steps_accuracy": sum(r["accuracy"] for r in tail) / len(tail),
         "reward_curve": str(curve),
@@ -91,7 +93,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"trained {base} for {summary['steps']} steps on {task.name} ({len(task)} questions); checkpoint: {result.checkpoint}")
     # what graded the rollouts is part of what was trained: the same command under another default config trains otherwise
     print(f"rewards graded under deployment config {deployment.hash()} (version {deployment.version}, extractor {deployment.extractor!r})")
-    machine = Machine.here()  # the CPU's vector instructions and the thread count move float sums, so the weights
     print(
         f"trained on {machine.cpu} ({machine.cpu_capability}, {machine.torch_threads} torch threads): the same command "
         "gives these weights again on this CPU type with this thread count (docs/reproducibility.md)"
