@@ -50,10 +50,10 @@ from rnr_lens.store import Artifact, RunStore
 from rnr_lens.sweeps import (
     NULL_BLOCKS,
     Bottleneck,
+    CandidateRates,
     NullRepair,
     bottleneck_of,
     rates,
-    table_estimate,
     tied_best,
 )
 from rnr_lens.tasks.core import Question
@@ -137,19 +137,16 @@ class SweepResult:
     def _repr_html_(self) -> str:
         """The generated rows in one compact table, and the bottleneck."""
         done = self.table.dropna(subset=["repair"]) if "repair" in self.table else self.table.iloc[0:0]
-
-        def rate(r: Any, key: str) -> str:
-            return table_estimate(r, key).text()
-
         rows = [
             [
                 f"{r['component']}{int(r['layer'])}:{r['method']}",
                 f"{r['screen_logprob']:.3f}",
-                rate(r, "repair_discovery"),
-                rate(r, "repair_heldout"),
-                rate(r, "break"),
+                got.repair_discovery.text(),
+                got.repair_heldout.text(),
+                got.break_all.text(),
             ]
             for r in done.to_dict("records")
+            if (got := CandidateRates.from_row(r)) is not None
         ]
         head = f"<b>sweep of {html.escape(self.failure_set)}</b> ({self.strategy}): {len(done)} of {len(self.table)} blocks generated; "
         head += f"bottleneck {self.bottleneck._repr_html_()}" if self.bottleneck else "no bottleneck within the break bound"
@@ -205,8 +202,9 @@ class SweepResult:
         generated_all = "repair_discovery" in self.table and bool(self.table["repair_discovery"].notna().all())
         counts = (
             [
-                BlockCounts(int(r["layer"]), int(r["n_repaired"]), int(r["n_failures"]), int(r["n_broken"]), int(r["n_control"]))
+                BlockCounts(int(r["layer"]), got.n_repaired, got.repair.n, got.n_broken, got.break_all.n)
                 for _, r in self.table.iterrows()
+                if (got := CandidateRates.from_row(r)) is not None
             ]
             if self.strategy == "exhaustive" and generated_all
             else []
@@ -468,7 +466,7 @@ def _tabulate(
         }
         if a in results:
             after = results[a]
-            row.update(rates(after, before, failure_set.heldout_controls))
+            row.update(rates(after, before, failure_set.heldout_controls).columns())
             for o in after:
                 b = before[o.question_id]
                 details.append(

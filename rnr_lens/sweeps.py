@@ -148,6 +148,10 @@ class Bottleneck:
         return f"<code>{html.escape(head)}</code>" + (f"<ul>{''.join(f'<li>{html.escape(n.strip())}</li>' for n in notes)}</ul>" if notes else "")
 
 
+RATES = ("repair", "repair_discovery", "repair_heldout", "break", "break_discovery", "break_heldout")
+"""A generated candidate's rates by their table column: repair on every failure and on each
+half, break on every control and on each half (``break`` is every control's)."""
+
 _COUNTS = {
     "repair": "n_failures",
     "repair_discovery": "n_discovery",
@@ -158,23 +162,97 @@ _COUNTS = {
 }
 
 
-def table_estimate(row: Any, key: str) -> Estimate:
-    """One rate of a sweep table's row (``repair``, ``repair_discovery``, ``repair_heldout``,
-    ``break``, ``break_discovery`` or ``break_heldout``) as the :class:`~rnr_lens.stats.Estimate` its flat columns (``key``,
-    ``key_low``, ``key_high``, and its count) were written from; empty where the block was not
-    generated. The table keeps flat columns for plotting and export; readers format through this.
+@dataclass(frozen=True)
+class CandidateRates:
+    """One generated candidate's repair and break rates, each an
+    :class:`~rnr_lens.stats.Estimate` (Wilson 95%, its ``n`` the questions behind it; empty over
+    none), with the repaired and broken counts they were computed from.
+
+    Invariant: the sweep table keeps them as flat columns for plotting and export (``repair``,
+    ``repair_low``, ``repair_high``, ``n_failures``, ...); :meth:`columns` is the one writer of
+    that layout and :meth:`from_row` its one reader, so every page, widget and verdict reads a
+    candidate's rates as estimates.
+
+    Example:
+        >>> from rnr_lens.stats import wilson
+        >>> r = CandidateRates(wilson(3, 8), wilson(2, 4), wilson(1, 4), wilson(1, 20), wilson(0, 10), wilson(1, 10), 3, 1)
+        >>> CandidateRates.from_row(r.columns()) == r
+        True
+        >>> r.estimate("break").text()
+        '0.05 [0.01,0.24]'
     """
-    if key not in row or pd.isna(row[key]):
-        return Estimate.empty("wilson")
-    n = row.get(_COUNTS[key])
-    return Estimate(float(row[key]), float(row[f"{key}_low"]), float(row[f"{key}_high"]), int(n) if pd.notna(n) else 0, "wilson")
+
+    repair: Estimate
+    repair_discovery: Estimate
+    repair_heldout: Estimate
+    break_all: Estimate
+    """The break rate on every control (the table's column ``break``)."""
+    break_discovery: Estimate
+    break_heldout: Estimate
+    n_repaired: int
+    n_broken: int
+
+    def estimate(self, key: str) -> Estimate:
+        """The rate of table column ``key`` (one of :data:`RATES`)."""
+        if key not in RATES:
+            raise KeyError(f"{key!r} is not a sweep rate; choose one of {', '.join(RATES)}")
+        return getattr(self, "break_all" if key == "break" else key)
+
+    def columns(self) -> dict[str, Any]:
+        """The table's flat columns: each rate with ``_low``/``_high``, then the counts."""
+        out: dict[str, Any] = {}
+        for key in RATES:
+            est = self.estimate(key)
+            out[key], out[f"{key}_low"], out[f"{key}_high"] = est.value, est.low, est.high
+        out["n_repaired"] = self.n_repaired
+        out["n_failures"] = self.repair.n
+        out["n_discovery"] = self.repair_discovery.n
+        out["n_heldout"] = self.repair_heldout.n
+        out["n_broken"] = self.n_broken
+        out["n_control"] = self.break_all.n
+        out["n_control_discovery"] = self.break_discovery.n
+        out["n_control_heldout"] = self.break_heldout.n
+        return out
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any] | pd.Series) -> CandidateRates | None:
+        """A table row's rates (None where the candidate was not generated). A rate missing
+        from a table written before it existed (the control set's halves) reads as empty; a
+        rate without its interval columns (a table built by hand) gets its count's Wilson
+        interval."""
+        if "repair" not in row or pd.isna(row["repair"]):
+            return None
+
+        def est(key: str) -> Estimate:
+            if key not in row or pd.isna(row[key]):
+                return Estimate.empty("wilson")
+            got = row.get(_COUNTS[key])
+            n = int(got) if got is not None and pd.notna(got) else 0
+            if f"{key}_low" not in row or pd.isna(row[f"{key}_low"]):  # a table built by hand: the Wilson interval of its count
+                return wilson(round(float(row[key]) * n), n)
+            return Estimate(float(row[key]), float(row[f"{key}_low"]), float(row[f"{key}_high"]), n, "wilson")
+
+        def count(key: str, of: Estimate) -> int:
+            n = row.get(key)
+            return int(n) if n is not None and pd.notna(n) else (0 if of.is_empty else round(of.value * of.n))
+
+        repair, brk = est("repair"), est("break")
+        return cls(
+            repair,
+            est("repair_discovery"),
+            est("repair_heldout"),
+            brk,
+            est("break_discovery"),
+            est("break_heldout"),
+            count("n_repaired", repair),
+            count("n_broken", brk),
+        )
 
 
-def rates(after: list[Outcome], before: dict[str, Outcome], heldout_controls: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """One generated candidate's row of rates: repair on all failures and each half, break on all
-    controls and each half (each with its Wilson interval as flat ``_low``/``_high`` columns), and
-    their counts; ``before`` holds the audit's default answers."""
-    out: dict[str, Any] = {}
+def rates(after: list[Outcome], before: dict[str, Outcome], heldout_controls: frozenset[str] = frozenset()) -> CandidateRates:
+    """One generated candidate's rates on the outcomes ``after`` its ablation: repair on all
+    failures and each half, break on all controls and each half; ``before`` holds the audit's
+    default answers."""
     failures = [o for o in after if o.set != "control"]
     control = [o for o in after if o.set == "control"]
 
@@ -184,29 +262,22 @@ def rates(after: list[Outcome], before: dict[str, Outcome], heldout_controls: fr
     def broken(o: Outcome) -> bool:
         return before[o.question_id].correct and not o.correct
 
-    for name, rows in (
-        ("repair", failures),
-        ("repair_discovery", [o for o in failures if o.set == "discovery"]),
-        ("repair_heldout", [o for o in failures if o.set == "heldout"]),
-    ):
-        est = wilson(sum(map(repaired, rows)), len(rows))
-        out[name], out[f"{name}_low"], out[f"{name}_high"] = est.value, est.low, est.high
-    for name, rows in (
-        ("break", control),
-        ("break_discovery", [o for o in control if o.question_id not in heldout_controls]),
-        ("break_heldout", [o for o in control if o.question_id in heldout_controls]),
-    ):
-        est = wilson(sum(map(broken, rows)), len(rows))
-        out[name], out[f"{name}_low"], out[f"{name}_high"] = est.value, est.low, est.high
-    out["n_repaired"] = sum(map(repaired, failures))
-    out["n_failures"] = len(failures)
-    out["n_discovery"] = sum(o.set == "discovery" for o in failures)
-    out["n_heldout"] = sum(o.set == "heldout" for o in failures)
-    out["n_broken"] = sum(map(broken, control))
-    out["n_control"] = len(control)
-    out["n_control_discovery"] = sum(o.question_id not in heldout_controls for o in control)
-    out["n_control_heldout"] = sum(o.question_id in heldout_controls for o in control)
-    return out
+    def repair(rows: list[Outcome]) -> Estimate:
+        return wilson(sum(map(repaired, rows)), len(rows))
+
+    def break_(rows: list[Outcome]) -> Estimate:
+        return wilson(sum(map(broken, rows)), len(rows))
+
+    return CandidateRates(
+        repair(failures),
+        repair([o for o in failures if o.set == "discovery"]),
+        repair([o for o in failures if o.set == "heldout"]),
+        break_(control),
+        break_([o for o in control if o.question_id not in heldout_controls]),
+        break_([o for o in control if o.question_id in heldout_controls]),
+        sum(map(repaired, failures)),
+        sum(map(broken, control)),
+    )
 
 
 def admitting_break(table: pd.DataFrame) -> str:
@@ -251,6 +322,8 @@ def bottleneck_of(table: pd.DataFrame, bound: float) -> Bottleneck | None:
     order = ranked(table)
     above = order.iloc[: list(order.index).index(best.name)]
     brk = admitting_break(table)
+    best_rates = CandidateRates.from_row(best)
+    assert best_rates is not None, "ranked rows are generated ones"
     passed = tuple(
         f"{r.component}{int(r.layer)}:{r.method} (discovery {r.repair_discovery:.2f}, break {r[brk]:.2f})"
         for _, r in above.iterrows()
@@ -264,9 +337,7 @@ def bottleneck_of(table: pd.DataFrame, bound: float) -> Bottleneck | None:
         repair_heldout=float(best.repair_heldout),
         repair=float(best.repair),
         break_rate=None if pd.isna(best[brk]) else float(best[brk]),
-        heldout=wilson(round(best.repair_heldout * best.n_heldout), int(best.n_heldout))
-        if pd.notna(best.get("n_heldout")) and best.n_heldout > 0
-        else None,
+        heldout=None if best_rates.repair_heldout.is_empty else best_rates.repair_heldout,
         n_discovery=int(best.n_discovery) if "n_discovery" in best and pd.notna(best.n_discovery) else 0,
         passed_over=passed,
         break_bound=bound,

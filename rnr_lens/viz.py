@@ -20,6 +20,8 @@ from plotly.subplots import make_subplots
 from rnr_lens.display import probe_budget_label, probe_labels
 from rnr_lens.errors import RnrLensError
 from rnr_lens.routes import Route
+from rnr_lens.stats import Estimate
+from rnr_lens.sweeps import Bottleneck, CandidateRates
 from rnr_lens.viz_export import MIN_FONT_PT as MIN_FONT_PT  # re-exported: viz.save is the call users know
 from rnr_lens.viz_export import SIZES as SIZES
 from rnr_lens.viz_export import print_layout as print_layout
@@ -29,7 +31,6 @@ if TYPE_CHECKING:
     from rnr_lens.comparison import Comparison
     from rnr_lens.miner import SweepResult
     from rnr_lens.results import AuditResult
-    from rnr_lens.sweeps import Bottleneck
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 SIGNED = "RdBu"
@@ -78,12 +79,13 @@ def caption(fig: go.Figure) -> str:
     return str(meta.get("caption", "")) if isinstance(meta, dict) else ""
 
 
-def _errors(df: pd.DataFrame, col: str) -> dict:
+def _errors(estimates: Sequence[Estimate]) -> dict:
+    """Asymmetric error bars from each bar's interval."""
     return dict(
         type="data",
         symmetric=False,
-        array=(df[f"{col}_high"] - df[col]).tolist(),
-        arrayminus=(df[col] - df[f"{col}_low"]).tolist(),
+        array=[e.high - e.value for e in estimates],
+        arrayminus=[e.value - e.low for e in estimates],
         thickness=1.2,
         width=3,
     )
@@ -118,24 +120,23 @@ def _add_block_panels(fig: go.Figure, g: int, comp: str, method: str, df: pd.Dat
     )
     done = df.dropna(subset=["repair"]) if "repair" in df else df.iloc[0:0]
     only = df[~df["layer"].isin(done["layer"])]
-    for key, name, colour, n, of in (
-        ("repair", "repair", OKABE_ITO[0], "n_repaired", "n_failures"),
-        ("break", "break", OKABE_ITO[3], "n_broken", "n_control"),
-    ):
+    got = [r for r in map(CandidateRates.from_row, done.to_dict("records")) if r is not None]
+    for key, name, colour in (("repair", "repair", OKABE_ITO[0]), ("break", "break", OKABE_ITO[3])):
         if done.empty:
             continue
-        counts = [f"{int(a)}/{int(c)}" if pd.notna(a) and pd.notna(c) else "" for a, c in zip(done.get(n, []), done.get(of, []))]
+        estimates = [r.estimate(key) for r in got]
+        counts = [f"{r.n_repaired if key == 'repair' else r.n_broken}/{e.n}" for r, e in zip(got, estimates)]
         fig.add_bar(
             x=done["layer"],
             y=done[key],
-            error_y=_errors(done, key),
+            error_y=_errors(estimates),
             name=name,
             marker_color=colour,
             legendgroup=key,
             showlegend=g == 0,
             row=bottom,
             col=1,
-            customdata=list(zip(counts, done[f"{key}_low"], done[f"{key}_high"])),
+            customdata=[(c, e.low, e.high) for c, e in zip(counts, estimates)],
             hovertemplate=f"block %{{x}}<br>{key} %{{customdata[0]}} = %{{y:.2f}} [%{{customdata[1]:.2f}}, %{{customdata[2]:.2f}}]<extra></extra>",
         )
     if not only.empty:

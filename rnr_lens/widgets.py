@@ -25,7 +25,7 @@ from rnr_lens import viz
 from rnr_lens.display import html_table, probe_labels
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import DEFAULT_PROBE
-from rnr_lens.sweeps import table_estimate
+from rnr_lens.sweeps import CandidateRates
 
 if TYPE_CHECKING:
     from rnr_lens.miner import SweepResult
@@ -55,7 +55,8 @@ def layer_summary_html(sweep: SweepResult, layer: int, component: str = "mlp", m
             f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {method}): screened only, not "
             f"confirmed by generation; screen Δ log p(gold) = {screen:.3f}</div>"
         )
-    r = row.iloc[0]
+    got = CandidateRates.from_row(row.iloc[0])
+    assert got is not None, "a generated row (checked above)"
     d = sweep.details[(sweep.details.layer == layer) & (sweep.details.component == component) & (sweep.details.method == method)]
     repaired = d[(d.set != "control") & d.after_correct & ~d.before_correct]
     broken = d[(d.set == "control") & ~d.after_correct & d.before_correct]
@@ -72,12 +73,15 @@ def layer_summary_html(sweep: SweepResult, layer: int, component: str = "mlp", m
         ]
 
     cols = ["question", "prompt", "before: text -> answer", "after: text -> answer"]
-    broke = f"break {table_estimate(r, 'break').text()}" if pd.notna(r["break"]) else "break unmeasured (no realized question to break)"
-    counts = lambda n, of: f" ({int(r[n])}/{int(r[of])})" if n in r and pd.notna(r[n]) else ""  # noqa: E731
+    broke = (
+        "break unmeasured (no realized question to break)"
+        if got.break_all.is_empty
+        else f"break {got.break_all.text()} ({got.n_broken}/{got.break_all.n})"
+    )
     return (
         f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {method}): "
-        f"<span class='rnr-repair'>repair {table_estimate(r, 'repair').text()}{counts('n_repaired', 'n_failures')}</span>, "
-        f"<span class='rnr-break'>{broke}{counts('n_broken', 'n_control') if pd.notna(r['break']) else ''}</span></div>"
+        f"<span class='rnr-repair'>repair {got.repair.text()} ({got.n_repaired}/{got.repair.n})</span>, "
+        f"<span class='rnr-break'>{broke}</span></div>"
         + (
             "<ul class='rnr-why'>" + "".join(f"<li>the bottleneck: {html.escape(line)}</li>" for line in b.why()) + "</ul>"
             if (b := sweep.bottleneck) is not None and (b.layer, b.component, b.method) == (layer, component, method)
