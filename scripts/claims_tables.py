@@ -126,10 +126,22 @@ def profile_table(profile: dict[str, Any], stages: str = "") -> str:
     return _table(["stage", "seconds", *INNER_PHASES, "rest"], rows)
 
 
-def _failure_set(c: Any) -> tuple[Any, ...]:
-    """What a claim-2 verdict reads from the data: the failure set, its halves and controls
-    (which block is picked is the rules' decision)."""
-    return (c.failures, c.mined and (c.mined.discovery, c.mined.heldout, c.mined.control))
+def _claim2_numbers(c: Any) -> tuple[tuple[Any, ...], dict[str, Estimate | float | None]]:
+    """What a claim-2 verdict reads from the data, as far as claims.json keeps it: the failure
+    set's sizes, and the estimates it holds per block named (its discovery and held-out repair;
+    the break rate is left out, its halves differ between rules versions) and per null arm
+    (keyed by the blocks the null drew). Which block is picked is the rules' decision, so
+    blocks named in only one file are not compared."""
+    sizes = (c.failures, c.mined and (c.mined.discovery, c.mined.heldout, c.mined.control))
+    numbers: dict[str, Estimate | float | None] = {}
+    for b in (c.bottleneck, c.second):
+        if b is not None:
+            numbers[f"block {b.layer} discovery"] = b.repair_discovery
+            numbers[f"block {b.layer} held-out"] = b.repair_heldout
+    if c.null is not None:
+        numbers[f"null over {c.null.blocks}"] = c.null.random_block
+        numbers["unablated re-run"] = c.null.rerun
+    return sizes, numbers
 
 
 def changes_table(old: Claims, new: Claims) -> str:
@@ -138,8 +150,10 @@ def changes_table(old: Claims, new: Claims) -> str:
     same in both (then the rules changed it, not the data)."""
     from math import isclose
 
-    def same(a: Sequence[Estimate | None], b: Sequence[Estimate | None]) -> bool:
-        def v(e: Estimate | None) -> float | None:
+    def same(a: Sequence[Estimate | float | None], b: Sequence[Estimate | float | None]) -> bool:
+        def v(e: Estimate | float | None) -> float | None:
+            if isinstance(e, float):
+                return e
             return None if e is None or e.is_empty else e.value
 
         return all(
@@ -158,7 +172,9 @@ def changes_table(old: Claims, new: Claims) -> str:
     for c in new.bottleneck:
         o = before2.get((c.setting.model, c.setting.task))
         if o is not None and o.verdict.status != c.verdict.status:
-            data = _failure_set(o) == _failure_set(c)
+            (sizes_o, numbers_o), (sizes_c, numbers_c) = _claim2_numbers(o), _claim2_numbers(c)
+            shared = [k for k in numbers_c if k in numbers_o]
+            data = sizes_o == sizes_c and same([numbers_o[k] for k in shared], [numbers_c[k] for k in shared])
             rows.append(["2", c.setting.model, _task(c.setting), o.verdict.status, c.verdict.status, "same" if data else "changed"])
     before3 = {(t.trained, t.task, probe_budget_label(p.probe)): p for t in old.training for p in t.probes}
     for t in new.training:

@@ -90,3 +90,29 @@ def test_the_results_change_table_is_printed_from_the_two_runs():
     new = tables.Claims.from_dict(json.loads((REPO / "assets" / "results" / "grid-default" / "claims.json").read_text()))
     table = tables.changes_table(old, new)
     assert table.count("\n") > 2 and table in RESULTS_PAGE.read_text()
+
+
+def test_the_change_table_compares_claim_2s_estimates_not_only_its_sizes():
+    """ "The numbers it reads" once compared only claim 2's failure-set sizes, so a verdict whose
+    bottleneck's held-out repair had moved read "same" (found by an independent read)."""
+    import dataclasses
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    claims = tables.Claims.from_dict(json.loads((REPO / "assets" / "results" / "grid-deep" / "claims.json").read_text()))
+    c = next(c for c in claims.bottleneck if c.bottleneck is not None and c.bottleneck.repair_heldout is not None)
+    flipped = dataclasses.replace(c.verdict, status="unresolved" if c.verdict.status != "unresolved" else "against")
+    held = c.bottleneck.repair_heldout
+    moved = dataclasses.replace(c.bottleneck, repair_heldout=dataclasses.replace(held, value=held.value + 0.1))
+
+    def changed(claim):
+        other = dataclasses.replace(claims, bottleneck=tuple(claim if x is c else x for x in claims.bottleneck))
+        rows = [r for r in tables.changes_table(claims, other).splitlines() if r.startswith("| 2 ")]
+        assert len(rows) == 1, rows
+        return rows[0].rstrip(" |").rsplit("| ", 1)[1]
+
+    assert changed(dataclasses.replace(c, verdict=flipped)) == "same"
+    assert changed(dataclasses.replace(c, verdict=flipped, bottleneck=moved)) == "changed"
