@@ -29,6 +29,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.records import ablation_label
 
 COMPONENTS = ("mlp", "attn", "block")
 METHODS = ("zero", "mean", "resample")
@@ -68,7 +69,7 @@ class Ablation:
         object.__setattr__(self, "reference", tuple(self.reference))
 
     def __str__(self) -> str:
-        return f"{self.component}{self.layer}:{self.method}"
+        return ablation_label(self.layer, self.component, self.method)
 
     @classmethod
     def parse(cls, text: str) -> Ablation:

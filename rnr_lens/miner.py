@@ -42,7 +42,7 @@ from rnr_lens.failures import FailureSet
 from rnr_lens.interventions import COMPONENTS, METHODS, Ablation
 from rnr_lens.lens import LensModel
 from rnr_lens.phases import phase
-from rnr_lens.records import Outcome
+from rnr_lens.records import Outcome, ablation_label
 from rnr_lens.routes import Route
 from rnr_lens.shards import Shard, complete_split
 from rnr_lens.stats import rate
@@ -139,7 +139,7 @@ class SweepResult:
         done = self.table.dropna(subset=["repair"]) if "repair" in self.table else self.table.iloc[0:0]
         rows = [
             [
-                f"{r['component']}{int(r['layer'])}:{r['method']}",
+                ablation_label(r["layer"], r["component"], r["method"]),
                 f"{r['screen_logprob']:.3f}",
                 got.repair_discovery.text(),
                 got.repair_heldout.text(),

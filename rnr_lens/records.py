@@ -24,6 +24,18 @@ from rnr_lens.shards import Shard, complete_split
 DEFAULT_PROBE = "default"
 
 
+def ablation_label(layer: int, component: str, method: str) -> str:
+    """An ablation's name, ``mlp4:zero``: the one spelling that
+    :class:`rnr_lens.interventions.Ablation` prints and parses, and that sweep tables, pages and
+    stored tries use for it (here, below torch, so torch-free readers name it alike).
+
+    Example:
+        >>> ablation_label(4, "mlp", "zero")
+        'mlp4:zero'
+    """
+    return f"{component}{int(layer)}:{method}"
+
+
 @dataclass
 class Try:
     """One model evaluation of one question under one probe."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from rnr_lens.records import Outcome
+from rnr_lens.records import Outcome, ablation_label
 from rnr_lens.stats import Estimate, wilson
 from rnr_lens.verdicts import BREAK_BOUND
 
@@ -118,7 +118,7 @@ class Bottleneck:
     @property
     def ablation(self) -> str:
         """The ablation's string form, e.g. ``mlp4:zero``."""
-        return f"{self.component}{self.layer}:{self.method}"
+        return ablation_label(self.layer, self.component, self.method)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with the table's column names (``break`` for the break rate)."""
@@ -325,7 +325,7 @@ def bottleneck_of(table: pd.DataFrame, bound: float) -> Bottleneck | None:
     best_rates = CandidateRates.from_row(best)
     assert best_rates is not None, "ranked rows are generated ones"
     passed = tuple(
-        f"{r.component}{int(r.layer)}:{r.method} (discovery {r.repair_discovery:.2f}, break {r[brk]:.2f})"
+        f"{ablation_label(r.layer, r.component, r.method)} (discovery {r.repair_discovery:.2f}, break {r[brk]:.2f})"
         for _, r in above.iterrows()
         if r.repair_discovery > best.repair_discovery and pd.notna(r[brk]) and r[brk] > bound
     )
