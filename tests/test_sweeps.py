@@ -5,6 +5,7 @@ drifting apart (an interval read from one column and a count from another), and 
 tables written before the control set was split reading as anything but unmeasured halves."""
 
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -76,3 +77,24 @@ def test_the_bottleneck_reads_its_held_out_estimate_from_the_same_record():
     assert b is not None and b.layer == 2
     assert b.heldout == wilson(1, 3) and b.heldout.n == 3
     assert b.break_rate == pytest.approx(0.25)  # admitted on the discovery controls
+
+
+def test_the_sweep_records_are_torch_free():
+    """The claims, the report page and the widgets read sweeps without a model: neither
+    ``sweeps`` nor any rnr_lens module it imports, transitively, imports torch (``widgets`` once
+    pulled torch in through ``miner``). Read from the source, since ``import rnr_lens`` itself
+    loads the model layer."""
+    from tests.test_architecture import ROOT, import_graph
+
+    graph = import_graph()
+    seen, todo = set(), ["sweeps"]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(graph.get(name, ()))
+    assert "miner" not in seen and "lens" not in seen, sorted(seen)
+    for name in seen:
+        path = ROOT / "rnr_lens" / f"{name}.py"
+        source = path.read_text() if path.exists() else ""
+        assert not re.search(r"^\s*(import torch|from torch)", source, re.M), f"{name} imports torch"
