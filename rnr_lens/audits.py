@@ -32,6 +32,10 @@ from rnr_lens.tasks.core import Question, Task
 
 ROWS_PER_UNIT = 64  # generation rows per commit unit of a probe (one full batch)
 
+RESUME = (True, False, "only")
+"""An audit's resume policy for an audit of the same id in the store: continue an unfinished one
+or start one (``True``), refuse to continue one (``False``), continue only (``"only"``)."""
+
 
 def audit_id(model_fingerprint: str, task: Task, config: DeploymentConfig, probes: Sequence[Probe], seed: int) -> str:
     key = json.dumps([model_fingerprint, task.fingerprint(), config.hash(), [p.name for p in probes], seed])
@@ -221,9 +225,8 @@ def audit(
     batch_size: int | None = None,
     progress: bool = True,
     label: str | None = None,
-    resume: bool = True,
+    resume: bool | str = True,
     shard: str | Shard | None = None,
-    require_existing: bool = False,
 ) -> AuditResult:
     """Audit ``model`` on ``task``: the realized answer and each probe's tries per question.
 
@@ -237,10 +240,11 @@ def audit(
         batch_size: Rows per forward (default: chosen from free memory).
         progress: Show a tqdm progress bar.
         label: A free-text label stored with the audit.
-        resume: Continue an unfinished audit with the same id (False: refuse to).
-        require_existing: Only continue an audit already in the store (the CLI's ``--resume``):
-            if the store holds none with these settings, raise naming what differs instead of
-            silently starting a second audit.
+        resume: What to do with an audit of the same id already in the store
+            (:data:`RESUME`): ``True`` continues an unfinished one or starts one; ``False``
+            refuses to continue an unfinished one; ``"only"`` (the CLI's ``--resume``) continues
+            one and, where the store holds none with these settings, raises naming what
+            differs instead of silently starting a second audit.
         shard: Run only shard ``"i/n"`` of the questions (see :mod:`rnr_lens.shards`); the
             shards' stores merge into the whole audit with :func:`rnr_lens.store.merge`.
 
@@ -248,6 +252,8 @@ def audit(
         >>> result = audit(model, tasks.get("add-small", n=10), ["sampling:k=4,t=0.7"])  # doctest: +SKIP
         >>> result.summary()  # doctest: +SKIP
     """
+    if resume not in RESUME:
+        raise RnrLensError(f"resume must be one of {', '.join(map(repr, RESUME))}, got {resume!r}")
     planned = plan(task, probes, seed=seed, config=config, shard=shard).deployed(model)
     planned.check_model(model)
     config, probe_objs, part, selected = planned.deployment, planned.probes, planned.shard, planned.selected()
@@ -274,9 +280,9 @@ def audit(
         label=label,
     )
     existing = [a for a in rs.audits() if a.id == aid]
-    if require_existing and not existing:
+    if resume == "only" and not existing:
         raise RnrLensError(resume_mismatch(rs, record.to_dict()) or f"nothing to resume: {rs.path} holds no audit; leave out --resume to start one")
-    if existing and not existing[0].status.complete and not resume:
+    if existing and not existing[0].status.complete and resume is False:
         # another shard finishing is no reason to refuse; this run's own unfinished rows are
         started = {qid for qid, _ in rs.done_keys(aid, DEFAULT_PROBE)}
         if part is None or (str(part) not in rs.artifacts(aid, Artifact.SHARD) and any(q.id in started for _, q in selected)):

@@ -49,6 +49,10 @@ def test_unfinished_audit_needs_resume(tiny, tmp_path):
     RunStore(db).set_status(first.id, "running")
     with pytest.raises(R.RnrLensError, match="pass --resume"):
         audit(tiny, t, ["routes:k=2"], store=db, progress=False, resume=False)
+    assert audit(tiny, t, ["routes:k=2"], store=db, progress=False, resume="only").id == first.id
+    with pytest.raises(R.RnrLensError, match="resume must be one of True, False, 'only', got 'yes'"):
+        audit(tiny, t, ["routes:k=2"], store=tmp_path / "other.db", progress=False, resume="yes")
+    assert not (tmp_path / "other.db").exists(), "a bad policy is refused before the store is touched"
 
 
 def _rows(db, aid):

@@ -192,7 +192,7 @@ def test_resume_with_other_weights_says_so(tiny, tmp_path):
     R.audit(tiny, task, ["sampling:k=2"], store=db, progress=False)
     other = R.tiny_model(n_layers=4, seed=1)  # same name and shape, other weights
     with pytest.raises(R.RnrLensError, match=r"differs in: model weights differ \(other weights, or an audit made before"):
-        R.audit(other, task, ["sampling:k=2"], store=db, progress=False, require_existing=True)
+        R.audit(other, task, ["sampling:k=2"], store=db, progress=False, resume="only")
     assert len(R.store.RunStore(db, mode="read").audits()) == 1
 
 

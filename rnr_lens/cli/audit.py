@@ -116,10 +116,9 @@ def run(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 batch_size=args.batch_size,
                 progress=not args.json,
-                resume=args.resume,
+                resume="only" if args.resume else True,
                 label=args.label,
                 shard=args.shard,
-                require_existing=args.resume,
             )
     if args.json:
         print(
