@@ -8,6 +8,7 @@ from typing import Any
 
 from rnr_lens import failures, selectors, shards, stats, tasks, verdicts
 from rnr_lens.audits import audit
+from rnr_lens.ceiling import Ceiling, compare_ceiling
 from rnr_lens.comparison import Comparison, compare
 from rnr_lens.deploy import DeploymentConfig, deployment_for, deployment_for_task
 from rnr_lens.errors import RnrLensError
@@ -34,8 +35,10 @@ __all__ = [
     "AblationProbe",
     "AuditResult",
     "Bottleneck",
+    "Ceiling",
     "Comparison",
     "compare",
+    "compare_ceiling",
     "ChatPrompt",
     "ContinuationScore",
     "DEFAULT_MODEL",

@@ -115,8 +115,7 @@ def compare(a: AuditResult, b: AuditResult) -> Comparison:
     qb_all = b.questions.set_index("question_id").reindex(qa_all.index)
     rows, transitions, excluded, paired = [], [], {}, {}
     for probe in a.probes:
-        both = _complete(a, probe) & _complete(b, probe)
-        ids = [i for i in qa_all.index if i in both]
+        ids = complete_in_both(a, b, probe)
         excluded[probe] = len(qa_all) - len(ids)
         qa, qb = qa_all.loc[ids], qb_all.loc[ids]
         col = reachable_column(probe)
@@ -150,6 +149,13 @@ def compare(a: AuditResult, b: AuditResult) -> Comparison:
                 }
             )
     return Comparison(a, b, pd.DataFrame(rows), pd.DataFrame(transitions, columns=["probe", "question_id", "before", "after"]), excluded, paired)
+
+
+def complete_in_both(a: AuditResult, b: AuditResult, probe: str) -> list[str]:
+    """The questions (in ``a``'s order) whose realized answer and every try of ``probe`` are
+    stored in both audits: the only ones a paired comparison reads."""
+    both = _complete(a, probe) & _complete(b, probe)
+    return [i for i in a.questions["question_id"] if i in both]
 
 
 def _complete(result: AuditResult, probe: str) -> set[str]:

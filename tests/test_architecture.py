@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("questions", ["tasks", "deploy"]),
     ("store", ["store", "evidence"]),
     ("measurement", ["selectors", "probes", "results", "audits", "formats", "attribution", "checkpoints", "training"]),
-    ("analysis", ["comparison", "failures", "executors", "miner"]),
+    ("analysis", ["comparison", "ceiling", "failures", "executors", "miner"]),
     ("people", ["viz_export", "viz", "report_page", "reports", "widgets", "cli"]),
 ]
 
