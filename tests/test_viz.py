@@ -112,6 +112,36 @@ def test_screen_audit_attribution_and_route_figures(tiny, sweep_and_result):
     assert list(routes.data[0].z[1]) == [0, 0, 1, 0] and routes.data[0].zmid == 0
 
 
+def _ceiling():
+    """A ceiling with the textbook crossing (a base reaching 60 of 100 questions with 2 draws of
+    128, a trained model 30 with 100), built from its draws as compare_ceiling builds it."""
+    import numpy as np
+
+    from rnr_lens.ceiling import Ceiling, curve_points, find_crossing, pass_at_k_curves
+
+    def draws(n: int, c: int) -> list:
+        return [np.r_[np.ones(c), np.zeros(128 - c)]] * n
+
+    base = pass_at_k_curves(np.array(draws(60, 2) + draws(40, 0)))
+    trained = pass_at_k_curves(np.array(draws(30, 100) + draws(70, 0)))
+    prompts = [f"q{i}" for i in range(100)]
+    points = curve_points(base, trained, prompts)
+    probe = "sampling:k=128,t=0.7,draw=inverse-cdf"
+    return Ceiling("base", "base+dapo30", "add-two-digit", probe, 100, 0, points, find_crossing(base, trained, points, prompts), ())
+
+
+def test_ceiling_curves_mark_the_crossing_on_log_k():
+    c = _ceiling()
+    fig = viz.ceiling_curves(c)
+    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis2.type == "log"
+    lines = {t.name: t for t in fig.data if t.name}
+    assert list(lines["base: base"].y) == [p.base.value for p in c.curve]
+    assert list(lines["trained - base"].y) == [p.difference.value for p in c.curve]
+    assert f"curves cross, k = {c.crossing.point}" in lines
+    assert [s.x0 for s in fig.layout.shapes if s.type == "line" and s.line.dash == "dash"] == [c.crossing.point] * 2  # both panels
+    assert "pointwise" in viz.caption(fig) and f"cross at k = {c.crossing.point}" in viz.caption(fig)
+
+
 def test_reward_curve_shows_the_training_history():
     history = [{"step": i + 1, "reward": -1 + 0.1 * i, "accuracy": 0.05 * i, "groups_kept": 8, "groups_sampled": 16 + 8 * (i % 2)} for i in range(12)]
     fig = viz.reward_curve(history, window=4)
@@ -229,6 +259,7 @@ def test_every_figure_at_column_size_keeps_its_text_apart_and_on_the_page(tiny, 
         "route_diagram": viz.route_diagram([R.Route.skip(4, 1), "4:0-2,2-3"]),
         "reward_curve": viz.reward_curve(history, window=4),
         "comparison": viz.comparison(compare(a, b)),
+        "ceiling_curves": viz.ceiling_curves(_ceiling()),
     }
     for name, fig in figures.items():
         assert len(viz.caption(fig)) > 40, f"{name} carries a caption"
