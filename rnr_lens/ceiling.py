@@ -128,6 +128,12 @@ class Ceiling:
     def budget(self) -> int:
         return len(self.curve)
 
+    def extrapolation_cost(self) -> int | None:
+        """Draws it would take, both models together, to reach the extrapolated crossing on
+        these questions (None: nothing is extrapolated)."""
+        k = self.crossing.extrapolated
+        return None if k is None else 2 * math.ceil(k) * self.questions
+
     def at(self, k: int) -> CurvePoint:
         """The curves at ``k`` (1..K)."""
         if not 1 <= k <= self.budget:
@@ -159,6 +165,7 @@ class Ceiling:
                 "extrapolated": self.crossing.extrapolated,
                 "budget": self.crossing.budget,
                 "text": self.crossing.text(),
+                "extrapolation_cost": self.extrapolation_cost(),
             },
             "verdicts": [
                 {

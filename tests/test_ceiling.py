@@ -75,7 +75,7 @@ PROBE = "sampling:k=16,t=1.0,draw=inverse-cdf"
 
 
 @pytest.fixture(scope="module")
-def pair(tiny):
+def pair(tiny, tmp_path_factory):
     """A base and a "trained" tiny model (another seed's weights) audited on a task whose gold
     answers are planted from their own draws (the draws depend on the question id and seed,
     never on the gold), so both curves rise above zero."""
@@ -88,11 +88,13 @@ def pair(tiny):
         answers = tries[(tries.question_id == q.id) & tries.extracted.notna()].sort_values("try_index").extracted.tolist()
         gold[q.id] = answers[(3 * i) % len(answers)]
     task = Task("planted", tuple(Question(q.id, q.prompt, gold[q.id]) for q in blank), "string")
-    return R.audit(tiny, task, [PROBE, "routes:k=2"], CONFIG, progress=False), R.audit(other, task, [PROBE, "routes:k=2"], CONFIG, progress=False)
+    db = tmp_path_factory.mktemp("ceiling") / "pair.db"
+    base, trained = (R.audit(m, task, [PROBE, "routes:k=2"], CONFIG, store=db, progress=False) for m in (tiny, other))
+    return base, trained, db
 
 
 def test_the_ceiling_of_real_audits_matches_the_comparison(pair):
-    base, trained = pair
+    base, trained, db = pair
     c = compare_ceiling(base, trained, PROBE)
     assert (c.budget, c.questions, c.excluded) == (16, 12, 0)
     assert [k for k, _ in c.verdicts] == [1, 8, 16]
@@ -108,7 +110,7 @@ def test_the_ceiling_of_real_audits_matches_the_comparison(pair):
 
 
 def test_the_ceiling_refuses_what_it_cannot_read(pair, tiny):
-    base, trained = pair
+    base, trained, db = pair
     with pytest.raises(R.RnrLensError, match="reads a sampling probe's draws"):
         compare_ceiling(base, trained, "routes:k=2")
     other = R.audit(tiny, get("add-small", n=3), [PROBE], CONFIG, progress=False)
@@ -116,3 +118,22 @@ def test_the_ceiling_refuses_what_it_cannot_read(pair, tiny):
         compare_ceiling(base, other, PROBE)
     with pytest.raises(R.RnrLensError, match="between 1 and the budget 16"):
         compare_ceiling(base, trained, PROBE).at(17)
+
+
+def test_rnr_lens_compare_prints_the_ceiling_and_saves_its_figure(pair, tmp_path, capsys):
+    import json
+
+    from rnr_lens.cli import main
+
+    base, trained, db = pair
+    figure = tmp_path / "ceiling.html"
+    assert main(["compare", str(db), "--a", base.id, "--b", trained.id, "--ceiling", PROBE, "--figure", str(figure)]) == 0
+    out = capsys.readouterr().out
+    assert "the ceiling at large k" in out and "crossing: " in out and figure.stat().st_size > 0
+    c = compare_ceiling(base, trained, PROBE)
+    assert c.crossing.text() in out
+    assert main(["compare", str(db), "--a", base.id, "--b", trained.id, "--ceiling", PROBE, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ceiling"]["crossing"]["text"] == c.crossing.text()
+    assert main(["compare", str(db), "--a", base.id, "--b", trained.id, "--figure", str(figure)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "add --ceiling PROBE" in err
