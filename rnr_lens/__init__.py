@@ -8,8 +8,8 @@ from typing import Any
 
 from rnr_lens import failures, selectors, shards, stats, tasks, verdicts
 from rnr_lens.audits import audit
-from rnr_lens.ceiling import Ceiling, compare_ceiling
-from rnr_lens.comparison import Comparison, compare
+from rnr_lens.ceiling import Ceiling
+from rnr_lens.comparison import Comparison, compare, compare_ceiling
 from rnr_lens.deploy import DeploymentConfig, deployment_for, deployment_for_task
 from rnr_lens.errors import RnrLensError
 from rnr_lens.executors import run_audit

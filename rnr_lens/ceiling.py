@@ -5,7 +5,8 @@ Claim 3 says training raises realized accuracy while what the model can reach at
 flat or shrinks. At k = 8 a sampling probe sees little of the ceiling; the work this builds on
 measures it as pass@k at large k, where a base model's curve often overtakes its trained
 model's. Given a base and a trained audit that ran the same sampling probe with a large budget
-``K`` on the same questions, :func:`ceiling` gives:
+``K`` on the same questions, :func:`rnr_lens.comparison.compare_ceiling` reads their draws and
+:func:`ceiling_of` gives:
 
 - both **curves**: pass@k for k = 1..K, the unbiased estimator of Chen et al. (2021) from each
   question's K draws, averaged over questions, with Wilson intervals (conservative for a mean of
@@ -24,25 +25,23 @@ model's. Given a base and a trained audit that ran the same sampling probe with 
 Invariants: both curves cover the same questions (those complete in both audits,
 :func:`rnr_lens.comparison.complete_in_both`) under the same probe (same temperature, draw and
 budget: :func:`rnr_lens.comparison.compare`'s checks); the scan over k is pointwise (each k's
-interval at 95%, not a family-wise band), and the crossing says so. Torch-free: it reads
-stored tries, so a referee re-derives it without a model.
+interval at 95%, not a family-wise band), and the crossing says so. The records here are plain
+values (torch-free, below the store): a :class:`Ceiling` reads back from ``claims.json``, and a
+referee re-derives it from stored draws without a model.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from rnr_lens.comparison import compare, complete_in_both
 from rnr_lens.errors import RnrLensError
-from rnr_lens.probes import parse_probe
-from rnr_lens.results import AuditResult
 from rnr_lens.stats import LEVEL, Estimate, rate, score_mean
-from rnr_lens.verdicts import MARGIN, TrainingVerdict, training_verdict
+from rnr_lens.verdicts import MARGIN, TrainingVerdict, Verdict, training_verdict
 
 NAMED_K = (1, 8, 32)
 """The k's (besides the budget itself) at which the ceiling reports claim 3's verdict."""
@@ -148,7 +147,8 @@ class Ceiling:
         raise RnrLensError(f"no verdict at k = {k}; the named k's are {', '.join(str(n) for n, _ in self.verdicts)}")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: the curves, the crossing and each named k's verdict with its estimates."""
+        """JSON-ready: the curves, the crossing and each named k's verdict with its estimates
+        (:meth:`from_dict` reads it back)."""
         return {
             "base": self.base,
             "trained": self.trained,
@@ -168,27 +168,31 @@ class Ceiling:
                 "extrapolation_cost": self.extrapolation_cost(),
             },
             "verdicts": [
-                {
-                    "k": k,
-                    "delta_realized": v.delta_realized.to_dict(),
-                    "delta_reachable": v.delta_reachable.to_dict(),
-                    "verdict": v.verdict.to_dict(),
-                }
-                for k, v in self.verdicts
+                {"k": k, **{f: getattr(v, f).to_dict() for f in _VERDICT_ESTIMATES}, "verdict": v.verdict.to_dict()} for k, v in self.verdicts
             ],
         }
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Ceiling:
+        """A ceiling read back from :meth:`to_dict` (``claims.json``)."""
+        x = d["crossing"]
+        low, high = x["point_interval"]
+        crossing = Crossing(x["not_excluded"], x["reversed"], x["point"], (low, high), x["extrapolated"], int(x["budget"]))
+        curve = tuple(
+            CurvePoint(int(p["k"]), Estimate.from_dict(p["base"]), Estimate.from_dict(p["trained"]), Estimate.from_dict(p["difference"]))
+            for p in d["curve"]
+        )
+        verdicts = tuple(
+            (int(v["k"]), TrainingVerdict(*(Estimate.from_dict(v[f]) for f in _VERDICT_ESTIMATES), Verdict.from_dict(v["verdict"])))
+            for v in d["verdicts"]
+        )
+        return cls(
+            str(d["base"]), str(d["trained"]), str(d["task"]), str(d["probe"]), int(d["questions"]), int(d["excluded"]), curve, crossing, verdicts
+        )
 
-def draws(result: AuditResult, probe: str, ids: Sequence[str]) -> np.ndarray:
-    """Each question's draws in ``ids`` order, correct (1) or not (0), in try order: a
-    ``(questions, K)`` array, K the probe's budget."""
-    tries = result.probe_tries(probe)
-    budget = result.budget(probe)
-    table = tries.pivot_table(index="question_id", columns="try_index", values="correct", aggfunc="first")
-    out = table.reindex(index=list(ids), columns=range(budget)).to_numpy(float)
-    if np.isnan(out).any():
-        raise RnrLensError(f"audit {result.id[:12]} lacks some of {probe}'s {budget} draws on the compared questions; finish it with --resume")
-    return out
+
+_VERDICT_ESTIMATES = ("delta_realized", "delta_reachable", "ceiling_vs_margin", "ceiling_vs_gain")
+"""A :class:`~rnr_lens.verdicts.TrainingVerdict`'s estimates, in its field order."""
 
 
 def pass_at_k_curves(correct: np.ndarray) -> np.ndarray:
@@ -262,50 +266,40 @@ def _extrapolate(mean: np.ndarray) -> float | None:
     return float(math.exp(-intercept / slope))
 
 
-def compare_ceiling(
-    base: AuditResult, trained: AuditResult, probe: str, *, named: Sequence[int] = NAMED_K, margin: float = MARGIN, seed: int = 0
+def ceiling_of(
+    names: tuple[str, str, str, str],
+    draws_base: np.ndarray,
+    draws_trained: np.ndarray,
+    realized_base: np.ndarray,
+    realized_trained: np.ndarray,
+    prompts: Sequence[str],
+    *,
+    excluded: int = 0,
+    named: Sequence[int] = NAMED_K,
+    margin: float = MARGIN,
+    seed: int = 0,
 ) -> Ceiling:
-    """Claim 3 at large k for ``trained`` against ``base`` under the sampling ``probe`` both ran.
+    """The ceiling from both models' draws on the same questions, in the same order: the
+    stages of :func:`rnr_lens.comparison.compare_ceiling` once it has read the audits.
 
     Args:
-        base, trained: Audits under identical conditions (the checks of
-            :func:`rnr_lens.comparison.compare`).
-        probe: A sampling probe both ran (its budget K is the largest k).
-        named: The k's besides K at which claim 3's verdict is evaluated (those above K are left out).
-        margin: Claim 3's margin (:data:`rnr_lens.verdicts.MARGIN`).
+        names: ``(base, trained, task, probe)`` as the records name them.
+        draws_base, draws_trained: ``(questions, K)`` 0/1 draws in try order.
+        realized_base, realized_trained: Each question's greedy answer, correct (1) or not.
+        prompts: Each question's prompt (questions that share one are drawn together).
+        excluded: Questions left out as not complete in both audits.
+        named: The k's besides K with claim 3's verdict (those above K are left out).
+        margin: Claim 3's margin.
         seed: Seeds the crossing's bootstrap.
-
-    Example:
-        >>> c = compare_ceiling(base, trained, "sampling:k=128,t=0.7,draw=inverse-cdf")  # doctest: +SKIP
-        >>> c.crossing.text(), c.verdict(128).verdict.status  # doctest: +SKIP
     """
-    compare(base, trained)  # identical conditions, or a one-line refusal naming what differs
-    name = base.probe_name(probe)
-    if parse_probe(name).family != "sampling":
-        raise RnrLensError(f"the ceiling reads a sampling probe's draws, not {name}; audit with --probe sampling:k=128,t=0.7")
-    ids = complete_in_both(base, trained, name)
-    if not ids:
-        raise RnrLensError(f"no question is complete in both audits under {name}; finish them with --resume")
-    a, b = draws(base, name, ids), draws(trained, name, ids)
-    questions = base.questions.set_index("question_id").loc[ids]
-    prompts = questions["prompt"].tolist()
-    curves_a, curves_b = pass_at_k_curves(a), pass_at_k_curves(b)
+    if draws_base.shape != draws_trained.shape or draws_base.shape[0] != len(prompts) or not draws_base.size:
+        raise RnrLensError(f"the ceiling needs both models' draws on the same questions, got {draws_base.shape} and {draws_trained.shape}")
+    curves_a, curves_b = pass_at_k_curves(draws_base), pass_at_k_curves(draws_trained)
     points = curve_points(curves_a, curves_b, prompts)
-    realized_a = questions["realized"].to_numpy(float)
-    realized_b = trained.questions.set_index("question_id").loc[ids, "realized"].to_numpy(float)
-    budget = a.shape[1]
+    budget = draws_base.shape[1]
     verdicts = tuple(
-        (k, training_verdict(realized_a, realized_b, a[:, :k].max(1), b[:, :k].max(1), prompts, margin=margin))
+        (k, training_verdict(realized_base, realized_trained, draws_base[:, :k].max(1), draws_trained[:, :k].max(1), prompts, margin=margin))
         for k in sorted({*(k for k in named if k < budget), budget})
     )
-    return Ceiling(
-        base.info.model,
-        trained.info.model,
-        base.info.task,
-        name,
-        len(ids),
-        len(base.questions) - len(ids),
-        points,
-        find_crossing(curves_a, curves_b, points, prompts, seed),
-        verdicts,
-    )
+    crossing = find_crossing(curves_a, curves_b, points, prompts, seed)
+    return Ceiling(*names, len(prompts), excluded, points, crossing, verdicts)

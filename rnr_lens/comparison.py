@@ -16,13 +16,16 @@ as wrong on one side.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from rnr_lens.ceiling import NAMED_K, Ceiling, ceiling_of
 from rnr_lens.errors import RnrLensError
+from rnr_lens.probes import parse_probe
 from rnr_lens.records import reachable_column
 from rnr_lens.results import AuditResult
 from rnr_lens.stats import Estimate, paired_difference
@@ -162,3 +165,55 @@ def _complete(result: AuditResult, probe: str) -> set[str]:
     """The questions whose realized answer and every try of ``probe`` are stored."""
     mask = result.complete_mask(probe).to_numpy()
     return set(result.questions.loc[mask, "question_id"])
+
+
+def _draws(result: AuditResult, probe: str, ids: Sequence[str]) -> np.ndarray:
+    """Each question's draws in ``ids`` order, correct (1) or not (0), in try order: a
+    ``(questions, K)`` array, K the probe's budget."""
+    tries = result.probe_tries(probe)
+    budget = result.budget(probe)
+    table = tries.pivot_table(index="question_id", columns="try_index", values="correct", aggfunc="first")
+    out = table.reindex(index=list(ids), columns=range(budget)).to_numpy(float)
+    if np.isnan(out).any():
+        raise RnrLensError(f"audit {result.id[:12]} lacks some of {probe}'s {budget} draws on the compared questions; finish it with --resume")
+    return out
+
+
+def compare_ceiling(
+    base: AuditResult, trained: AuditResult, probe: str, *, named: Sequence[int] = NAMED_K, margin: float = MARGIN, seed: int = 0
+) -> Ceiling:
+    """Claim 3 at large k for ``trained`` against ``base`` under the sampling ``probe`` both ran
+    (:mod:`rnr_lens.ceiling`): over the questions complete in both, under :func:`compare`'s
+    checks.
+
+    Args:
+        base, trained: Audits under identical conditions.
+        probe: A sampling probe both ran (its budget K is the largest k).
+        named: The k's besides K at which claim 3's verdict is evaluated (those above K are left out).
+        margin: Claim 3's margin (:data:`rnr_lens.verdicts.MARGIN`).
+        seed: Seeds the crossing's bootstrap.
+
+    Example:
+        >>> c = compare_ceiling(base, trained, "sampling:k=128,t=0.7,draw=inverse-cdf")  # doctest: +SKIP
+        >>> c.crossing.text(), c.verdict(128).verdict.status  # doctest: +SKIP
+    """
+    compare(base, trained)  # identical conditions, or a one-line refusal naming what differs
+    name = base.probe_name(probe)
+    if parse_probe(name).family != "sampling":
+        raise RnrLensError(f"the ceiling reads a sampling probe's draws, not {name}; audit with --probe sampling:k=128,t=0.7")
+    ids = complete_in_both(base, trained, name)
+    if not ids:
+        raise RnrLensError(f"no question is complete in both audits under {name}; finish them with --resume")
+    qa, qb = base.questions.set_index("question_id").loc[ids], trained.questions.set_index("question_id").loc[ids]
+    return ceiling_of(
+        (base.info.model, trained.info.model, base.info.task, name),
+        _draws(base, name, ids),
+        _draws(trained, name, ids),
+        qa["realized"].to_numpy(float),
+        qb["realized"].to_numpy(float),
+        qa["prompt"].tolist(),
+        excluded=len(base.questions) - len(ids),
+        named=named,
+        margin=margin,
+        seed=seed,
+    )

@@ -472,7 +472,7 @@ def _band(fig: go.Figure, ks: list[int], low: list[float], high: list[float], co
 
 
 def ceiling_curves(c: Ceiling) -> go.Figure:
-    """Claim 3 at large k (:func:`rnr_lens.ceiling.compare_ceiling`): above, the base and
+    """Claim 3 at large k (:func:`rnr_lens.comparison.compare_ceiling`): above, the base and
     trained pass@k curves with 95% Wilson bands over log-scaled k; below, their paired
     difference (trained - base) with its 95% score band and the zero line; the point crossing
     marked with its bootstrap interval shaded, and the k's with a verdict ticked.

@@ -35,13 +35,14 @@ LAYERS: list[tuple[str, list[str]]] = [
             "dapo",
             "phases",
             "provenance",
+            "ceiling",
         ],
     ),
     ("model", ["adapters", "engine", "interventions", "generation", "lens", "model_cache", "models", "tiny"]),
     ("questions", ["tasks", "deploy"]),
     ("store", ["store", "evidence"]),
     ("measurement", ["selectors", "probes", "results", "audits", "formats", "attribution", "checkpoints", "training"]),
-    ("analysis", ["comparison", "ceiling", "failures", "executors", "miner"]),
+    ("analysis", ["comparison", "failures", "executors", "miner"]),
     ("people", ["viz_export", "viz", "report_page", "reports", "widgets", "cli"]),
 ]
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import rnr_lens as R
-from rnr_lens.ceiling import compare_ceiling, curve_points, find_crossing, pass_at_k_curves
+from rnr_lens.ceiling import Ceiling, curve_points, find_crossing, pass_at_k_curves
+from rnr_lens.comparison import compare_ceiling
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.stats import pass_at_k
 from rnr_lens.tasks import Question, Task, get
@@ -106,6 +107,7 @@ def test_the_ceiling_of_real_audits_matches_the_comparison(pair):
     # at the budget, reached = one of all K draws correct: the comparison's own claim-3 verdict
     assert c.verdict(16) == R.compare(base, trained).verdict(PROBE)
     d = c.to_dict()
+    assert Ceiling.from_dict(d).to_dict() == d, "claims.json reads back into the record that wrote it"
     assert d["crossing"]["text"] == c.crossing.text() and len(d["curve"]) == 16 and d["verdicts"][-1]["k"] == 16
 
 

@@ -30,8 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rnr_lens.ceiling import compare_ceiling
-    from rnr_lens.comparison import compare
+    from rnr_lens.comparison import compare, compare_ceiling
     from rnr_lens.results import AuditResult
 
     if args.figure and not args.ceiling:
