@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from rnr_lens.ceiling import Ceiling
 from rnr_lens.provenance import Provenance
 from rnr_lens.stats import Estimate
 from rnr_lens.sweeps import NullRepair
@@ -450,6 +451,8 @@ class Claims:
     routes_vs_search: tuple[RoutesClaim, ...] = ()
     bottleneck: tuple[BottleneckClaim, ...] = ()
     training: tuple[TrainingClaim, ...] = ()
+    ceiling: tuple[Ceiling, ...] = ()
+    """Claim 3 at large k per trained pair and task (grids with ``ceiling_k``; absent from the file otherwise)."""
     configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     progress: Progress | None = None
     summary: Mapping[str, str] = field(default_factory=dict)
@@ -482,6 +485,8 @@ class Claims:
             "training": [c.to_dict() for c in self.training],
             "configs": {h: dict(c) for h, c in self.configs.items()},
         }
+        if self.ceiling:
+            out["ceiling"] = [c.to_dict() for c in self.ceiling]
         if self.progress is not None:
             out["progress"] = self.progress.to_dict()
         if self.summary:
@@ -500,6 +505,7 @@ class Claims:
             routes_vs_search=tuple(RoutesClaim.from_dict(c) for c in d.get("routes_vs_search", ())),
             bottleneck=tuple(BottleneckClaim.from_dict(c) for c in d.get("bottleneck", ())),
             training=tuple(TrainingClaim.from_dict(c) for c in d.get("training", ())),
+            ceiling=tuple(Ceiling.from_dict(c) for c in d.get("ceiling", ())),
             configs={h: dict(c) for h, c in d.get("configs", {}).items()},
             progress=Progress(**progress) if progress else None,
             summary=dict(d.get("summary", {})),

@@ -55,24 +55,28 @@ AUDITED, MINED = "audit", "mined"
 
 @dataclass(frozen=True)
 class SettingRecord:
-    """One setting of a report (a model spec on a task): its audit, and the stages done
-    (``audit``; ``mined``: claim 2's failure set, sweeps and null kept in the store)."""
+    """One setting of a report (a model spec on a task): its audit, the stages done
+    (``audit``; ``mined``: claim 2's failure set, sweeps and null kept in the store), and the
+    audit of the grid's ceiling probe where the grid measures claim 3 at large k."""
 
     model: str
     task: str
     audit: str
     stages: tuple[str, ...] = (AUDITED,)
+    ceiling: str | None = None
 
     def done(self, mined: bool) -> bool:
         """Every stage of this setting has finished (``mined``: the setting has claim 2's stage)."""
         return MINED in self.stages or not mined
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "task": self.task, "audit": self.audit, "stages": list(self.stages)}
+        out = {"model": self.model, "task": self.task, "audit": self.audit, "stages": list(self.stages)}
+        return out | ({"ceiling": self.ceiling} if self.ceiling is not None else {})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SettingRecord:
-        return cls(str(d["model"]), str(d["task"]), str(d["audit"]), tuple(d.get("stages", (AUDITED,))))
+        ceiling = d.get("ceiling")
+        return cls(str(d["model"]), str(d["task"]), str(d["audit"]), tuple(d.get("stages", (AUDITED,))), None if ceiling is None else str(ceiling))
 
 
 @dataclass(frozen=True)
@@ -96,8 +100,8 @@ class Manifest:
 
     @property
     def audits(self) -> list[str]:
-        """The audits the settings name, each once, in order."""
-        return list(dict.fromkeys(s.audit for s in self.settings))
+        """The audits the settings name (each setting's, then its ceiling audit), each once, in order."""
+        return list(dict.fromkeys(a for s in self.settings for a in (s.audit, s.ceiling) if a is not None))
 
     def to_dict(self) -> dict[str, Any]:
         return {"grid": dict(self.grid), "settings": [s.to_dict() for s in self.settings], "provenance": self.provenance.to_dict()}

@@ -96,6 +96,7 @@ def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None
         _retention_html(claims),
         _bottleneck_html(claims) + shown.html(figures.get("bottleneck", [])),
         _training_html(claims),
+        _ceiling_html(claims, shown),
         _configs_html(claims),
     ]
     return (
@@ -303,6 +304,48 @@ def _training_html(claims: Claims) -> str:
             else "<p>No trained pairs in this grid.</p>"
         )
         + _across_checkpoints_html(claims)
+    )
+
+
+def _ceiling_html(claims: Claims, shown: _Figures) -> str:
+    """Claim 3 at large k (grids with ``ceiling_k``; nothing otherwise): per trained pair and
+    task, the curves and the verdict at each named k, the crossing, and the figure."""
+    from rnr_lens.viz import ceiling_curves
+
+    if not claims.ceiling:
+        return ""
+    e = estimate_text
+    rows = [
+        [
+            c.base,
+            c.trained,
+            c.task,
+            str(k),
+            e(c.at(k).base),
+            e(c.at(k).trained),
+            e(c.at(k).difference),
+            e(v.delta_reachable),
+            _verdict_text(v.verdict),
+        ]
+        for c in sorted(claims.ceiling, key=lambda c: c.base)
+        for k, v in c.verdicts
+    ]
+    crossings = "".join(f"<li>{html.escape(f'{c.trained} on {c.task}: {c.crossing.text()}')}</li>" for c in claims.ceiling)
+    figures = [(f"{c.trained} against {c.base} on {c.task}", ceiling_curves(c)) for c in claims.ceiling]
+    return (
+        "<h2>3, at large k: the ceiling as pass@k curves</h2><p>"
+        + html.escape(
+            "pass@k is the unbiased estimator from every draw of the ceiling's probe (Wilson intervals; the difference, "
+            "trained - base, with the score interval, pointwise at each k). Claim 3's verdict at k reads a question as "
+            "reached when one of its first k draws is correct (Δ reachable with Tango's interval and the exact McNemar test), "
+            "under the rule above."
+        )
+        + "</p>"
+        + html_table(
+            rows, ["base", "trained", "task", "k", "pass@k base", "pass@k trained", "difference", "Δ reached in k", "verdict"], below=("verdict",)
+        )
+        + f"<ul>{crossings}</ul>"
+        + shown.html(figures)
     )
 
 

@@ -41,6 +41,7 @@ import yaml
 
 from rnr_lens import selectors, verdicts
 from rnr_lens.audits import check_seed
+from rnr_lens.ceiling import Ceiling
 from rnr_lens.claims import (
     BlockRates,
     BottleneckClaim,
@@ -75,6 +76,11 @@ if TYPE_CHECKING:
     from rnr_lens.miner import SweepResult
 
 
+CEILING_FIELDS = ("ceiling_k", "ceiling_n")
+"""The grid fields of claim 3 at large k: a report may be resumed with them added (its finished
+settings stay what they were; the ceiling's audits are new ones)."""
+
+
 @dataclass(frozen=True)
 class Grid:
     """The settings a report covers.
@@ -100,6 +106,11 @@ class Grid:
             :data:`rnr_lens.verdicts.RETENTION_MARGIN`).
         break_bound: The largest control break rate a bottleneck may have (claim 2;
             :data:`rnr_lens.verdicts.BREAK_BOUND`).
+        ceiling_k: Claim 3 at large k (:mod:`rnr_lens.ceiling`): after every setting, audit each
+            model of a trained pair again with :attr:`ceiling_probe` (this many samples per
+            question) and compare each pair's curves; None (the default): not measured.
+        ceiling_n: The ceiling audits' questions per task, at most (the first of the task's,
+            as ``n`` takes them; default: ``n``).
     """
 
     models: tuple[str, ...]
@@ -117,6 +128,8 @@ class Grid:
     margin: float = verdicts.MARGIN
     retention_margin: float = verdicts.RETENTION_MARGIN
     break_bound: float = verdicts.BREAK_BOUND
+    ceiling_k: int | None = None
+    ceiling_n: int | None = None
 
     def __post_init__(self) -> None:
         for key in ("margin", "retention_margin", "break_bound"):
@@ -129,6 +142,14 @@ class Grid:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise RnrLensError(f"grid field {key} must be a whole number of at least 1, got {value!r}")
+        for key in ("ceiling_k", "ceiling_n"):
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise RnrLensError(f"grid field {key} must be a whole number of at least 1, got {value!r}")
+        if self.ceiling_n is not None and self.ceiling_k is None:
+            raise RnrLensError("grid field ceiling_n sizes the ceiling's audits: add ceiling_k (e.g. ceiling_k: 128)")
+        if self.ceiling_k is not None and not self.pairs:
+            raise RnrLensError("grid field ceiling_k compares trained pairs at large k: add pairs: (base: and trained:)")
         for key in ("mine", "exhaustive"):
             if not isinstance(getattr(self, key), bool):
                 raise RnrLensError(f"grid field {key} must be true or false, got {getattr(self, key)!r}")
@@ -177,9 +198,20 @@ class Grid:
         """The route search at the same budget."""
         return parse_probe(self.probe_specs[2]).name
 
+    @property
+    def ceiling_probe(self) -> str | None:
+        """The ceiling's probe: ``ceiling_k`` samples at the grid's temperature, drawn by inverse
+        CDF (:data:`rnr_lens.generation.DRAWS`; canonical name). None without ``ceiling_k``."""
+        if self.ceiling_k is None:
+            return None
+        return parse_probe(f"sampling:k={self.ceiling_k},t={self.temperature},draw=inverse-cdf").name
+
     def to_dict(self) -> dict[str, Any]:
-        """The grid as the grid file's fields (a JSON record: ``claims.json`` and the manifest hold it)."""
-        return json.loads(json.dumps({k: getattr(self, k) for k in Grid.__dataclass_fields__}))
+        """The grid as the grid file's fields (a JSON record: ``claims.json`` and the manifest
+        hold it). The ceiling's fields appear only where set, so a grid without them writes
+        the record it always wrote."""
+        fields = {k: getattr(self, k) for k in Grid.__dataclass_fields__}
+        return json.loads(json.dumps({k: v for k, v in fields.items() if not (k in CEILING_FIELDS and v is None)}))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Grid:
@@ -576,7 +608,41 @@ def report(
             )
             run.finish_setting(spec, task_spec, model if executor == "local" else None, model, result, progress)
         del model
+    for spec in _ceiling_order(grid):  # claim 3 at large k, once every setting is done
+        with phase("load model"):
+            model = load_model(spec) if executor == "local" else None
+        for task_spec, task in tasks_.items():
+            audited = run.manifest.setting(spec, task_spec)
+            assert audited is not None, "every setting is audited before the ceiling"
+            cfg = AuditResult.load(run.store, audited.audit).config  # the setting's own deployment
+            result = run_audit(
+                model if model is not None else spec,
+                _ceiling_task(task, grid),
+                [grid.ceiling_probe],
+                cfg,
+                store=run.store,
+                seed=grid.seed,
+                shards=shards,
+                executor=executor,
+                address=address,
+                num_cpus=num_cpus,
+                batch_size=batch_size,
+                progress=progress,
+            )
+            run.finish_ceiling(audited, result)
+        del model
     return Report(run.stage_done(), out / "runs.db", run.draft.files)
+
+
+def _ceiling_order(grid: Grid) -> list[str]:
+    """The models the ceiling audits (every model of a trained pair), in the report's run order."""
+    members = {m for p in grid.pairs for m in p.values()}
+    return [m for m in _run_order(grid) if m in members] if grid.ceiling_k is not None else []
+
+
+def _ceiling_task(task: Any, grid: Grid) -> Any:
+    """The ceiling's questions: the first ``ceiling_n`` of the setting's (all of them without it)."""
+    return task if grid.ceiling_n is None or grid.ceiling_n >= len(task) else task.first(grid.ceiling_n)
 
 
 def _prepare(grid: Grid, out: Path, evidence: str | Path | None) -> tuple[Any, DeploymentConfig | None, dict[str, Any], list[str]]:
@@ -629,7 +695,8 @@ class _ReportRun:
         from rnr_lens import evidence as evidence_
 
         self.grid, self.store = grid, store
-        self.manifest = evidence_.Manifest.load(store) or evidence_.Manifest(grid.to_dict())
+        # this run's grid: the recorded one, or it with the ceiling's fields added (_check_same_grid)
+        self.manifest = replace(evidence_.Manifest.load(store) or evidence_.Manifest(grid.to_dict()), grid=grid.to_dict())
         self.span = RunSpan.begin()
         self.draft = _derived(self.manifest, store, files)  # what earlier runs finished, as rederive derives it
 
@@ -676,12 +743,24 @@ class _ReportRun:
             self.manifest = self.manifest.with_setting(record)
         self.stage_done(finished=record)
 
+    def finish_ceiling(self, record: SettingRecord, result: AuditResult) -> None:
+        """After a setting's ceiling audit: its id into the setting's record, then the pair's
+        ceiling claim once both of its models' ceiling audits are here."""
+        if record.ceiling == result.id:
+            return  # finished by an earlier run and derived when this run began
+        record = replace(record, ceiling=result.id)
+        self.manifest = self.manifest.with_setting(record)
+        self.draft.add_ceiling(record)
+        self.stage_done()
+
 
 def _check_same_grid(recorded: Mapping[str, Any], grid: Grid, what: str, fix: str) -> None:
     """Refuse to continue a report under another grid than the one it ran (one line: the
     first field that differs, with both values)."""
     here = grid.to_dict()
     differs = [k for k in dict.fromkeys([*here, *recorded]) if recorded.get(k) != here.get(k)]
+    if all(k in CEILING_FIELDS and k not in recorded for k in differs):
+        return  # the ceiling added to a report that ran without it: what it finished stands
     if differs:
         k = differs[0]
         raise RnrLensError(f"{what} (its {k} is {recorded.get(k)!r}, this grid's {here.get(k)!r}); {fix}")
@@ -730,6 +809,9 @@ def _derived(manifest: Any, store: RunStore, files: dict[str, Path]) -> _Draft:
     for record in manifest.settings:
         if record.done(grid.mines(record.model)):
             draft.derive(record)
+    for record in manifest.settings:  # the ceiling's audits run after every setting
+        if record.ceiling is not None:
+            draft.add_ceiling(record)
     return draft
 
 
@@ -754,6 +836,8 @@ class _Draft:
     routes: list[RoutesClaim] = field(default_factory=list)
     bottleneck: list[BottleneckClaim] = field(default_factory=list)
     training: dict[tuple[int, str], TrainingClaim] = field(default_factory=dict)
+    ceiling_audits: dict[tuple[str, str], AuditResult] = field(default_factory=dict)
+    ceilings: dict[tuple[int, str], Ceiling] = field(default_factory=dict)
     figures: dict[str, list[tuple[str, Any]]] = field(default_factory=lambda: {"routes": [], "bottleneck": []})
 
     @property
@@ -790,6 +874,20 @@ class _Draft:
                 if a is not None and b is not None and (i, t) not in self.training:
                     self.training[(i, t)] = claim_training(a, b, self.grid)
 
+    def add_ceiling(self, record: SettingRecord) -> None:
+        """A setting's ceiling audit; a trained pair's ceiling as soon as both of its are here."""
+        from rnr_lens.comparison import compare_ceiling
+
+        assert record.ceiling is not None
+        with phase("report:claims"):
+            self.ceiling_audits[(record.model, record.task)] = AuditResult.load(self.store, record.ceiling)
+            for i, pair in enumerate(self.grid.pairs):
+                for t in self.grid.tasks:
+                    a, b = self.ceiling_audits.get((pair["base"], t)), self.ceiling_audits.get((pair["trained"], t))
+                    if a is not None and b is not None and (i, t) not in self.ceilings:
+                        probe = self.grid.ceiling_probe or a.probes[0]
+                        self.ceilings[(i, t)] = compare_ceiling(a, b, probe, margin=self.grid.margin)
+
     def add_routes_figure(self, spec: str) -> None:
         from rnr_lens import viz
 
@@ -799,13 +897,17 @@ class _Draft:
     def claims(self, provenance: Provenance | None = None) -> Claims:
         grid = self.grid
         training = tuple(self.training[(i, t)] for i in range(len(grid.pairs)) for t in grid.tasks if (i, t) in self.training)
+        ceiling = tuple(self.ceilings[(i, t)] for i in range(len(grid.pairs)) for t in grid.tasks if (i, t) in self.ceilings)
         complete = len(self.audits) == self.total and len(training) == len(grid.pairs) * len(grid.tasks)
+        if grid.ceiling_k is not None:
+            complete = complete and len(ceiling) == len(grid.pairs) * len(grid.tasks)
         claims = Claims(
             grid=grid.to_dict(),
             probes=grid.probe_specs,
             routes_vs_search=tuple(self.routes),
             bottleneck=tuple(self.bottleneck),
             training=training,
+            ceiling=ceiling,
             configs=dict(self.configs),
             progress=Progress(len(self.audits), self.total, complete),
             provenance=provenance,
@@ -857,6 +959,8 @@ def summary_lines(claims: Claims) -> dict[str, str]:
     def line(decided: list[verdicts.Verdict], what: str) -> str:
         return f"{what}: " + (_counts_text(decided) if decided else "not evaluated in this grid")
 
+    at_budget = [v.verdict for c in claims.ceiling for k, v in c.verdicts if k == c.budget]
+    ceiling = {"ceiling": line(at_budget, f"the same at the ceiling's budget, k = {grid['ceiling_k']}, comparisons")} if claims.ceiling else {}
     return {
         "routes_vs_search": line(
             [c.verdict for c in routes],
@@ -874,4 +978,4 @@ def summary_lines(claims: Claims) -> dict[str, str]:
             [p.verdict for p in trained],
             f"realized rose while the ceiling rose by less than {grid['margin']:.2f} and less than half of it, or fell, comparisons",
         ),
-    }
+    } | ceiling

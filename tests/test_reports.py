@@ -179,6 +179,44 @@ def test_a_report_rederives_from_its_evidence_alone_and_resumes_from_it(first_re
     assert "holds the report of another grid (its k is 3, this grid's 4)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_the_ceiling_added_to_a_finished_report_audits_only_its_own_probe(first_report, grid_file, tmp_path, capsys):
+    """Claim 3 at large k (issue 41) on a report that ran without it: the grid with ceiling_k
+    and ceiling_n added resumes the folder (its finished claims stand byte for byte), audits
+    each pair member once more with the ceiling's probe on the first ceiling_n questions, and
+    its claims re-derive from the evidence alone."""
+    import shutil
+
+    out, _, before = first_report
+    folder = tmp_path / "report"
+    shutil.copytree(out, folder)
+    with_ceiling = _with(grid_file, tmp_path, ceiling_k=6, ceiling_n=3)
+    assert main(["report", str(with_ceiling), "--out", str(folder)]) == 0
+    capsys.readouterr()
+    claims = json.loads((folder / "claims.json").read_text())
+    for key in ("routes_vs_search", "bottleneck", "training"):
+        assert claims[key] == before[key], key
+    assert claims["grid"]["ceiling_k"] == 6 and "ceiling_k" not in before["grid"], "a grid without the ceiling writes what it always wrote"
+    assert len(claims["ceiling"]) == 2 and claims["progress"]["complete"], "one per task of the one pair"
+    probe = Grid.load(with_ceiling).ceiling_probe
+    assert probe == "sampling:k=6,t=1.0,top_p=1.0,draw=inverse-cdf"
+    store = RunStore(folder / "runs.db", mode="read")
+    ceiling_audits = [a for a in store.audits() if a.probes == (probe,)]
+    assert len(ceiling_audits) == 4 and all(a.n_questions == 3 for a in ceiling_audits)
+    for c in claims["ceiling"]:
+        assert c["probe"] == probe and [v["k"] for v in c["verdicts"]] == [1, 6] and len(c["curve"]) == 6
+    assert "the same at the ceiling's budget, k = 6" in claims["summary"]["ceiling"]
+    page = (folder / "report.html").read_text()
+    assert "3, at large k" in page and "The ceiling at large k" in page
+    assert main(["report", "--from-evidence", str(folder / "evidence.json.gz"), "--out", str(tmp_path / "referee")]) == 0
+    assert (tmp_path / "referee" / "claims.json").read_bytes() == (folder / "claims.json").read_bytes()
+    capsys.readouterr()
+    # any other change still refuses the folder
+    other = _with(grid_file, tmp_path, ceiling_k=6, ceiling_n=3, k=4)
+    assert main(["report", str(other), "--out", str(folder)]) == 2
+    assert "holds the report of another grid (its k is 3, this grid's 4)" in capsys.readouterr().err
+
+
 def _with(grid_file, tmp_path, **changes):
     """A copy of the test grid with ``changes`` (its model folders and task file beside it)."""
     grid = yaml.safe_load(grid_file.read_text())
@@ -301,6 +339,9 @@ def test_report_refuses_shards_without_an_executor(grid_file, tmp_path, capsys):
         ("models: [x]\ntasks: [add-small]\nbudget: 8\n", "unknown grid field 'budget'"),
         ("models: [x]\ntasks: [add-small]\npairs: [{base: x}]\n", "each grid pair needs exactly base: and trained:"),
         ("models: [x]\ntasks: [add-small]\nexhaustive: 'yes'\n", "grid field exhaustive must be true or false"),
+        ("models: [x]\ntasks: [add-small]\nceiling_n: 50\n", "grid field ceiling_n sizes the ceiling's audits: add ceiling_k"),
+        ("models: [x]\ntasks: [add-small]\nceiling_k: 128\n", "grid field ceiling_k compares trained pairs at large k: add pairs:"),
+        ("models: [x]\ntasks: [add-small]\nceiling_k: 0\n", "grid field ceiling_k must be a whole number of at least 1"),
         (
             "models: [smollm2-135m-instruct]\ntasks: [add-small]\npairs: [{base: smollm2-135m-instruct, trained: ./no-such-run/final}]\n",
             "grid model './no-such-run/final': unknown model",
