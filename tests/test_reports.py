@@ -419,6 +419,8 @@ def test_the_seeds_grid_pairs_one_base_with_three_training_seeds():
     grid = Grid.load(path)
     assert {p["base"] for p in grid.pairs} == {"smollm2-135m-instruct"} and len({p["trained"] for p in grid.pairs}) == 3
     assert not grid.mine and grid.n >= 200 and set(grid.tasks) == {"add-two-digit", "sub"}
+    # claim 3 at large k (issue 41): at least 100 add-two-digit questions and sub whole, at k = 128
+    assert grid.ceiling_k == 128 and grid.ceiling_n >= 115 and grid.ceiling_probe.endswith("draw=inverse-cdf")
     commands = re.findall(r"rnr-lens train .*", path.read_text())
     assert [re.search(r"--seed (\d)", c).group(1) if "--seed" in c else "0" for c in commands] == ["0", "1", "2"]
     assert [c.split("--out ")[1] + "/final" for c in commands] == [p["trained"].split("../", 1)[1] for p in grid.pairs]
