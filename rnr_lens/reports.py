@@ -586,50 +586,29 @@ def report(
     document, config, tasks_, model_specs = _prepare(grid, out, evidence)
     run = _ReportRun(grid, _open_store(out, document, evidence), _report_files(out))
     run.stage_done()
+
+    def audited(model_or_spec: Any, task: Any, probes: list[str], cfg: DeploymentConfig) -> AuditResult:
+        where = dict(shards=shards, executor=executor, address=address, num_cpus=num_cpus, batch_size=batch_size, progress=progress)
+        return run_audit(model_or_spec, task, probes, cfg, store=run.store, seed=grid.seed, **where)
+
     for spec in model_specs:
         # the driver needs the weights to audit here, or to mine; Ray workers load their own
         with phase("load model"):
             model = load_model(spec) if executor == "local" or grid.mines(spec) else None
         for task_spec, task in tasks_.items():
             cfg = config or deployment_for_task(model if model is not None else load_tokenizer(spec), task)
-            result = run_audit(
-                model if executor == "local" and model is not None else spec,
-                task,
-                grid.probes,
-                cfg,
-                store=run.store,
-                seed=grid.seed,
-                shards=shards,
-                executor=executor,
-                address=address,
-                num_cpus=num_cpus,
-                batch_size=batch_size,
-                progress=progress,
-            )
+            result = audited(model if executor == "local" and model is not None else spec, task, grid.probes, cfg)
             run.finish_setting(spec, task_spec, model if executor == "local" else None, model, result, progress)
         del model
     for spec in _ceiling_order(grid):  # claim 3 at large k, once every setting is done
         with phase("load model"):
             model = load_model(spec) if executor == "local" else None
         for task_spec, task in tasks_.items():
-            audited = run.manifest.setting(spec, task_spec)
-            assert audited is not None, "every setting is audited before the ceiling"
-            cfg = AuditResult.load(run.store, audited.audit).config  # the setting's own deployment
-            result = run_audit(
-                model if model is not None else spec,
-                _ceiling_task(task, grid),
-                [grid.ceiling_probe],
-                cfg,
-                store=run.store,
-                seed=grid.seed,
-                shards=shards,
-                executor=executor,
-                address=address,
-                num_cpus=num_cpus,
-                batch_size=batch_size,
-                progress=progress,
-            )
-            run.finish_ceiling(audited, result)
+            record = run.manifest.setting(spec, task_spec)
+            assert record is not None and grid.ceiling_probe is not None, "every setting is audited before the ceiling"
+            cfg = AuditResult.load(run.store, record.audit).config  # the setting's own deployment
+            result = audited(model if model is not None else spec, _ceiling_task(task, grid), [grid.ceiling_probe], cfg)
+            run.finish_ceiling(record, result)
         del model
     return Report(run.stage_done(), out / "runs.db", run.draft.files)
 

@@ -421,17 +421,7 @@ def pass_at_k(result: AuditResult, probes: Sequence[str] | None = None, k: int |
             continue
         budget = max(budget, int(curve.k.max()))
         color = OKABE_ITO[i % 8]
-        fig.add_scatter(
-            x=list(curve.k) + list(curve.k[::-1]),
-            y=list(curve.high) + list(curve.low[::-1]),
-            mode="lines",
-            fill="toself",
-            line=dict(width=0),
-            fillcolor=color,
-            opacity=0.18,
-            showlegend=False,
-            hoverinfo="skip",
-        )
+        _band(fig, list(curve.k), list(curve.low), list(curve.high), color, opacity=0.18)
         fig.add_scatter(x=curve.k, y=curve.pass_at_k, mode="lines+markers", name=probe_budget_label(probe), line=dict(color=color))
     realized = float(result.questions.loc[result.questions["has_default"], "realized"].mean()) if result.questions["has_default"].any() else 0.0
     # a legend entry, not a label that can sit on a curve
@@ -454,8 +444,10 @@ def pass_at_k(result: AuditResult, probes: Sequence[str] | None = None, k: int |
     )
 
 
-def _band(fig: go.Figure, ks: list[int], low: list[float], high: list[float], colour: str, row: int) -> None:
-    """A filled 95% band under a curve (no legend entry, no hover)."""
+def _band(fig: go.Figure, ks: list[int], low: list[float], high: list[float], colour: str, row: int | None = None, opacity: float = 0.2) -> None:
+    """A filled 95% band under a curve (no legend entry, no hover), in panel ``row`` of a
+    one-column grid of panels (None: a figure of one panel)."""
+    where = {} if row is None else {"row": row, "col": 1}
     fig.add_scatter(
         x=ks + ks[::-1],
         y=high + low[::-1],
@@ -463,11 +455,10 @@ def _band(fig: go.Figure, ks: list[int], low: list[float], high: list[float], co
         fill="toself",
         line=dict(width=0),
         fillcolor=colour,
-        opacity=0.2,
+        opacity=opacity,
         showlegend=False,
         hoverinfo="skip",
-        row=row,
-        col=1,
+        **where,
     )
 
 
