@@ -183,7 +183,7 @@ class Ceiling:
             for p in d["curve"]
         )
         verdicts = tuple(
-            (int(v["k"]), TrainingVerdict(*(Estimate.from_dict(v[f]) for f in _VERDICT_ESTIMATES), Verdict.from_dict(v["verdict"])))
+            (int(v["k"]), TrainingVerdict(**{f: Estimate.from_dict(v[f]) for f in _VERDICT_ESTIMATES}, verdict=Verdict.from_dict(v["verdict"])))
             for v in d["verdicts"]
         )
         return cls(

@@ -588,8 +588,10 @@ def report(
     run.stage_done()
 
     def audited(model_or_spec: Any, task: Any, probes: list[str], cfg: DeploymentConfig) -> AuditResult:
-        where = dict(shards=shards, executor=executor, address=address, num_cpus=num_cpus, batch_size=batch_size, progress=progress)
-        return run_audit(model_or_spec, task, probes, cfg, store=run.store, seed=grid.seed, **where)
+        return run_audit(
+            model_or_spec, task, probes, cfg, store=run.store, seed=grid.seed,
+            shards=shards, executor=executor, address=address, num_cpus=num_cpus, batch_size=batch_size, progress=progress,
+        )
 
     for spec in model_specs:
         # the driver needs the weights to audit here, or to mine; Ray workers load their own
