@@ -12,15 +12,18 @@ model's. Given a base and a trained audit that ran the same sampling probe with 
   question's K draws, averaged over questions, with Wilson intervals (conservative for a mean of
   fractional values; over prompts where questions repeat one);
 - the **paired difference** trained - base of each question's pass@k at every k (the score
-  interval for a bounded mean, with the score test it inverts; :func:`rnr_lens.stats.score_mean`);
-- the **crossing**: the smallest k at which "base >= trained" is not excluded (the difference is
-  no longer resolved above zero); the smallest k at which base > trained is resolved; where the
-  point estimates cross, with a bootstrap interval over questions (how sure the crossing is);
-  and, where they do not cross by K, where the trend over the top three octaves of k reaches zero;
+  interval for a bounded mean with a sign-flip randomization test attached, exact McNemar at
+  k = K: :func:`rnr_lens.stats.paired_mean_difference`);
+- the **crossing** (:class:`Crossing`): where trained first leads; the first k at which
+  "base >= trained" is not excluded; the first k at which base > trained is resolved; the first
+  k after the lead at which the point estimates cross (strictly below zero), with a bootstrap
+  interval over prompts; or where the curves meet without crossing (every question equal, as at
+  saturation); and, where they neither cross nor meet by K and the gap is resolved to be
+  closing, where its trend in log k over the top three octaves reaches zero;
 - **claim 3's verdict** at each named k (1, 8, 32, K): :func:`rnr_lens.verdicts.training_verdict`
   unchanged, with a question reached at k when one of its first k draws is correct, so the verdict
-  at k = 8 reads the 8-sample probe itself (its difference with Tango's interval and the exact
-  McNemar test).
+  at k = 8 reads the first 8 draws as an 8-sample probe would (its difference with Tango's
+  interval and the exact McNemar test).
 
 Invariants: both curves cover the same questions (those complete in both audits,
 :func:`rnr_lens.comparison.complete_in_both`) under the same probe (same temperature, draw and
@@ -33,6 +36,7 @@ referee re-derives it from stored draws without a model.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from rnr_lens.errors import RnrLensError
-from rnr_lens.stats import LEVEL, Estimate, rate, score_mean
+from rnr_lens.stats import LEVEL, Estimate, paired_mean_difference, rate
 from rnr_lens.verdicts import MARGIN, TrainingVerdict, Verdict, training_verdict
 
 NAMED_K = (1, 8, 32)
@@ -52,6 +56,14 @@ BOOTSTRAP = 2000
 TREND_OCTAVES = 3
 """The trend that extrapolates an uncrossed gap is fitted over the top this-many octaves of k."""
 
+MIN_PROMPTS = 30
+"""Fewer prompts than this and the crossing gets no bootstrap interval and no extrapolation: a
+percentile bootstrap over few clusters understates its spread (Cameron and Miller 2015, "A
+practitioner's guide to cluster-robust inference", sec. VI)."""
+
+TIE = 1e-12
+"""A mean difference within this of zero is zero (rounding, not a lead or a crossing)."""
+
 
 @dataclass(frozen=True)
 class CurvePoint:
@@ -61,50 +73,86 @@ class CurvePoint:
     base: Estimate
     trained: Estimate
     difference: Estimate
-    """Trained - base, paired per question (score interval and test, support [-1, 1])."""
+    """Trained - base, paired per question (:func:`rnr_lens.stats.paired_mean_difference`: the
+    score interval with the exact sign test; at k = K, exact McNemar)."""
 
 
 @dataclass(frozen=True)
 class Crossing:
     """Where the trained curve stops lying above the base curve.
 
+    Point estimates of the mean difference within :data:`TIE` of zero count as zero: a curve
+    that touches the other has not crossed it.
+
     Attributes:
+        lead: The smallest k at which trained's point estimate lies above base's; None where it
+            never does (there is no lead to lose, and nothing crosses).
         not_excluded: The smallest k at which base >= trained is not excluded (the difference is
-            not resolved above zero); None where trained stays resolved above base up to K.
-        reversed: The smallest k at which base > trained is resolved; None where it never is.
-        point: The smallest k at which the point estimate of trained - base is at most zero.
-        point_interval: A 95% percentile bootstrap interval of ``point`` over questions (``None``
-            at an end: no crossing by K in more than 2.5% of resamples).
-        extrapolated: Where no point crossing happens by K and the gap is closing: the k at which
-            a straight line in log k through the top :data:`TREND_OCTAVES` octaves reaches zero
-            (a guess, not a measurement); None otherwise.
+            not resolved above zero, pointwise); None where trained stays resolved above base
+            up to K.
+        reversed: The smallest k at which base > trained is resolved (pointwise); None where it
+            never is.
+        point: The smallest k after the lead at which the point estimate of trained - base is
+            below zero; None where it never is by K.
+        tied: The smallest k after the lead from which every question's pass@k is the same
+            under both models (both reach it at every remaining k, or neither ever does: the
+            curves meet and can no longer cross); None where they do not meet by K.
+        point_interval: A 95% percentile bootstrap interval of ``point`` over prompts, each end
+            None where the crossing lies beyond K in more than 2.5% of resamples on that side;
+            None as a whole where fewer than :data:`MIN_PROMPTS` prompts make a bootstrap
+            unreliable.
+        extrapolated: Where the curves neither cross nor meet by K, trained still leads at K, and
+            the gap's slope in log k over the top :data:`TREND_OCTAVES` octaves is resolved
+            negative (the bootstrap's 97.5% quantile below zero): the k at which that straight
+            line in log k reaches zero, always beyond K (a guess, not a measurement); None
+            otherwise.
         budget: K.
     """
 
+    lead: int | None
     not_excluded: int | None
     reversed: int | None
     point: int | None
-    point_interval: tuple[int | None, int | None]
+    tied: int | None
+    point_interval: tuple[int | None, int | None] | None
     extrapolated: float | None
     budget: int
 
     def text(self) -> str:
         """One sentence a page prints."""
-        if self.point is None:
+        beyond = f">{self.budget}"
+        if self.lead is None:
+            head = "trained never lies above base (no lead to lose: nothing crosses)"
+        elif self.point is not None:
+            if self.point_interval is None:
+                span = f"no bootstrap interval: fewer than {MIN_PROMPTS} prompts"
+            else:
+                low, high = self.point_interval
+                span = f"bootstrap 95%: {low if low is not None else beyond}-{high if high is not None else beyond}"
+            head = f"the point estimates cross at k = {self.point} ({span})"
+        elif self.tied is not None:
+            head = f"the curves meet at k = {self.tied} without crossing (every question's pass@k equal in both from there)"
+        else:
             trend = (
-                f"; the gap's trend in log k reaches zero near k = {self.extrapolated:,.0f} (extrapolated)"
+                f"; the gap's trend in log k reaches zero near k = {_big(self.extrapolated)} (extrapolated)"
                 if self.extrapolated is not None
-                else "; the gap is not closing over the top octaves"
+                else "; the gap is not resolved to be closing over the top octaves"
             )
             head = f"the curves do not cross by k = {self.budget}{trend}"
-        else:
-            low, high = self.point_interval
-            span = f"{low if low is not None else 1}-{high if high is not None else f'>{self.budget}'}"
-            head = f"the point estimates cross at k = {self.point} (bootstrap 95%: {span})"
         if self.not_excluded is None:
             return f"{head}; trained stays resolved above base at every k up to {self.budget}"
-        rev = f"; base is resolved above trained from k = {self.reversed}" if self.reversed is not None else "; base is never resolved above trained"
-        return f"{head}; base >= trained is not excluded from k = {self.not_excluded} (pointwise 95%){rev}"
+        rev = (
+            f"; base is first resolved above trained at k = {self.reversed} (pointwise)"
+            if self.reversed is not None
+            else "; base is never resolved above trained"
+        )
+        return f"{head}; base >= trained is first not excluded at k = {self.not_excluded} (pointwise 95%){rev}"
+
+
+def _big(k: float | None) -> str:
+    """An extrapolated k: with thousands separators up to a million, then in powers of ten."""
+    assert k is not None
+    return f"{k:,.0f}" if k < 1e6 else f"{k:.2g}"
 
 
 @dataclass(frozen=True)
@@ -158,10 +206,12 @@ class Ceiling:
             "excluded": self.excluded,
             "curve": [{"k": p.k, "base": p.base.to_dict(), "trained": p.trained.to_dict(), "difference": p.difference.to_dict()} for p in self.curve],
             "crossing": {
+                "lead": self.crossing.lead,
                 "not_excluded": self.crossing.not_excluded,
                 "reversed": self.crossing.reversed,
                 "point": self.crossing.point,
-                "point_interval": list(self.crossing.point_interval),
+                "tied": self.crossing.tied,
+                "point_interval": None if self.crossing.point_interval is None else list(self.crossing.point_interval),
                 "extrapolated": self.crossing.extrapolated,
                 "budget": self.crossing.budget,
                 "text": self.crossing.text(),
@@ -176,8 +226,8 @@ class Ceiling:
     def from_dict(cls, d: Mapping[str, Any]) -> Ceiling:
         """A ceiling read back from :meth:`to_dict` (``claims.json``)."""
         x = d["crossing"]
-        low, high = x["point_interval"]
-        crossing = Crossing(x["not_excluded"], x["reversed"], x["point"], (low, high), x["extrapolated"], int(x["budget"]))
+        interval = None if x["point_interval"] is None else (x["point_interval"][0], x["point_interval"][1])
+        crossing = Crossing(x["lead"], x["not_excluded"], x["reversed"], x["point"], x["tied"], interval, x["extrapolated"], int(x["budget"]))
         curve = tuple(
             CurvePoint(int(p["k"]), Estimate.from_dict(p["base"]), Estimate.from_dict(p["trained"]), Estimate.from_dict(p["difference"]))
             for p in d["curve"]
@@ -216,7 +266,7 @@ def curve_points(curves_base: np.ndarray, curves_trained: np.ndarray, prompts: S
     ``(questions, K)`` (:func:`pass_at_k_curves`) of the same questions in the same order."""
     diff = curves_trained - curves_base
     return tuple(
-        CurvePoint(k, rate(curves_base[:, k - 1], prompts), rate(curves_trained[:, k - 1], prompts), score_mean(diff[:, k - 1], (-1, 1), prompts))
+        CurvePoint(k, rate(curves_base[:, k - 1], prompts), rate(curves_trained[:, k - 1], prompts), paired_mean_difference(diff[:, k - 1], prompts))
         for k in range(1, curves_base.shape[1] + 1)
     )
 
@@ -227,43 +277,69 @@ def find_crossing(
     """Where the trained curve stops lying above the base curve (:class:`Crossing`), from the
     per-question curves and their :func:`curve_points`; the bootstrap resamples whole prompts."""
     diff = curves_trained - curves_base
-    clusters = prompts
     budget = diff.shape[1]
     not_excluded = next((p.k for p in points if p.difference.resolved != "above"), None)
     reversed_at = next((p.k for p in points if p.difference.resolved == "below"), None)
-
-    def first_at_or_below_zero(mean: np.ndarray) -> int | None:
-        hit = np.nonzero(mean <= 0)[0]
-        return int(hit[0]) + 1 if hit.size else None
-
     mean = diff.mean(0)
-    point = first_at_or_below_zero(mean)
-    # resample whole prompts (questions that share one are drawn together), seeded
-    groups = {g: i for i, g in enumerate(dict.fromkeys(clusters))}
-    codes = np.array([groups[g] for g in clusters])
-    sums = np.zeros((len(groups), budget))
+    lead, point = _lead_and_crossing(mean[None, :])
+    lead_k = int(lead[0]) if lead[0] <= budget else None
+    point_k = int(point[0]) if point[0] <= budget else None
+    same = np.all(np.abs(diff) <= TIE, axis=0)  # every question equal at k (absorbing: see Crossing.tied)
+    tied = next((k for k in range(lead_k + 1, budget + 1) if same[k - 1]), None) if lead_k is not None else None
+    boot = _bootstrap_means(diff, prompts, seed)
+    interval = None
+    if boot is not None:
+        hits = _lead_and_crossing(boot)[1]  # K + 1: no crossing by K
+        low, high = (int(v) for v in np.quantile(hits, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf"))
+        interval = (low if low <= budget else None, high if high <= budget else None)
+    closing = lead_k is not None and point_k is None and tied is None and mean[-1] > TIE and boot is not None
+    extrapolated = _extrapolate(mean, boot) if closing and boot is not None else None
+    return Crossing(lead_k, not_excluded, reversed_at, point_k, tied, interval, extrapolated, budget)
+
+
+def _lead_and_crossing(means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of mean differences over k = 1..K: the first k above zero (the lead) and the
+    first k after it below zero (the crossing), K + 1 where there is none."""
+    budget = means.shape[1]
+    above, below = means > TIE, means < -TIE
+    lead = np.where(above.any(1), above.argmax(1) + 1, budget + 1)
+    after = below & (np.arange(1, budget + 1)[None, :] > lead[:, None])
+    return lead, np.where(after.any(1), after.argmax(1) + 1, budget + 1)
+
+
+def _bootstrap_means(diff: np.ndarray, prompts: Sequence[str], seed: int) -> np.ndarray | None:
+    """:data:`BOOTSTRAP` resamples (seeded) of the mean difference at every k, whole prompts
+    drawn together; None under :data:`MIN_PROMPTS` prompts."""
+    groups = {g: i for i, g in enumerate(dict.fromkeys(prompts))}
+    if len(groups) < MIN_PROMPTS:
+        return None
+    codes = np.array([groups[g] for g in prompts])
+    sums = np.zeros((len(groups), diff.shape[1]))
     np.add.at(sums, codes, diff)
     sizes = np.bincount(codes, minlength=len(groups)).astype(float)
     counts = np.random.default_rng(seed).multinomial(len(groups), np.full(len(groups), 1 / len(groups)), size=BOOTSTRAP)
-    boot = (counts @ sums) / (counts @ sizes)[:, None]  # each resample's mean difference at every k
-    hits = np.where((boot <= 0).any(1), (boot <= 0).argmax(1) + 1, budget + 1)  # K + 1: no crossing by K
-    low, high = (int(v) for v in np.quantile(hits, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf"))
-    interval = (low if low <= budget else None, high if high <= budget else None)
-    return Crossing(not_excluded, reversed_at, point, interval, _extrapolate(mean) if point is None else None, budget)
+    return np.asarray((counts @ sums) / (counts @ sizes)[:, None])
 
 
-def _extrapolate(mean: np.ndarray) -> float | None:
+def _extrapolate(mean: np.ndarray, boot: np.ndarray) -> float | None:
     """Where a straight line in log k through the top :data:`TREND_OCTAVES` octaves of the mean
-    difference reaches zero, if it is falling; None where it is not (or K < 4)."""
+    difference reaches zero: only where its slope is resolved negative over the bootstrap
+    resamples ``boot`` (their 97.5% quantile below zero) and the zero lies beyond K and is a
+    finite float; None otherwise, and for K < 3 (fewer than three points to fit). Computed in
+    log k, so a nearly flat slope gives a large k, not an overflow."""
     budget = len(mean)
-    start = max(1, budget >> TREND_OCTAVES)
-    ks = np.arange(start, budget + 1)
+    ks = np.arange(max(1, budget >> TREND_OCTAVES), budget + 1)
     if len(ks) < 3:
         return None
+    x = np.log(ks) - np.log(ks).mean()
+    slopes = (boot[:, ks - 1] @ x) / (x @ x)  # each resample's least-squares slope
     slope, intercept = np.polyfit(np.log(ks), mean[ks - 1], 1)
-    if slope >= 0:
+    if not (slope < 0 and float(np.quantile(slopes, (1 + LEVEL) / 2)) < 0):
         return None
-    return float(math.exp(-intercept / slope))
+    log_k = -intercept / slope
+    if not (math.log(budget) < log_k < math.log(sys.float_info.max)):
+        return None
+    return float(math.exp(log_k))
 
 
 def ceiling_of(

@@ -589,8 +589,18 @@ def report(
 
     def audited(model_or_spec: Any, task: Any, probes: list[str], cfg: DeploymentConfig) -> AuditResult:
         return run_audit(
-            model_or_spec, task, probes, cfg, store=run.store, seed=grid.seed,
-            shards=shards, executor=executor, address=address, num_cpus=num_cpus, batch_size=batch_size, progress=progress,
+            model_or_spec,
+            task,
+            probes,
+            cfg,
+            store=run.store,
+            seed=grid.seed,
+            shards=shards,
+            executor=executor,
+            address=address,
+            num_cpus=num_cpus,
+            batch_size=batch_size,
+            progress=progress,
         )
 
     for spec in model_specs:

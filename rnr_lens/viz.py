@@ -501,8 +501,9 @@ def ceiling_curves(c: Ceiling) -> go.Figure:
     fig.add_hline(y=0, line_color="#444", line_width=1, row=2, col=1)
     x = c.crossing
     if x.point is not None:
-        low, high = x.point_interval
-        fig.add_vrect(x0=low or 1, x1=high or c.budget, fillcolor=OKABE_ITO[6], opacity=0.25, line_width=0, layer="below")
+        if x.point_interval is not None:  # None: too few prompts for a bootstrap
+            low, high = x.point_interval
+            fig.add_vrect(x0=low or c.budget, x1=high or c.budget, fillcolor=OKABE_ITO[6], opacity=0.25, line_width=0, layer="below")
         fig.add_vline(x=x.point, line_dash="dash", line_color="#444")
         # named in the legend, never as text over the curves
         fig.add_scatter(x=[None], y=[None], mode="lines", line=dict(color="#444", dash="dash"), name=f"curves cross, k = {x.point}")
@@ -517,8 +518,9 @@ def ceiling_curves(c: Ceiling) -> go.Figure:
         fig,
         f"pass@k (the unbiased estimator from {c.budget} draws per question) of the base and trained models on the same "
         f"{c.questions} questions, with 95% Wilson bands; below, the paired difference trained - base with its 95% score "
-        f"band (pointwise at each k); dashed: where the point estimates cross, shaded: its bootstrap 95% interval over "
-        f"questions. {x.text()[0].upper() + x.text()[1:]}. Claim 3 ({c.probe}): {verdicts}.",
+        f"band (pointwise at each k; resolved only where the sign-flip test agrees); dashed: where the point estimates "
+        f"cross, shaded: its bootstrap 95% interval over prompts. {x.text()[0].upper() + x.text()[1:]}. "
+        f"Claim 3 ({c.probe}): {verdicts}.",
     )
 
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import rnr_lens as R
-from rnr_lens.ceiling import Ceiling, curve_points, find_crossing, pass_at_k_curves
+from rnr_lens.ceiling import Ceiling, Crossing, curve_points, find_crossing, pass_at_k_curves
 from rnr_lens.comparison import compare_ceiling
 from rnr_lens.deploy import DeploymentConfig
-from rnr_lens.stats import pass_at_k
+from rnr_lens.stats import paired_difference, pass_at_k
 from rnr_lens.tasks import Question, Task, get
 
 K = 128
@@ -52,7 +52,9 @@ def test_a_rarely_reaching_base_overtakes_an_often_reaching_trained_model():
     low, high = crossing.point_interval
     assert low <= crossing.point <= high
     assert crossing.extrapolated is None, "the curves cross: nothing to extrapolate"
-    assert f"cross at k = {crossing.point}" in crossing.text() and f"from k = {crossing.reversed}" in crossing.text()
+    assert crossing.lead == 1 and crossing.tied is None
+    text = crossing.text()
+    assert f"cross at k = {crossing.point}" in text and f"first resolved above trained at k = {crossing.reversed} (pointwise)" in text
     # the same data, the same seed: the same interval
     assert find_crossing(base, trained, points, prompts).point_interval == crossing.point_interval
 
@@ -66,9 +68,67 @@ def test_no_crossing_by_the_budget_says_where_the_trend_points():
     assert crossing.point is None and crossing.point_interval[1] is None
     assert crossing.extrapolated is not None and crossing.extrapolated > K
     assert "do not cross by k = 128" in crossing.text() and "extrapolated" in crossing.text()
-    # identical curves: base >= trained is not excluded from the first k, and nothing is reversed
+    # identical curves: trained never leads, so nothing crosses, and base >= trained is not excluded at once
     same = find_crossing(base, base, curve_points(base, base, prompts), prompts)
-    assert (same.not_excluded, same.point, same.reversed) == (1, 1, None)
+    assert (same.lead, same.not_excluded, same.point, same.tied, same.reversed, same.extrapolated) == (None, 1, None, None, None, None)
+    assert "never lies above base" in same.text()
+
+
+def test_curves_that_meet_at_saturation_tie_without_crossing():
+    """Both models reach every question eventually: trained (100 of 128 correct) saturates at
+    k = 29, base (2 of 128) only at k = 127. From there every question is equal: a tie, not a
+    crossing, and no zero-width interval counts as one."""
+    prompts = [f"q{i}" for i in range(100)]
+    base, trained = pass_at_k_curves(_draws([(100, 2)])), pass_at_k_curves(_draws([(100, 100)]))
+    crossing = find_crossing(base, trained, curve_points(base, trained, prompts), prompts)
+    assert (crossing.lead, crossing.point, crossing.tied, crossing.reversed, crossing.extrapolated) == (1, None, 127, None, None)
+    assert crossing.not_excluded <= 127, "at the tie the difference is exactly zero: base >= trained is no longer excluded"
+    assert "meet at k = 127 without crossing" in crossing.text()
+
+
+def test_a_nearly_flat_gap_extrapolates_to_nothing_rather_than_overflowing():
+    """A gap falling by 1e-6 per unit of log k would close near k = e^300000: beyond any float,
+    so no extrapolation (the old fit overflowed). A gap whose slope is not resolved negative
+    across resamples is not extrapolated either."""
+    prompts = [f"q{i}" for i in range(60)]
+    ks = np.log(np.arange(1, K + 1))
+    base = np.tile(0.4 + 0.1 * ks / ks[-1], (60, 1))
+    flat = base + 0.3 - 1e-6 * ks
+    crossing = find_crossing(base, flat, curve_points(base, flat, prompts), prompts)
+    assert crossing.point is None and crossing.tied is None and crossing.extrapolated is None
+    assert "not resolved to be closing" in crossing.text()
+    noisy = base + 0.3 + np.random.default_rng(0).normal(0, 0.05, (60, 1)) * (ks - ks.mean())  # slopes of either sign
+    crossing = find_crossing(base, noisy, curve_points(base, noisy, prompts), prompts)
+    assert crossing.extrapolated is None
+
+
+def test_few_prompts_give_no_bootstrap_interval():
+    prompts = [f"q{i}" for i in range(20)]  # under MIN_PROMPTS
+    base = pass_at_k_curves(_draws([(12, 2), (8, 0)]))
+    trained = pass_at_k_curves(_draws([(6, 100), (14, 0)]))
+    crossing = find_crossing(base, trained, curve_points(base, trained, prompts), prompts)
+    assert crossing.point is not None and crossing.point_interval is None
+    assert "no bootstrap interval: fewer than 30 prompts" in crossing.text()
+
+
+def test_the_crossings_text_names_ends_beyond_the_budget():
+    x = Crossing(lead=1, not_excluded=90, reversed=None, point=120, tied=None, point_interval=(None, None), extrapolated=None, budget=K)
+    assert "bootstrap 95%: >128->128" in x.text() and "never resolved above" in x.text()
+    far = Crossing(lead=1, not_excluded=None, reversed=None, point=None, tied=None, point_interval=None, extrapolated=3.2e9, budget=K)
+    assert "near k = 3.2e+09 (extrapolated)" in far.text() and "stays resolved above base at every k up to 128" in far.text()
+
+
+def test_at_the_budget_the_difference_is_exact_mcnemar():
+    """At k = K a question's pass@K is 0 or 1 (reached or not), so the curve's difference must be
+    the paired comparison's own estimate: Tango's interval and exact McNemar (guards against an
+    asymptotic test resolving what the exact one does not)."""
+    rng = np.random.default_rng(3)
+    draws_a, draws_b = (rng.random((80, 16)) < rng.random((80, 1)) * 0.2).astype(float), (rng.random((80, 16)) < 0.1).astype(float)
+    prompts = [f"p{i // 2}" for i in range(80)]
+    last = curve_points(pass_at_k_curves(draws_a), pass_at_k_curves(draws_b), prompts)[-1].difference
+    expected = paired_difference(draws_b.max(1), draws_a.max(1), prompts)
+    assert (last.value, last.p) == pytest.approx((expected.value, expected.p))
+    assert (last.low, last.high) == pytest.approx((expected.low, expected.high), abs=1e-6)
 
 
 CONFIG = DeploymentConfig.default_for("string").with_(max_new_tokens=4)

@@ -12,12 +12,14 @@ from rnr_lens.stats import (
     detectable,
     n_needed,
     paired_difference,
+    paired_mean_difference,
     pass_at_k,
     per_question_sd,
     rate,
     ratio,
     score_mean,
     score_p,
+    sign_flip_test,
     sign_test,
     tango,
     wilson,
@@ -147,6 +149,32 @@ def test_the_score_test_inverts_the_interval_at_any_null():
     for null in (e.low, e.high):
         assert score_p(c, null, (-1, 1)) == pytest.approx(0.05, abs=1e-6), "the bound is where the test's p is 5%"
     assert score_p(c, e.low - 0.01, (-1, 1)) < 0.05 < score_p(c, e.low + 0.01, (-1, 1))
+
+
+def test_values_all_equal_keep_an_interval_around_their_mean_that_agrees_with_the_test():
+    """Guards against the score statistic reading a rounding error at the sample mean as an
+    infinite z (115 values of 0.3 do not sum to 34.5 exactly): the interval's low end fell to
+    -1 while the test resolved the mean above zero."""
+    for v, n in [(0.3, 115), (-1 / 3, 40), (0.037, 100)]:
+        e = score_mean(np.full(n, v), (-1, 1))
+        assert e.low <= v <= e.high and e.high - e.low < 0.5
+        assert (e.low > 0) == (e.resolved == "above") and (e.high < 0) == (e.resolved == "below")
+
+
+def test_the_sign_flip_test_is_mcnemar_on_zero_one_differences_and_keeps_its_level():
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        d = rng.choice([-1.0, 0.0, 1.0], size=40, p=[0.15, 0.6, 0.25])
+        prompts = [f"p{i // 2}" for i in range(40)]
+        assert sign_flip_test(d) == sign_test(d) and sign_flip_test(d, prompts) == sign_test(d, prompts)
+    # fractional differences symmetric about zero (the null): rejections at 5% stay near 5%
+    rejections = [sign_flip_test(rng.choice([-1, 1], 40) * rng.random(40), seed=i) <= 0.05 for i in range(200)]
+    assert np.mean(rejections) <= 0.09
+    # many small differences one way and few large the other: the test weighs sizes, the sign test counts
+    d = np.r_[np.full(30, 0.78), np.full(60, -0.016), np.zeros(10)]
+    assert sign_test(d) == 1.0 and sign_flip_test(d) < 0.001
+    assert paired_mean_difference(d).resolved == "above"
+    assert paired_mean_difference(-d).resolved == "below"
 
 
 def test_a_test_pointing_the_other_way_never_resolves():
