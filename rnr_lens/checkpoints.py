@@ -55,6 +55,13 @@ def check_folder(folder: Path) -> dict[str, Any] | None:
     return read_json(folder / "run.json", "training run record")
 
 
+def trained_name(base_name: str, step: int, seed: int) -> str:
+    """A checkpoint's display name: ``smollm2-135m-instruct+dapo30``, with ``-seed1`` added for a
+    seed other than the default 0, so that a grid pairing one base with several seeds names each
+    run apart (and the default seed keeps the name every earlier result carries)."""
+    return f"{base_name}+dapo{step}" + (f"-seed{seed}" if seed else "")
+
+
 class RunFolder:
     """``out/``: ``run.json`` (what is trained, on what), ``history.jsonl``, the newest
     ``step-NNNNNN/`` checkpoint and, when done, ``final/``."""
@@ -148,7 +155,7 @@ class RunFolder:
 
     def save(self, state: TrainState, optimizer: torch.optim.Optimizer, *, final: bool, base_name: str) -> Path:
         info = {
-            "name": f"{base_name}+dapo{state.step}",
+            "name": trained_name(base_name, state.step, int(self.meta["train_config"]["seed"])),
             "base_model": base_name,
             "base_fingerprint": self.meta["base_fingerprint"],
             "step": state.step,

@@ -467,13 +467,13 @@ class Claims:
     def across_checkpoints(self) -> list[AcrossCheckpoints]:
         """Claim 3 side by side for every base with two or more trained checkpoints, per task
         and probe (in the order they first appear)."""
+        # one training claim per pair and task: a group of several is several checkpoints, even
+        # where their display names coincide (runs that differ only in their seed)
         groups: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
-        trained: dict[str, set[str]] = {}
         for c in self.training:
-            trained.setdefault(c.base, set()).add(c.trained)
             for p in c.probes:
                 groups.setdefault((c.base, c.task, p.probe), []).append((c.trained, p.verdict.status))
-        return [AcrossCheckpoints(b, t, p, tuple(v)) for (b, t, p), v in groups.items() if len(trained[b]) > 1]
+        return [AcrossCheckpoints(b, t, p, tuple(v)) for (b, t, p), v in groups.items() if len(v) > 1]
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

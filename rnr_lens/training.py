@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from rnr_lens import adapters
-from rnr_lens.checkpoints import RunFolder, TrainState, read_history
+from rnr_lens.checkpoints import RunFolder, TrainState, read_history, trained_name
 from rnr_lens.dapo import TRAINABLE, TrainConfig, clipped_token_loss, group_advantages, overlong_penalty, parse_layers
 from rnr_lens.deploy import DeploymentConfig, deployment_for_task
 from rnr_lens.display import progress_bar
@@ -204,7 +204,7 @@ def train(
             run.close()
         for p, flag in zip(all_params, saved_flags):
             p.requires_grad_(flag)
-    model.name = f"{base_name}+dapo{state.step}"
+    model.name = trained_name(base_name, state.step, config.seed)
     checkpoint = run.folder / "final" if run is not None else None
     return TrainResult(model, state.history, checkpoint, config, resumed_from=resumed_from)
 

@@ -89,3 +89,7 @@ def test_claim_3_across_training_runs_sits_side_by_side_per_base_task_and_probe(
     assert rows[0].agreement == ("support", 2, 3) and rows[1].agreement == ("unresolved", 2, 3)
     page = render_html(replace(claims, summary=summary_lines(claims)))
     assert "Across training runs" in page and "2 of 3 support" in page and "base: seed0, seed1, seed2" in page
+    # checkpoints whose display names coincide (an older rnr_lens named seeds alike) are still several runs
+    alike = tuple(pair("base", "base+dapo30", "sub", s) for s in (("support", "against"), ("against", "against")))
+    rows = replace(claims, training=alike).across_checkpoints()
+    assert [r.agreement for r in rows] == [("support", 1, 2), ("against", 2, 2)]

@@ -265,3 +265,6 @@ def test_cli_train_writes_a_loadable_checkpoint_and_a_reward_curve(tmp_path, cap
     assert main([*argv[:-3], "--layers", "7", "--out", str(tmp_path / "run2")]) == 2
     assert "outside 0..3" in capsys.readouterr().err
     assert not (tmp_path / "run2").exists()
+    # another seed of the same recipe is another run, and its name says so (a grid pairs seeds apart)
+    assert main([*argv[:-3], "--seed", "1", "--out", str(tmp_path / "seed1"), "--json"]) == 0
+    assert R.load_model(json.loads(capsys.readouterr().out)["checkpoint"]).name == "tiny+dapo1-seed1"
