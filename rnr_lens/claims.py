@@ -11,7 +11,7 @@ Invariant: ``Record.from_dict(r.to_dict()).to_dict() == r.to_dict()`` for every 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -464,15 +464,28 @@ class Claims:
         """Every trained pair's per-probe records, in order."""
         return [p for c in self.training for p in c.probes]
 
+    def run_labels(self, records: Sequence[TrainingClaim | Ceiling]) -> list[str]:
+        """Each record's trained model as a page names it (``records``: :attr:`training` or
+        :attr:`ceiling`): its name, with ``(run i)`` in the grid's pair order added where several
+        runs of the grid share one name (seeds trained before a seed was part of a run's name).
+        Records are pair-major, one per task, as a report writes them; where that cannot be read
+        (an unfinished report), the names alone."""
+        names = [r.trained for r in records]
+        tasks = len(self.grid.get("tasks") or ())
+        pairs = len(self.grid.get("pairs") or ())
+        if len({(r.trained, r.task) for r in records}) == len(records) or not tasks or len(records) != pairs * tasks:
+            return names
+        return [f"{name} (run {j // tasks + 1})" for j, name in enumerate(names)]
+
     def across_checkpoints(self) -> list[AcrossCheckpoints]:
         """Claim 3 side by side for every base with two or more trained checkpoints, per task
         and probe (in the order they first appear)."""
         # one training claim per pair and task: a group of several is several checkpoints, even
         # where their display names coincide (runs that differ only in their seed)
         groups: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
-        for c in self.training:
+        for c, label in zip(self.training, self.run_labels(self.training)):
             for p in c.probes:
-                groups.setdefault((c.base, c.task, p.probe), []).append((c.trained, p.verdict.status))
+                groups.setdefault((c.base, c.task, p.probe), []).append((label, p.verdict.status))
         return [AcrossCheckpoints(b, t, p, tuple(v)) for (b, t, p), v in groups.items() if len(v) > 1]
 
     def to_dict(self) -> dict[str, Any]:

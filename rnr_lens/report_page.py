@@ -273,10 +273,11 @@ def _bottleneck_html(claims: Claims) -> str:
 def _training_html(claims: Claims) -> str:
     """Claim 3's section: each trained pair's realized and reachable deltas per probe."""
     e = estimate_text
+    labels = claims.run_labels(claims.training)
     rows = [
         [
             c.base,
-            c.trained,
+            label,
             c.task,
             probe_budget_label(p.probe),
             f"{p.questions}" + (f" ({p.excluded} left out: unfinished)" if p.excluded else ""),
@@ -285,7 +286,7 @@ def _training_html(claims: Claims) -> str:
             e(p.contrast),
             _verdict_text(p.verdict),
         ]
-        for c in sorted(claims.training, key=lambda c: c.base)  # grouped by base: a base's training runs together
+        for c, label in sorted(zip(claims.training, labels), key=lambda cl: cl[0].base)  # grouped by base: a base's runs together
         for p in c.probes
     ]
     return (
@@ -315,10 +316,11 @@ def _ceiling_html(claims: Claims, shown: _Figures) -> str:
     if not claims.ceiling:
         return ""
     e = estimate_text
+    labels = claims.run_labels(claims.ceiling)
     rows = [
         [
             c.base,
-            c.trained,
+            label,
             c.task,
             str(k),
             e(c.at(k).base),
@@ -327,16 +329,16 @@ def _ceiling_html(claims: Claims, shown: _Figures) -> str:
             e(v.delta_reachable),
             _verdict_text(v.verdict),
         ]
-        for c in sorted(claims.ceiling, key=lambda c: c.base)
+        for c, label in sorted(zip(claims.ceiling, labels), key=lambda cl: cl[0].base)
         for k, v in c.verdicts
     ]
-    crossings = "".join(f"<li>{html.escape(f'{c.trained} on {c.task}: {c.crossing.text()}')}</li>" for c in claims.ceiling)
-    figures = [(f"{c.trained} against {c.base} on {c.task}", ceiling_curves(c)) for c in claims.ceiling]
+    crossings = "".join(f"<li>{html.escape(f'{label} on {c.task}: {c.crossing.text()}')}</li>" for c, label in zip(claims.ceiling, labels))
+    figures = [(f"{label} against {c.base} on {c.task}", ceiling_curves(c)) for c, label in zip(claims.ceiling, labels)]
     return (
         "<h2>3, at large k: the ceiling as pass@k curves</h2><p>"
         + html.escape(
             "pass@k is the unbiased estimator from every draw of the ceiling's probe (Wilson intervals; the difference, "
-            "trained - base, with the score interval, pointwise at each k). Claim 3's verdict at k reads a question as "
+            "trained - base, with the score interval and the sign-flip test, pointwise at each k). Claim 3's verdict at k reads a question as "
             "reached when one of its first k draws is correct (Δ reachable with Tango's interval and the exact McNemar test), "
             "under the rule above."
         )

@@ -99,14 +99,29 @@ def bottleneck_table(claims: Claims, model: str) -> str:
 
 
 def training_table(claims: Claims) -> str:
-    """Claim 3: per pair and task, Δ realized and each probe's Δ reachable with its verdict."""
+    """Claim 3: per pair and task, Δ realized and each probe's Δ reachable with its verdict; the
+    run as :meth:`Claims.run_labels` names it."""
     probes = [p.probe for p in claims.training[0].probes] if claims.training else []
     rows = []
-    for c in claims.training:
+    for c, run in zip(claims.training, claims.run_labels(claims.training)):
         by = {p.probe: p for p in c.probes}
         cells = [f"{_e(by[p].delta_reachable)} **{by[p].verdict.status}**" if p in by else "–" for p in probes]
-        rows.append([_task(c.task), str(c.probes[0].questions), _p(c.probes[0].delta_realized), *cells])
-    return _table(["task", "n", "Δ realized", *(f"Δ reachable, `{probe_budget_label(p)}`" for p in probes)], rows)
+        rows.append([run, _task(c.task), str(c.probes[0].questions), _p(c.probes[0].delta_realized), *cells])
+    return _table(["run", "task", "n", "Δ realized", *(f"Δ reachable, `{probe_budget_label(p)}`" for p in probes)], rows)
+
+
+def across_runs_table(claims: Claims) -> str:
+    """Claim 3 side by side where a base has several trained runs: each run's verdict per task
+    and probe, and how many runs share the most common one (:meth:`Claims.across_checkpoints`)."""
+    groups = claims.across_checkpoints()
+    if not groups:
+        return ""
+    runs = max(len(g.verdicts) for g in groups)
+    rows = []
+    for g in groups:
+        status, n, total = g.agreement
+        rows.append([_task(g.task), f"`{probe_budget_label(g.probe)}`", *(v for _, v in g.verdicts), f"{n} of {total} {status}"])
+    return _table(["task", "probe", *(f"run {i + 1}" for i in range(runs)), "agreement"], rows)
 
 
 def profile_table(profile: dict[str, Any], stages: str = "") -> str:
@@ -210,6 +225,8 @@ def main() -> None:
     print(routes_table(claims, args.model), end="\n\n")
     print(bottleneck_table(claims, args.model), end="\n\n")
     print(training_table(claims), end="\n\n")
+    if across := across_runs_table(claims):
+        print(across, end="\n\n")
     for claim, line in claims.summary.items():
         print(f"- {claim}: {line}")
     if args.profile:

@@ -93,3 +93,7 @@ def test_claim_3_across_training_runs_sits_side_by_side_per_base_task_and_probe(
     alike = tuple(pair("base", "base+dapo30", "sub", s) for s in (("support", "against"), ("against", "against")))
     rows = replace(claims, training=alike).across_checkpoints()
     assert [r.agreement for r in rows] == [("support", 1, 2), ("against", 2, 2)]
+    two_runs = replace(claims, grid={**claims.grid, "pairs": [{"base": "base", "trained": "a"}, {"base": "base", "trained": "b"}]}, training=alike)
+    assert [t for t, _ in two_runs.across_checkpoints()[0].verdicts] == ["base+dapo30 (run 1)", "base+dapo30 (run 2)"]
+    assert two_runs.run_labels(two_runs.training) == ["base+dapo30 (run 1)", "base+dapo30 (run 2)"]
+    assert claims.run_labels(claims.training) == ["seed0", "seed1", "once", "seed2"], "names that differ stay as they are"
