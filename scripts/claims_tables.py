@@ -124,6 +124,19 @@ def across_runs_table(claims: Claims) -> str:
     return _table(["task", "probe", *(f"run {i + 1}" for i in range(runs)), "agreement"], rows)
 
 
+def ceiling_table(claims: Claims) -> str:
+    """Claim 3 at large k: per run and task, pass@k of both models and their difference at each
+    named k, claim 3's verdict there, and where the curves cross (:class:`rnr_lens.ceiling.Crossing`)."""
+    rows = []
+    for c, run in zip(claims.ceiling, claims.run_labels(claims.ceiling)):
+        for k, v in c.verdicts:
+            p = c.at(k)
+            rows.append([run, _task(c.task), str(k), _e(p.base), _e(p.trained), _p(p.difference), f"**{v.verdict.status}**"])
+    table = _table(["run", "task", "k", "pass@k base", "pass@k trained", "trained − base", "claim 3 at k"], rows)
+    crossings = "\n".join(f"- {run}, {_task(c.task)}: {c.crossing.text()}." for c, run in zip(claims.ceiling, claims.run_labels(claims.ceiling)))
+    return f"{table}\n\n{crossings}"
+
+
 def profile_table(profile: dict[str, Any], stages: str = "") -> str:
     """Where a run's time went, from its ``profile.json``: each stage whose name starts with
     ``stages`` (all by default), slowest first, its seconds and the share of them in each inner
@@ -227,6 +240,8 @@ def main() -> None:
     print(training_table(claims), end="\n\n")
     if across := across_runs_table(claims):
         print(across, end="\n\n")
+    if claims.ceiling:
+        print(ceiling_table(claims), end="\n\n")
     for claim, line in claims.summary.items():
         print(f"- {claim}: {line}")
     if args.profile:

@@ -10,7 +10,8 @@ With ``--report DIR`` it draws from a finished ``rnr-lens report`` instead (no m
 loaded): realized against reachable for every mined model's settings, and each setting's
 repair/break per block from its latest sweep (the exhaustive one where the grid had
 ``exhaustive: true``), named ``PREFIX_MODEL_realized_vs_reachable.svg`` and
-``PREFIX_MODEL_repair_break_TASK.svg``.
+``PREFIX_MODEL_repair_break_TASK.svg``; and each trained pair's pass@k curves where the grid
+ran the ceiling, ``PREFIX_ceiling_TASK_runI.svg`` (I in the grid's pair order).
 
     python scripts/make_assets.py [--out assets] [--store runs/assets.db]
     python scripts/make_assets.py --report report-deep/ --prefix deep
@@ -75,9 +76,13 @@ def report_figures(folder: Path, out: Path, prefix: str) -> list[Path]:
     mined: dict[str, list[tuple[str, str]]] = {}
     for b in claims.bottleneck:
         mined.setdefault(b.setting.model, []).append((b.setting.audit, b.setting.task))
-    if not mined:
-        raise SystemExit(f"{folder / 'claims.json'} has no mined setting yet; draw after the report has mined one")
+    if not mined and not claims.ceiling:
+        raise SystemExit(f"{folder / 'claims.json'} has no mined setting and no ceiling yet; draw after the report has one")
     written = []
+    for i, c in enumerate(claims.ceiling):  # claim 3 at large k, from the claims alone
+        tasks = len(claims.grid.get("tasks") or ()) or 1
+        written.append(out / f"{prefix}_ceiling_{Path(c.task).stem.split('[')[0]}_run{i // tasks + 1}.svg")
+        viz.save(viz.ceiling_curves(c), written[-1], size="full")
     for model, settings in mined.items():
         stem = f"{prefix}_{Path(model).name}"
         written.append(out / f"{stem}_realized_vs_reachable.svg")

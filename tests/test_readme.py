@@ -48,6 +48,8 @@ def test_the_results_page_grid_tables_are_the_committed_claims():
         if claims.training:
             assert tables.training_table(claims) in readme, f"{results}: claim 3 table"
             assert tables.across_runs_table(claims) in readme, f"{results}: claim 3 across training runs"
+        if claims.ceiling:
+            assert tables.ceiling_table(claims) in readme, f"{results}: claim 3 at large k"
         profile = results.with_name("profile.json")
         if claims.progress is not None and claims.progress.complete and profile.exists():  # a finished run says where its time went
             assert tables.profile_table(json.loads(profile.read_text())) in readme, f"{profile}: time per stage"
