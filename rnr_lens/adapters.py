@@ -243,6 +243,17 @@ class RowRouteCache(RouteCache):
     def next_slot(self) -> int:
         return self.slot  # set by enter(): under per-row routes a slot is a tick, not a call count
 
+    def holds(self, slot: int) -> bool:
+        """Whether ``slot`` already holds keys and values (the prompt's forward has run it)."""
+        return slot < len(self.layers) and bool(getattr(self.layers[slot], "is_initialized", False))
+
+    def copy_rows(self, slot: int, copies: torch.Tensor) -> None:
+        """Make ``slot`` hold, for each of its rows, the keys and values of row ``copies[i]`` of
+        what was written (a tick run once for rows in one state, then copied)."""
+        layer: Any = self.layers[slot]
+        index = copies.to(layer.keys.device)
+        layer.keys, layer.values = layer.keys.index_select(0, index), layer.values.index_select(0, index)
+
     def select_rows(self, rows: torch.Tensor) -> None:
         renumber = torch.full((self.n_rows,), -1, dtype=torch.long)
         renumber[rows.cpu()] = torch.arange(len(rows))

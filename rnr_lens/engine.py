@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -106,11 +106,36 @@ def _block_patch(replace: Replace) -> tuple[Callable[[Tensor], None], Callable[[
 
 @dataclass
 class _RowRouting:
-    """Per-row routes in force: each tick's rows, and the cache of the batch being decoded."""
+    """Per-row routes in force: each tick's rows, and the cache of the batch being decoded.
+
+    ``shared[slot]``, where some of a tick's rows enter it in the same state (the same input
+    and the same blocks so far: a question's routes before their first edit), is the tick's
+    distinct rows (positions in the tick's rows) and, for each of its rows, which of them it
+    copies; None where every row is its own."""
 
     rows: tuple[tuple[int, ...], ...]
     n_rows: int
+    shared: tuple[tuple[Tensor, Tensor] | None, ...] = ()
     cache: adapters.RowRouteCache | None = None
+
+
+def _shared_states(
+    routes: Sequence[tuple[int, ...]], inputs: Sequence[Hashable], rows: Sequence[tuple[int, ...]]
+) -> tuple[tuple[Tensor, Tensor] | None, ...]:
+    """Per tick of :func:`rnr_lens.routes.schedule`, the rows that enter it in a state another
+    row of the tick also has: a row's state is its input and the blocks it has run, so two rows
+    with equal inputs share every tick up to the first one where their routes part."""
+    visited: list[tuple[int, ...]] = [() for _ in routes]
+    out: list[tuple[Tensor, Tensor] | None] = []
+    for tick_rows in rows:
+        first: dict[tuple[Hashable, tuple[int, ...]], int] = {}
+        copies = [first.setdefault((inputs[r], visited[r]), len(first)) for r in tick_rows]
+        distinct = list(dict.fromkeys(copies))
+        keep = [copies.index(d) for d in distinct]
+        out.append((torch.tensor(keep, dtype=torch.long), torch.tensor(copies, dtype=torch.long)) if len(keep) < len(tick_rows) else None)
+        for r in tick_rows:
+            visited[r] = (*visited[r], len(out) - 1)
+    return tuple(out)
 
 
 def _rows_of(value: Any, rows: Tensor, n_rows: int) -> Any:
@@ -136,20 +161,33 @@ class _Tick(nn.Module):
 
     def forward(self, hidden_states: Tensor, *args: Any, **kwargs: Any) -> Any:
         n_rows = hidden_states.shape[0]
-        if self.state.cache is not None:  # decoding: the cache's slot for this tick, and the rows it holds
-            rows = self.state.cache.enter(self.slot)
+        cache = self.state.cache
+        if cache is not None:  # decoding: the cache's slot for this tick, and the rows it holds
+            rows = cache.enter(self.slot)
+            fresh = not cache.holds(self.slot)  # the prompt's forward (prefill) writes the slot first
         else:  # a forward without a cache (teacher forcing): the batch is the routes' rows
             rows = torch.tensor(self.state.rows[self.slot], dtype=torch.long)
-        if len(rows) == n_rows:
+            fresh = True
+        shared = self.state.shared[self.slot] if fresh and self.state.shared and n_rows == self.state.n_rows else None
+        if shared is not None:  # rows in one state: each distinct one once, then copied
+            keep, copies = shared
+            run = rows[keep]
+        else:
+            run = rows
+        if len(run) == n_rows:
             return self.block(hidden_states, *args, **kwargs)
-        if len(rows) == 0:
+        if len(run) == 0:
             return hidden_states
         out = self.block(
-            _rows_of(hidden_states, rows, n_rows),
-            *(_rows_of(a, rows, n_rows) for a in args),
-            **{k: _rows_of(v, rows, n_rows) for k, v in kwargs.items()},
+            _rows_of(hidden_states, run, n_rows),
+            *(_rows_of(a, run, n_rows) for a in args),
+            **{k: _rows_of(v, run, n_rows) for k, v in kwargs.items()},
         )
         first = out[0] if isinstance(out, tuple) else out
+        if shared is not None:
+            first = first.index_select(0, copies.to(first.device))
+            if cache is not None:
+                cache.copy_rows(self.slot, copies)
         merged = hidden_states.index_copy(0, rows.to(hidden_states.device), first)
         return (merged, *out[1:]) if isinstance(out, tuple) else merged
 
@@ -297,18 +335,28 @@ class Engine:
         return self.path().graph == "twin"
 
     @contextlib.contextmanager
-    def routed_rows(self, routes: Sequence[tuple[int, ...]]) -> Iterator[None]:
+    def routed_rows(self, routes: Sequence[tuple[int, ...]], inputs: Sequence[Hashable] | None = None) -> Iterator[None]:
         """Inside the block, row ``b`` of every forward runs the blocks ``routes[b]`` in that
         order, all rows in one batched forward; :meth:`new_cache` gives the matching KV cache.
 
         The twin's layer list becomes the ticks of :func:`rnr_lens.routes.schedule`: each runs
         one block on the rows that visit it next (all of them, mostly), so a row computes
         exactly what it computes alone under its route. Twin only (:meth:`can_route_rows`).
+
+        With ``inputs`` (one per row, equal where two rows' input tokens are: a question's
+        routes), a tick that several rows enter in the same state (the same input, the same
+        blocks so far) runs it once on the first forward that fills the cache (the prompt's)
+        and copies its output and keys and values to the others: a question's routes compute
+        their common identity prefix once. Each copied row holds the bits it would compute
+        itself (rows of a batch are computed independently; ``tests/test_engine.py`` checks it).
         """
         if not self.can_route_rows():
             raise RnrLensError(f"rows of one batch can follow different routes only on the twin graph, and this forward runs on {self.path()}")
+        if inputs is not None and len(inputs) != len(routes):
+            raise RnrLensError(f"routed_rows needs one input per route: {len(inputs)} inputs for {len(routes)} routes")
         ticks = schedule(routes)
-        state = _RowRouting(tuple(t.rows for t in ticks), len(routes))
+        rows = tuple(t.rows for t in ticks)
+        state = _RowRouting(rows, len(routes), _shared_states(routes, inputs, rows) if inputs is not None else ())
         canonical = self.blocks("twin")
         ticked = [_Tick(canonical[t.block], slot, state) for slot, t in enumerate(ticks)]
         self._rows = state

@@ -264,7 +264,8 @@ def generate(
             if per_row is None:
                 outs = decode(prompt_ids)
             else:
-                outs = _decode_routed(model, decode, prompt_ids, [per_row[i] for i in prompt_ids], len(samples))
+                inputs = [tuple(encoded[i]) for i in prompt_ids]
+                outs = _decode_routed(model, decode, prompt_ids, [per_row[i] for i in prompt_ids], len(samples), inputs)
             for k, (pi, si) in enumerate((pi, si) for pi in prompt_ids for si in samples):
                 out = outs[k]
                 sample_seed = None if greedy or bases is None else bases[pi] + si
@@ -292,13 +293,19 @@ def _per_prompt_routes(route: RouteLike | Sequence[RouteLike] | None, n_prompts:
 
 
 def _decode_routed(
-    model: ModelLike, decode: Callable[[list[int]], list[_Decoded]], prompt_ids: list[int], routes: list[Route], reps: int
+    model: ModelLike,
+    decode: Callable[[list[int]], list[_Decoded]],
+    prompt_ids: list[int],
+    routes: list[Route],
+    reps: int,
+    inputs: list[tuple[int, ...]],
 ) -> list[_Decoded]:
     """Decode a batch whose prompts follow their own routes: in one batched forward where the
-    engine can (:meth:`~rnr_lens.engine.Engine.routed_rows`), else one batch per distinct
-    route; rows come back prompt-major either way."""
+    engine can (:meth:`~rnr_lens.engine.Engine.routed_rows`; rows with the same tokens, a
+    question's routes, compute their shared blocks before the first edit once), else one batch
+    per distinct route; rows come back prompt-major either way."""
     if model.engine.can_route_rows():
-        with model.engine.routed_rows([r.layers for r in routes]):
+        with model.engine.routed_rows([r.layers for r in routes], inputs):
             return decode(prompt_ids)
     outs: list[_Decoded | None] = [None] * (len(prompt_ids) * reps)
     for route in dict.fromkeys(routes):

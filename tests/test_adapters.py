@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import rnr_lens as R
+from rnr_lens import engine as engine_module
 from rnr_lens.tiny import greedy_without_cache, random_causal_lm, tiny_tokenizer
 
 D, HEADS, LAYERS = 64, 4, 4
@@ -128,6 +129,30 @@ ROW_ROUTES = [
     R.Route([0, 3], n_layers=LAYERS),
 ]
 ROW_PROMPTS = [PROMPTS[i % 2] + " " * (i // 2) + "." * i for i in range(len(ROW_ROUTES))]  # differing lengths: left padding varies
+
+
+def test_a_questions_routes_share_their_identity_prefix_bit_for_bit(arch_model, monkeypatch):
+    """Guards the shared identity prefix (issue 39): the routes of one question run the blocks
+    before their first edit once in the prompt's forward, and every row must hold exactly the
+    bits the batch computes for it without sharing (tokens, log-probs, entropies: audit ids and
+    golden tries rest on them). Two questions of five routes each: block 0 runs on two rows."""
+    routes = [R.Route.identity(LAYERS), R.Route.skip(LAYERS, 2), R.Route.repeat(LAYERS, 3), R.Route.skip(LAYERS, 1), R.Route.identity(LAYERS)] * 2
+    prompts = [PROMPTS[0]] * 5 + [PROMPTS[1]] * 5
+
+    def run() -> tuple[list[int], list[tuple]]:
+        rows: list[int] = []
+        handle = arch_model.engine.blocks("twin")[0].register_forward_hook(lambda module, args, out: rows.append(args[0].shape[0]))
+        try:
+            gens = arch_model.generate(prompts, route=routes, max_new_tokens=5)
+        finally:
+            handle.remove()
+        return rows, [(g.token_ids, g.logprobs, g.entropies) for g in gens]
+
+    shared_rows, shared = run()
+    monkeypatch.setattr(engine_module, "_shared_states", lambda routes, inputs, rows: ())  # sharing off: the reference
+    plain_rows, plain = run()
+    assert (shared_rows[0], plain_rows[0]) == (2, 10), "the prompt's forward runs block 0 once per question"
+    assert shared == plain
 
 
 @pytest.mark.parametrize(
