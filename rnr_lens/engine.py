@@ -348,7 +348,7 @@ class Engine:
         blocks so far) runs it once on the first forward that fills the cache (the prompt's)
         and copies its output and keys and values to the others: a question's routes compute
         their common identity prefix once. Each copied row holds the bits it would compute
-        itself (rows of a batch are computed independently; ``tests/test_engine.py`` checks it).
+        itself (rows of a batch are computed independently; ``tests/test_adapters.py`` checks it).
         """
         if not self.can_route_rows():
             raise RnrLensError(f"rows of one batch can follow different routes only on the twin graph, and this forward runs on {self.path()}")
