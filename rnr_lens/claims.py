@@ -417,6 +417,17 @@ class AcrossCheckpoints:
         top = max(dict.fromkeys(statuses), key=statuses.count)
         return top, statuses.count(top), len(statuses)
 
+    def cells(self, runs: int) -> list[str]:
+        """This group's row in a table of ``runs`` run columns: each run's status (blank past
+        this group's own runs) and the agreement as ``"n of N status"``.
+
+        Example:
+            ``AcrossCheckpoints("b", "sub", "sampling", (("t1", "against"), ("t2", "unresolved"))).cells(3)``
+            is ``["against", "unresolved", "", "1 of 2 against"]``.
+        """
+        status, n, total = self.agreement
+        return [*(v for _, v in self.verdicts), *[""] * (runs - len(self.verdicts)), f"{n} of {total} {status}"]
+
 
 @dataclass(frozen=True)
 class Progress:

@@ -396,12 +396,7 @@ def _across_checkpoints_html(claims: Claims) -> str:
     if not groups:
         return ""
     runs = max(len(g.verdicts) for g in groups)
-    rows = []
-    for g in groups:
-        status, n, total = g.agreement
-        rows.append(
-            [g.base, g.task, probe_budget_label(g.probe), *[v for _, v in g.verdicts], *[""] * (runs - len(g.verdicts)), f"{n} of {total} {status}"]
-        )
+    rows = [[g.base, g.task, probe_budget_label(g.probe), *g.cells(runs)] for g in groups]
     names = {g.base: [t for t, _ in g.verdicts] for g in groups}
     return (
         "<h3>Across training runs</h3><p>"

@@ -117,10 +117,7 @@ def across_runs_table(claims: Claims) -> str:
     if not groups:
         return ""
     runs = max(len(g.verdicts) for g in groups)
-    rows = []
-    for g in groups:
-        status, n, total = g.agreement
-        rows.append([_task(g.task), f"`{probe_budget_label(g.probe)}`", *(v for _, v in g.verdicts), f"{n} of {total} {status}"])
+    rows = [[_task(g.task), f"`{probe_budget_label(g.probe)}`", *g.cells(runs)] for g in groups]
     return _table(["task", "probe", *(f"run {i + 1}" for i in range(runs)), "agreement"], rows)
 
 

@@ -87,6 +87,7 @@ def test_claim_3_across_training_runs_sits_side_by_side_per_base_task_and_probe(
     assert [(r.base, r.probe) for r in rows] == [("base", "sampling:k=8"), ("base", "search:k=8")], "a base trained once has no row"
     assert rows[0].verdicts == (("seed0", "support"), ("seed1", "support"), ("seed2", "unresolved"))
     assert rows[0].agreement == ("support", 2, 3) and rows[1].agreement == ("unresolved", 2, 3)
+    assert rows[1].cells(4) == ["against", "unresolved", "unresolved", "", "2 of 3 unresolved"], "one row for the page and the tables, padded"
     page = render_html(replace(claims, summary=summary_lines(claims)))
     assert "Across training runs" in page and "2 of 3 support" in page and "base: seed0, seed1, seed2" in page
     # checkpoints whose display names coincide (an older rnr_lens named seeds alike) are still several runs
