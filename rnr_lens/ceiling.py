@@ -98,15 +98,19 @@ class Crossing:
             under both models (both reach it at every remaining k, or neither ever does: the
             curves meet and can no longer cross); None where they do not meet by K.
         point_interval: A 95% percentile bootstrap interval of ``point`` over prompts, each end
-            None where the crossing lies beyond K in more than 2.5% of resamples on that side;
-            None as a whole where fewer than :data:`MIN_PROMPTS` prompts make a bootstrap
-            unreliable.
+            None where the crossing lies beyond K (trained still leads at K) in more than 2.5%
+            of resamples on that side; None as a whole where fewer than :data:`MIN_PROMPTS`
+            prompts make a bootstrap unreliable. A resample in which trained never leads
+            crosses at k = 1: base is at or above trained from the first k, so it has no lead
+            to catch up (counting it as "beyond K" would say the opposite).
         extrapolated: Where the curves neither cross nor meet by K, trained still leads at K, and
             the gap's slope in log k over the top :data:`TREND_OCTAVES` octaves is resolved
             negative (the bootstrap's 97.5% quantile below zero): the k at which that straight
             line in log k reaches zero, always beyond K (a guess, not a measurement); None
             otherwise.
         budget: K.
+        never_leads: The share of bootstrap resamples in which trained never leads (each
+            counted in ``point_interval`` as a crossing at k = 1); None without a bootstrap.
     """
 
     lead: int | None
@@ -117,6 +121,7 @@ class Crossing:
     point_interval: tuple[int | None, int | None] | None
     extrapolated: float | None
     budget: int
+    never_leads: float | None = None
 
     def text(self) -> str:
         """One sentence a page prints."""
@@ -128,7 +133,9 @@ class Crossing:
                 span = f"no bootstrap interval: fewer than {MIN_PROMPTS} prompts"
             else:
                 low, high = self.point_interval
-                span = f"bootstrap 95%: {low if low is not None else beyond}-{high if high is not None else beyond}"
+                span = f"bootstrap 95%: {low if low is not None else beyond} to {high if high is not None else beyond}"
+                if self.never_leads:
+                    span += f"; trained never leads in {self.never_leads:.1%} of resamples, each counted as k = 1"
             head = f"the point estimates cross at k = {self.point} ({span})"
         elif self.tied is not None:
             head = f"the curves meet at k = {self.tied} without crossing (every question's pass@k equal in both from there)"
@@ -214,6 +221,7 @@ class Ceiling:
                 "point_interval": None if self.crossing.point_interval is None else list(self.crossing.point_interval),
                 "extrapolated": self.crossing.extrapolated,
                 "budget": self.crossing.budget,
+                "never_leads": self.crossing.never_leads,
                 "text": self.crossing.text(),
                 "extrapolation_cost": self.extrapolation_cost(),
             },
@@ -227,7 +235,9 @@ class Ceiling:
         """A ceiling read back from :meth:`to_dict` (``claims.json``)."""
         x = d["crossing"]
         interval = None if x["point_interval"] is None else (x["point_interval"][0], x["point_interval"][1])
-        crossing = Crossing(x["lead"], x["not_excluded"], x["reversed"], x["point"], x["tied"], interval, x["extrapolated"], int(x["budget"]))
+        crossing = Crossing(
+            x["lead"], x["not_excluded"], x["reversed"], x["point"], x["tied"], interval, x["extrapolated"], int(x["budget"]), x.get("never_leads")
+        )
         curve = tuple(
             CurvePoint(int(p["k"]), Estimate.from_dict(p["base"]), Estimate.from_dict(p["trained"]), Estimate.from_dict(p["difference"]))
             for p in d["curve"]
@@ -287,14 +297,16 @@ def find_crossing(
     same = np.all(np.abs(diff) <= TIE, axis=0)  # every question equal at k (absorbing: see Crossing.tied)
     tied = next((k for k in range(lead_k + 1, budget + 1) if same[k - 1]), None) if lead_k is not None else None
     boot = _bootstrap_means(diff, prompts, seed)
-    interval = None
+    interval, never_leads = None, None
     if boot is not None:
-        hits = _lead_and_crossing(boot)[1]  # K + 1: no crossing by K
+        leads, hits = _lead_and_crossing(boot)  # K + 1: no lead, or no crossing by K
+        never = leads > budget
+        hits = np.where(never, 1, hits)  # no lead to lose: base is at or above trained from k = 1
         low, high = (int(v) for v in np.quantile(hits, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf"))
-        interval = (low if low <= budget else None, high if high <= budget else None)
+        interval, never_leads = (low if low <= budget else None, high if high <= budget else None), float(never.mean())
     closing = lead_k is not None and point_k is None and tied is None and mean[-1] > TIE and boot is not None
     extrapolated = _extrapolate(mean, boot) if closing and boot is not None else None
-    return Crossing(lead_k, not_excluded, reversed_at, point_k, tied, interval, extrapolated, budget)
+    return Crossing(lead_k, not_excluded, reversed_at, point_k, tied, interval, extrapolated, budget, never_leads)
 
 
 def _lead_and_crossing(means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

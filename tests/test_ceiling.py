@@ -59,6 +59,23 @@ def test_a_rarely_reaching_base_overtakes_an_often_reaching_trained_model():
     assert find_crossing(base, trained, points, prompts).point_interval == crossing.point_interval
 
 
+def test_a_resample_in_which_trained_never_leads_crosses_at_one_not_beyond_the_budget():
+    """Trained's lead at k = 1 is +0.0008 (10 questions with 13 of 128 correct draws against
+    base's 60 with 2), gone by k = 3. In many resamples trained never leads at all: base is at
+    or above it from k = 1, so their crossing is k = 1 (guards against counting them as
+    crossings beyond K, which printed the interval's upper end as ">128" although no resample
+    had trained ahead at 128)."""
+    prompts = [f"q{i}" for i in range(100)]
+    base = pass_at_k_curves(_draws([(60, 2), (40, 0)]))
+    trained = pass_at_k_curves(_draws([(10, 13), (90, 0)]))
+    crossing = find_crossing(base, trained, curve_points(base, trained, prompts), prompts)
+    assert (crossing.lead, crossing.point) == (1, 3)
+    low, high = crossing.point_interval
+    assert low == 1 and high is not None and crossing.point <= high < K
+    assert 0.025 < crossing.never_leads < 1
+    assert f"trained never leads in {crossing.never_leads:.1%} of resamples, each counted as k = 1" in crossing.text()
+
+
 def test_no_crossing_by_the_budget_says_where_the_trend_points():
     prompts = [f"q{i}" for i in range(200)]
     base = pass_at_k_curves(_draws([(150, 1), (50, 0)]))  # 0.75 at K, rising as k / K
@@ -113,7 +130,7 @@ def test_few_prompts_give_no_bootstrap_interval():
 
 def test_the_crossings_text_names_ends_beyond_the_budget():
     x = Crossing(lead=1, not_excluded=90, reversed=None, point=120, tied=None, point_interval=(None, None), extrapolated=None, budget=K)
-    assert "bootstrap 95%: >128->128" in x.text() and "never resolved above" in x.text()
+    assert "bootstrap 95%: >128 to >128" in x.text() and "never resolved above" in x.text()
     far = Crossing(lead=1, not_excluded=None, reversed=None, point=None, tied=None, point_interval=None, extrapolated=3.2e9, budget=K)
     assert "near k = 3.2e+09 (extrapolated)" in far.text() and "stays resolved above base at every k up to 128" in far.text()
 
