@@ -97,12 +97,14 @@ class Crossing:
         tied: The smallest k after the lead from which every question's pass@k is the same
             under both models (both reach it at every remaining k, or neither ever does: the
             curves meet and can no longer cross); None where they do not meet by K.
-        point_interval: A 95% percentile bootstrap interval of ``point`` over prompts, each end
-            None where the crossing lies beyond K (trained still leads at K) in more than 2.5%
-            of resamples on that side; None as a whole where fewer than :data:`MIN_PROMPTS`
-            prompts make a bootstrap unreliable. A resample in which trained never leads
-            crosses at k = 1: base is at or above trained from the first k, so it has no lead
-            to catch up (counting it as "beyond K" would say the opposite).
+        point_interval: A 95% percentile bootstrap interval of the crossing over prompts. Per
+            resample the statistic is the first k after its first lead at which the difference
+            is below zero, or 1 where the resample never leads (base at or above trained at
+            every k: no lead to lose; counting it as "beyond K" would say the opposite). Each
+            end None where in more than 2.5% of resamples no crossing follows the lead by K
+            (trained still leads at K, or the curves only meet); None as a whole where fewer
+            than :data:`MIN_PROMPTS` prompts make a bootstrap unreliable. Computed also where
+            the observed curves have no lead (``point`` None).
         extrapolated: Where the curves neither cross nor meet by K, trained still leads at K, and
             the gap's slope in log k over the top :data:`TREND_OCTAVES` octaves is resolved
             negative (the bootstrap's 97.5% quantile below zero): the k at which that straight
@@ -125,17 +127,12 @@ class Crossing:
 
     def text(self) -> str:
         """One sentence a page prints."""
-        beyond = f">{self.budget}"
         if self.lead is None:
             head = "trained never lies above base (no lead to lose: nothing crosses)"
+            if self.point_interval is not None and self.never_leads is not None and self.never_leads < 1:
+                head += f" (the crossing's {self._span()})"
         elif self.point is not None:
-            if self.point_interval is None:
-                span = f"no bootstrap interval: fewer than {MIN_PROMPTS} prompts"
-            else:
-                low, high = self.point_interval
-                span = f"bootstrap 95%: {low if low is not None else beyond} to {high if high is not None else beyond}"
-                if self.never_leads:
-                    span += f"; trained never leads in {self.never_leads:.1%} of resamples, each counted as k = 1"
+            span = f"no bootstrap interval: fewer than {MIN_PROMPTS} prompts" if self.point_interval is None else self._span()
             head = f"the point estimates cross at k = {self.point} ({span})"
         elif self.tied is not None:
             head = f"the curves meet at k = {self.tied} without crossing (every question's pass@k equal in both from there)"
@@ -154,6 +151,13 @@ class Crossing:
             else "; base is never resolved above trained"
         )
         return f"{head}; base >= trained is first not excluded at k = {self.not_excluded} (pointwise 95%){rev}"
+
+    def _span(self) -> str:
+        """The crossing's bootstrap interval, and the share of resamples counted at k = 1."""
+        assert self.point_interval is not None
+        low, high = (f">{self.budget}" if end is None else str(end) for end in self.point_interval)
+        counted = f"; trained never leads in {self.never_leads:.1%} of resamples, each counted as k = 1" if self.never_leads else ""
+        return f"bootstrap 95%: {low} to {high}{counted}"
 
 
 def _big(k: float | None) -> str:

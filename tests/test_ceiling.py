@@ -74,6 +74,16 @@ def test_a_resample_in_which_trained_never_leads_crosses_at_one_not_beyond_the_b
     assert low == 1 and high is not None and crossing.point <= high < K
     assert 0.025 < crossing.never_leads < 1
     assert f"trained never leads in {crossing.never_leads:.1%} of resamples, each counted as k = 1" in crossing.text()
+    # one correct draw fewer: no lead in the data, yet about half the resamples lead at k = 1;
+    # the crossing's interval is still computed and printed beside "never lies above"
+    trained = pass_at_k_curves(_draws([(10, 12), (90, 0)]))
+    crossing = find_crossing(base, trained, curve_points(base, trained, prompts), prompts)
+    assert crossing.lead is None and crossing.point is None and crossing.point_interval[0] == 1
+    assert 0.025 < crossing.never_leads < 0.975
+    assert (
+        f"never lies above base (no lead to lose: nothing crosses) (the crossing's bootstrap 95%: 1 to {crossing.point_interval[1]};"
+        in crossing.text()
+    )
 
 
 def test_no_crossing_by_the_budget_says_where_the_trend_points():
