@@ -14,15 +14,7 @@ point costs one check of a module-level flag:
 - ``RNR_LENS_POINT_LOG=FILE`` appends the name of every point reached, one per line, so the
   campaign draws its kill points from what a real run passes through.
 
-A stop asked of the command line (Ctrl-C, SIGTERM) is **sticky**: the signal's handler raises
-it where the run is and also files it with :func:`stop`, and every phase of the work that
-starts later raises it again (:func:`raise_filed_stop`).
-A library that swallows the first ``KeyboardInterrupt`` (a bare ``except:`` around an optional
-import, a finalizer) cannot make the run finish as if never asked to stop; the command line
-clears it with :func:`clear_stop` once it has answered the stop.
-
-Invariant: a point never changes what the run computes; with neither variable set and no stop
-filed it does nothing.
+Invariant: a point never changes what the run computes; with neither variable set it does nothing.
 """
 
 from __future__ import annotations
@@ -38,28 +30,6 @@ _KILL: tuple[str, int] | None = (_kill_name, int(_kill_n)) if _kill_name and _ki
 _LOG: str | None = os.environ.get(POINT_LOG_ENV) or None
 _ACTIVE = _KILL is not None or _LOG is not None
 _arrivals: dict[str, int] = {}
-_stop: type[BaseException] | None = None
-
-
-def stop(exc: type[BaseException]) -> None:
-    """File a stop the run was asked for: every later phase raises ``exc`` until
-    :func:`clear_stop` (the command line's signal handlers call it)."""
-    global _stop
-    _stop = exc
-
-
-def clear_stop() -> None:
-    """Forget a filed stop (the command line has answered it)."""
-    global _stop
-    _stop = None
-
-
-def raise_filed_stop() -> None:
-    """Raise the stop filed with :func:`stop`, if any: every phase of the work starts here
-    (``rnr_lens.phases.phase``), while the bare points of cleanup code (a file moved into place,
-    a profile saved as the stop unwinds) do not, so that a stop never cuts its own cleanup short."""
-    if _stop is not None:
-        raise _stop
 
 
 def point(name: str) -> None:

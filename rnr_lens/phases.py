@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rnr_lens.faults import point, raise_filed_stop
+from rnr_lens.faults import point
 from rnr_lens.files import read_json, write_atomic
 
 FORWARD_PHASES = ("prefill", "decode", "teacher-forced")
@@ -190,9 +190,7 @@ _STACK: list[str] = []
 
 @contextlib.contextmanager
 def phase(name: str) -> Iterator[None]:
-    """Mark the block as phase ``name`` (free when no profile is open); a fault point too, and
-    where a stop the command line filed is raised again (:func:`rnr_lens.faults.raise_filed_stop`)."""
-    raise_filed_stop()
+    """Mark the block as phase ``name`` (free when no profile is open); a fault point too."""
     point(name)
     if not _OPEN:
         yield

@@ -16,7 +16,6 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 
-from rnr_lens import faults
 from rnr_lens.cli import audit, check_format, compare, export, merge, mine, models, report, show, train
 from rnr_lens.cli.shell import Parser, UsageError
 from rnr_lens.errors import RnrLensError
@@ -41,19 +40,14 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM (a scheduler's or ``kill``'s stop), handled as Ctrl-C is: what finished is kept."""
 
 
-def _on_signal(signum: int, frame: object) -> None:
-    """Ctrl-C or SIGTERM: raised here, and filed so that every later fault point raises it
-    again should a library swallow this one (:func:`rnr_lens.faults.stop`)."""
-    exc = _Terminated if signum == signal.SIGTERM else KeyboardInterrupt
-    faults.stop(exc)
-    raise exc
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = None
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
     try:
         args = parser.parse_args(argv)
         return COMMANDS[args.command](args)
@@ -61,7 +55,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        faults.clear_stop()
         # audit resumes only when asked (--resume); train, mine and report resume by themselves
         how = "with --resume" if args is not None and args.command == "audit" else "the same command"
         what = "stopped (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted"
@@ -74,7 +67,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     finally:
-        faults.clear_stop()
         release_all()  # the command is over: its stores and folders are free for the next one
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
