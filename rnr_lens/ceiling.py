@@ -113,6 +113,10 @@ class Crossing:
         budget: K.
         never_leads: The share of bootstrap resamples in which trained never leads (each
             counted in ``point_interval`` as a crossing at k = 1); None without a bootstrap.
+        extrapolated_interval: Where ``extrapolated`` is given, a 95% percentile bootstrap
+            interval of it: each resample's own straight line through the same octaves, and
+            where it reaches zero; the upper end None where in more than 2.5% of resamples the
+            line never does (a slope of zero or above) or does beyond any float.
     """
 
     lead: int | None
@@ -124,6 +128,7 @@ class Crossing:
     extrapolated: float | None
     budget: int
     never_leads: float | None = None
+    extrapolated_interval: tuple[float, float | None] | None = None
 
     def text(self) -> str:
         """One sentence a page prints."""
@@ -138,7 +143,7 @@ class Crossing:
             head = f"the curves meet at k = {self.tied} without crossing (every question's pass@k equal in both from there)"
         else:
             trend = (
-                f"; the gap's trend in log k reaches zero near k = {_big(self.extrapolated)} (extrapolated)"
+                f"; the gap's trend in log k reaches zero near k = {_big(self.extrapolated)} (extrapolated{self._trend_span()})"
                 if self.extrapolated is not None
                 else "; the gap is not resolved to be closing over the top octaves"
             )
@@ -158,6 +163,13 @@ class Crossing:
         low, high = (f">{self.budget}" if end is None else str(end) for end in self.point_interval)
         counted = f"; trained never leads in {self.never_leads:.1%} of resamples, each counted as k = 1" if self.never_leads else ""
         return f"bootstrap 95%: {low} to {high}{counted}"
+
+    def _trend_span(self) -> str:
+        """The extrapolation's bootstrap interval, as the sentence prints it ('' without one)."""
+        if self.extrapolated_interval is None:
+            return ""
+        low, high = self.extrapolated_interval
+        return f"; bootstrap 95%: {_big(low)} to {'beyond any float' if high is None else _big(high)}"
 
 
 def _big(k: float | None) -> str:
@@ -224,6 +236,7 @@ class Ceiling:
                 "tied": self.crossing.tied,
                 "point_interval": None if self.crossing.point_interval is None else list(self.crossing.point_interval),
                 "extrapolated": self.crossing.extrapolated,
+                "extrapolated_interval": None if self.crossing.extrapolated_interval is None else list(self.crossing.extrapolated_interval),
                 "budget": self.crossing.budget,
                 "never_leads": self.crossing.never_leads,
                 "text": self.crossing.text(),
@@ -239,8 +252,19 @@ class Ceiling:
         """A ceiling read back from :meth:`to_dict` (``claims.json``)."""
         x = d["crossing"]
         interval = None if x["point_interval"] is None else (x["point_interval"][0], x["point_interval"][1])
+        spread = x.get("extrapolated_interval")
+        trend = None if spread is None else (float(spread[0]), None if spread[1] is None else float(spread[1]))
         crossing = Crossing(
-            x["lead"], x["not_excluded"], x["reversed"], x["point"], x["tied"], interval, x["extrapolated"], int(x["budget"]), x.get("never_leads")
+            x["lead"],
+            x["not_excluded"],
+            x["reversed"],
+            x["point"],
+            x["tied"],
+            interval,
+            x["extrapolated"],
+            int(x["budget"]),
+            x.get("never_leads"),
+            trend,
         )
         curve = tuple(
             CurvePoint(int(p["k"]), Estimate.from_dict(p["base"]), Estimate.from_dict(p["trained"]), Estimate.from_dict(p["difference"]))
@@ -309,8 +333,8 @@ def find_crossing(
         low, high = (int(v) for v in np.quantile(hits, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf"))
         interval, never_leads = (low if low <= budget else None, high if high <= budget else None), float(never.mean())
     closing = lead_k is not None and point_k is None and tied is None and mean[-1] > TIE and boot is not None
-    extrapolated = _extrapolate(mean, boot) if closing and boot is not None else None
-    return Crossing(lead_k, not_excluded, reversed_at, point_k, tied, interval, extrapolated, budget, never_leads)
+    extrapolated, trend = _extrapolate(mean, boot) if closing and boot is not None else (None, None)
+    return Crossing(lead_k, not_excluded, reversed_at, point_k, tied, interval, extrapolated, budget, never_leads, trend)
 
 
 def _lead_and_crossing(means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -337,25 +361,31 @@ def _bootstrap_means(diff: np.ndarray, prompts: Sequence[str], seed: int) -> np.
     return np.asarray((counts @ sums) / (counts @ sizes)[:, None])
 
 
-def _extrapolate(mean: np.ndarray, boot: np.ndarray) -> float | None:
+def _extrapolate(mean: np.ndarray, boot: np.ndarray) -> tuple[float | None, tuple[float, float | None] | None]:
     """Where a straight line in log k through the top :data:`TREND_OCTAVES` octaves of the mean
     difference reaches zero: only where its slope is resolved negative over the bootstrap
     resamples ``boot`` (their 97.5% quantile below zero) and the zero lies beyond K and is a
     finite float; None otherwise, and for K < 3 (fewer than three points to fit). Computed in
-    log k, so a nearly flat slope gives a large k, not an overflow."""
+    log k, so a nearly flat slope gives a large k, not an overflow. With it, the 95% percentile
+    interval of the same zero over the resamples (see ``Crossing.extrapolated_interval``)."""
     budget = len(mean)
     ks = np.arange(max(1, budget >> TREND_OCTAVES), budget + 1)
     if len(ks) < 3:
-        return None
-    x = np.log(ks) - np.log(ks).mean()
+        return None, None
+    centre = np.log(ks).mean()
+    x = np.log(ks) - centre
     slopes = (boot[:, ks - 1] @ x) / (x @ x)  # each resample's least-squares slope
     slope, intercept = np.polyfit(np.log(ks), mean[ks - 1], 1)
     if not (slope < 0 and float(np.quantile(slopes, (1 + LEVEL) / 2)) < 0):
-        return None
+        return None, None
     log_k = -intercept / slope
     if not (math.log(budget) < log_k < math.log(sys.float_info.max)):
-        return None
-    return float(math.exp(log_k))
+        return None, None
+    with np.errstate(divide="ignore", invalid="ignore"):  # a flat resample never reaches zero
+        zeros = np.where(slopes < 0, centre - boot[:, ks - 1].mean(1) / slopes, np.inf)
+    low, high = (float(v) for v in np.quantile(zeros, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf"))
+    top = math.exp(high) if high < math.log(sys.float_info.max) else None
+    return float(math.exp(log_k)), (math.exp(min(low, math.log(sys.float_info.max))), top)
 
 
 def ceiling_of(

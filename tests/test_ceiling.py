@@ -95,6 +95,9 @@ def test_no_crossing_by_the_budget_says_where_the_trend_points():
     assert crossing.point is None and crossing.point_interval[1] is None
     assert crossing.extrapolated is not None and crossing.extrapolated > K
     assert "do not cross by k = 128" in crossing.text() and "extrapolated" in crossing.text()
+    low, high = crossing.extrapolated_interval  # each resample's own line: the guess's spread
+    assert low < crossing.extrapolated and (high is None or crossing.extrapolated < high)
+    assert f"(extrapolated; bootstrap 95%: {low:,.0f} to " in crossing.text()
     # identical curves: trained never leads, so nothing crosses, and base >= trained is not excluded at once
     same = find_crossing(base, base, curve_points(base, base, prompts), prompts)
     assert (same.lead, same.not_excluded, same.point, same.tied, same.reversed, same.extrapolated) == (None, 1, None, None, None, None)
@@ -123,6 +126,7 @@ def test_a_nearly_flat_gap_extrapolates_to_nothing_rather_than_overflowing():
     flat = base + 0.3 - 1e-6 * ks
     crossing = find_crossing(base, flat, curve_points(base, flat, prompts), prompts)
     assert crossing.point is None and crossing.tied is None and crossing.extrapolated is None
+    assert crossing.extrapolated_interval is None
     assert "not resolved to be closing" in crossing.text()
     noisy = base + 0.3 + np.random.default_rng(0).normal(0, 0.05, (60, 1)) * (ks - ks.mean())  # slopes of either sign
     crossing = find_crossing(base, noisy, curve_points(base, noisy, prompts), prompts)
