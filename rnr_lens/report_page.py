@@ -333,7 +333,7 @@ def _ceiling_html(claims: Claims, shown: _Figures) -> str:
         for k, v in c.verdicts
     ]
     crossings = "".join(f"<li>{html.escape(f'{label} on {c.task}: {c.crossing.text()}')}</li>" for c, label in zip(claims.ceiling, labels))
-    figures = [(f"{label} against {c.base} on {c.task}", ceiling_curves(c)) for c, label in zip(claims.ceiling, labels)]
+    figures = [(f"{label} against {c.base} on {c.task}", ceiling_curves(c, trained=label)) for c, label in zip(claims.ceiling, labels)]
     return (
         "<h2>3, at large k: the ceiling as pass@k curves</h2><p>"
         + html.escape(

@@ -462,18 +462,20 @@ def _band(fig: go.Figure, ks: list[int], low: list[float], high: list[float], co
     )
 
 
-def ceiling_curves(c: Ceiling) -> go.Figure:
+def ceiling_curves(c: Ceiling, trained: str | None = None) -> go.Figure:
     """Claim 3 at large k (:func:`rnr_lens.comparison.compare_ceiling`): above, the base and
     trained pass@k curves with 95% Wilson bands over log-scaled k; below, their paired
     difference (trained - base) with its 95% score band and the zero line; the point crossing
-    marked with its bootstrap interval shaded, and the k's with a verdict ticked.
+    marked with its bootstrap interval shaded, and the k's with a verdict ticked. ``trained``
+    names the trained curve in the legend (default: the model's own name; checkpoints of one
+    recipe share it, so a grid passes its run label).
 
     Example:
         >>> fig = ceiling_curves(compare_ceiling(base, trained, "sampling:k=128,t=0.7,draw=inverse-cdf"))  # doctest: +SKIP
     """
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.62, 0.38], vertical_spacing=0.07)
     ks = [p.k for p in c.curve]
-    for side, name, colour in (("base", c.base, OKABE_ITO[0]), ("trained", c.trained, OKABE_ITO[3])):
+    for side, name, colour in (("base", c.base, OKABE_ITO[0]), ("trained", trained or c.trained, OKABE_ITO[3])):
         est = [getattr(p, side) for p in c.curve]
         _band(fig, ks, [e.low for e in est], [e.high for e in est], colour, 1)
         fig.add_scatter(

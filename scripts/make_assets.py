@@ -79,10 +79,10 @@ def report_figures(folder: Path, out: Path, prefix: str) -> list[Path]:
     if not mined and not claims.ceiling:
         raise SystemExit(f"{folder / 'claims.json'} has no mined setting and no ceiling yet; draw after the report has one")
     written = []
-    for i, c in enumerate(claims.ceiling):  # claim 3 at large k, from the claims alone
+    for i, (c, label) in enumerate(zip(claims.ceiling, claims.run_labels(claims.ceiling))):  # claim 3 at large k, from the claims alone
         tasks = len(claims.grid.get("tasks") or ()) or 1
         written.append(out / f"{prefix}_ceiling_{Path(c.task).stem.split('[')[0]}_run{i // tasks + 1}.svg")
-        viz.save(viz.ceiling_curves(c), written[-1], size="full")
+        viz.save(viz.ceiling_curves(c, trained=label), written[-1], size="full")
     for model, settings in mined.items():
         stem = f"{prefix}_{Path(model).name}"
         written.append(out / f"{stem}_realized_vs_reachable.svg")

@@ -140,6 +140,8 @@ def test_ceiling_curves_mark_the_crossing_on_log_k():
     assert f"curves cross, k = {c.crossing.point}" in lines
     assert [s.x0 for s in fig.layout.shapes if s.type == "line" and s.line.dash == "dash"] == [c.crossing.point] * 2  # both panels
     assert "pointwise" in viz.caption(fig) and f"cross at k = {c.crossing.point}" in viz.caption(fig)
+    # checkpoints of one recipe share a name: a grid's figure names the run instead
+    assert "trained: tuned (run 2)" in {t.name for t in viz.ceiling_curves(c, trained="tuned (run 2)").data}
 
 
 def test_reward_curve_shows_the_training_history():
