@@ -502,10 +502,11 @@ def ceiling_curves(c: Ceiling, trained: str | None = None) -> go.Figure:
     )
     fig.add_hline(y=0, line_color="#444", line_width=1, row=2, col=1)
     x = c.crossing
+    # the crossing's bootstrap interval (None: too few prompts), also where the data never lead
+    if x.point_interval is not None and (x.point is not None or x.lead is None):
+        low, high = x.point_interval
+        fig.add_vrect(x0=low or c.budget, x1=high or c.budget, fillcolor=OKABE_ITO[6], opacity=0.25, line_width=0, layer="below")
     if x.point is not None:
-        if x.point_interval is not None:  # None: too few prompts for a bootstrap
-            low, high = x.point_interval
-            fig.add_vrect(x0=low or c.budget, x1=high or c.budget, fillcolor=OKABE_ITO[6], opacity=0.25, line_width=0, layer="below")
         fig.add_vline(x=x.point, line_dash="dash", line_color="#444")
         # named in the legend, never as text over the curves
         fig.add_scatter(x=[None], y=[None], mode="lines", line=dict(color="#444", dash="dash"), name=f"curves cross, k = {x.point}")

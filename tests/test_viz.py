@@ -142,6 +142,13 @@ def test_ceiling_curves_mark_the_crossing_on_log_k():
     assert "pointwise" in viz.caption(fig) and f"cross at k = {c.crossing.point}" in viz.caption(fig)
     # checkpoints of one recipe share a name: a grid's figure names the run instead
     assert "trained: tuned (run 2)" in {t.name for t in viz.ceiling_curves(c, trained="tuned (run 2)").data}
+    # no lead in the data: nothing crosses, yet the crossing's bootstrap interval is shaded
+    import dataclasses
+
+    no_lead = dataclasses.replace(c, crossing=dataclasses.replace(c.crossing, lead=None, point=None, point_interval=(1, 4)))
+    fig = viz.ceiling_curves(no_lead)
+    assert [(s.x0, s.x1) for s in fig.layout.shapes if s.type == "rect"] == [(1, 4)] * 2  # both panels
+    assert not [s for s in fig.layout.shapes if s.type == "line" and s.line.dash == "dash"]
 
 
 def test_reward_curve_shows_the_training_history():
