@@ -32,6 +32,7 @@ import gpu_check  # noqa: E402
 import rnr_lens.generation as generation  # noqa: E402
 from rnr_lens import tasks  # noqa: E402
 from rnr_lens.deploy import DeploymentConfig  # noqa: E402
+from rnr_lens.phases import synchronize  # noqa: E402
 from rnr_lens.probes import Default, ProbeContext, parse_probe  # noqa: E402
 
 PROBES = ("sampling:k=8,t=0.7", "sampling:k=8,t=0.7,draw=inverse-cdf", "routes:k=8")
@@ -45,10 +46,6 @@ def main() -> None:
     device = torch.device("cpu") if args.tiny else torch.device("cuda", 0)
     spec = gpu_check.tiny_specs()[0] if args.tiny else gpu_check.real_specs()[0]
     model, _ = gpu_check.make_model(spec, device, torch.float32 if args.tiny else torch.bfloat16)
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
 
     spent = {"draw": 0.0}
     original = generation.draw_tokens
@@ -67,10 +64,10 @@ def main() -> None:
     rates = {}
     for spec_text in PROBES:
         spent["draw"] = 0.0
-        sync()
+        synchronize(device)
         start = time.perf_counter()
         tries = [t for batch in parse_probe(spec_text).run(ctx, questions, {}) for t in batch]
-        sync()
+        synchronize(device)
         seconds = time.perf_counter() - start
         rates[spec_text] = len(tries) / seconds
         print(
@@ -80,7 +77,7 @@ def main() -> None:
     base = rates[PROBES[0]]
     print(f"inverse-cdf / multinomial: {rates[PROBES[1]] / base:.2f}x; routes (no draw) / multinomial: {rates[PROBES[2]] / base:.2f}x")
     logits = torch.randn(128, 1000 if args.tiny else spec.vocab_size, device=device)
-    sync()
+    synchronize(device)
     start = time.perf_counter()
     for _ in range(20):
         torch.softmax(logits.float() / 0.7, -1).cpu()

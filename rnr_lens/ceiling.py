@@ -61,6 +61,9 @@ MIN_PROMPTS = 30
 percentile bootstrap over few clusters understates its spread (Cameron and Miller 2015, "A
 practitioner's guide to cluster-robust inference", sec. VI)."""
 
+LOG_FLOAT_MAX = math.log(sys.float_info.max)
+"""The largest log k an extrapolation can turn back into a float."""
+
 TIE = 1e-12
 """A mean difference within this of zero is zero (rounding, not a lead or a crossing)."""
 
@@ -374,18 +377,19 @@ def _extrapolate(mean: np.ndarray, boot: np.ndarray) -> tuple[float | None, tupl
         return None, None
     centre = np.log(ks).mean()
     x = np.log(ks) - centre
-    slopes = (boot[:, ks - 1] @ x) / (x @ x)  # each resample's least-squares slope
+    tail = boot[:, ks - 1]
+    slopes = (tail @ x) / (x @ x)  # each resample's least-squares slope
     slope, intercept = np.polyfit(np.log(ks), mean[ks - 1], 1)
     if not (slope < 0 and float(np.quantile(slopes, (1 + LEVEL) / 2)) < 0):
         return None, None
     log_k = -intercept / slope
-    if not (math.log(budget) < log_k < math.log(sys.float_info.max)):
+    if not (math.log(budget) < log_k < LOG_FLOAT_MAX):
         return None, None
     with np.errstate(divide="ignore", invalid="ignore"):  # a flat resample never reaches zero
-        zeros = np.where(slopes < 0, centre - boot[:, ks - 1].mean(1) / slopes, np.inf)
+        zeros = np.where(slopes < 0, centre - tail.mean(1) / slopes, np.inf)
     low, high = (float(v) for v in np.quantile(zeros, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf"))
-    top = math.exp(high) if high < math.log(sys.float_info.max) else None
-    return float(math.exp(log_k)), (math.exp(min(low, math.log(sys.float_info.max))), top)
+    top = math.exp(high) if high < LOG_FLOAT_MAX else None
+    return float(math.exp(log_k)), (math.exp(min(low, LOG_FLOAT_MAX)), top)
 
 
 def ceiling_of(
