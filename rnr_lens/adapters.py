@@ -247,12 +247,21 @@ class RowRouteCache(RouteCache):
         """Whether ``slot`` already holds keys and values (the prompt's forward has run it)."""
         return slot < len(self.layers) and bool(getattr(self.layers[slot], "is_initialized", False))
 
-    def copy_rows(self, slot: int, copies: torch.Tensor) -> None:
-        """Make ``slot`` hold, for each of its rows, the keys and values of row ``copies[i]`` of
-        what was written (a tick run once for rows in one state, then copied)."""
+    def place_rows(self, slot: int, keys: Sequence[torch.Tensor], values: Sequence[torch.Tensor], index: torch.Tensor) -> None:
+        """Make ``slot`` hold, for each of its rows, row ``index[i]`` of what was written to it
+        (the tick's computed rows) followed by ``keys`` and ``values`` (states computed before,
+        ``kv_heads x positions x d_head`` each): a tick that ran once for rows in one state, or
+        took some rows' states from :class:`rnr_lens.identity_states.IdentityStates`."""
         layer: Any = self.layers[slot]
-        index = copies.to(layer.keys.device)
-        layer.keys, layer.values = layer.keys.index_select(0, index), layer.values.index_select(0, index)
+        written = [(layer.keys, layer.values)] if layer.is_initialized else []
+        stored = [(torch.stack(list(keys)), torch.stack(list(values)))] if keys else []
+        parts = written + stored
+        all_keys = torch.cat([k for k, _ in parts]) if len(parts) > 1 else parts[0][0]
+        all_values = torch.cat([v for _, v in parts]) if len(parts) > 1 else parts[0][1]
+        at = index.to(all_keys.device)
+        if not layer.is_initialized:
+            layer.lazy_initialization(all_keys, all_values)
+        layer.keys, layer.values = all_keys.index_select(0, at), all_values.index_select(0, at)
 
     def select_rows(self, rows: torch.Tensor) -> None:
         renumber = torch.full((self.n_rows,), -1, dtype=torch.long)

@@ -31,7 +31,8 @@ from torch.utils.hooks import RemovableHandle
 
 from rnr_lens import adapters
 from rnr_lens.errors import RnrLensError
-from rnr_lens.routes import schedule
+from rnr_lens.prefix_states import PrefixKey, PrefixState, PrefixStates
+from rnr_lens.routes import Tick, schedule
 
 logger = logging.getLogger(__name__)
 
@@ -111,12 +112,15 @@ class _RowRouting:
     ``shared[slot]``, where some of a tick's rows enter it in the same state (the same input
     and the same blocks so far: a question's routes before their first edit), is the tick's
     distinct rows (positions in the tick's rows) and, for each of its rows, which of them it
-    copies; None where every row is its own."""
+    copies; None where every row is its own. ``prefixes[slot]`` is, for each of the tick's rows,
+    its prompt and the blocks it has run with this tick's: the key of its state in ``store``."""
 
     rows: tuple[tuple[int, ...], ...]
     n_rows: int
     shared: tuple[tuple[Tensor, Tensor] | None, ...] = ()
     cache: adapters.RowRouteCache | None = None
+    prefixes: tuple[tuple[PrefixKey, ...], ...] = ()
+    store: PrefixStates | None = None
 
 
 def _shared_states(
@@ -138,6 +142,19 @@ def _shared_states(
     return tuple(out)
 
 
+def _prefix_keys(routes: Sequence[tuple[int, ...]], inputs: Sequence[tuple[int, ...]], ticks: Sequence[Tick]) -> tuple[tuple[PrefixKey, ...], ...]:
+    """Per tick, each of its rows' prompt and the blocks its route has run with this tick's."""
+    position = [0] * len(routes)
+    out = []
+    for tick in ticks:
+        keys = []
+        for r in tick.rows:
+            position[r] += 1
+            keys.append((inputs[r], routes[r][: position[r]]))
+        out.append(tuple(keys))
+    return tuple(out)
+
+
 def _rows_of(value: Any, rows: Tensor, n_rows: int) -> Any:
     """``value`` restricted to batch rows ``rows``: tensors of two or more dimensions whose
     first is the batch (hidden states, masks, positions, rotary tables), also inside tuples;
@@ -149,9 +166,34 @@ def _rows_of(value: Any, rows: Tensor, n_rows: int) -> Any:
     return value
 
 
+def _merged(hidden_states: Tensor, rows: Tensor, first: Tensor, out: Any) -> Any:
+    """The batch's hidden states with the tick's rows replaced by ``first``, in the block's
+    output form (a tensor, or a tuple led by it)."""
+    merged = hidden_states.index_copy(0, rows.to(hidden_states.device), first)
+    return (merged, *out[1:]) if isinstance(out, tuple) else merged
+
+
+def _left_pad(t: Tensor, width: int, dim: int) -> Tensor:
+    """``t`` with zeros before it along ``dim`` up to ``width`` (a stored prompt state placed
+    into a batch's left-padded layout; padded positions are masked, so their values are never
+    read)."""
+    missing = width - t.shape[dim]
+    if missing == 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = missing
+    return torch.cat([t.new_zeros(shape), t], dim=dim)
+
+
 class _Tick(nn.Module):
     """One tick of :meth:`Engine.routed_rows`: ``block`` on the rows that visit it next; the
-    other rows pass through unchanged."""
+    other rows pass through unchanged.
+
+    In the prompt's forward (the one that fills the tick's cache slot, every row present) a
+    tick runs each distinct state once (``shared``) and takes the states the prefix store
+    holds instead of running them, then writes every row's output and keys and values from
+    those, and stores what it ran; later forwards (decoding) run the block on the tick's rows
+    as they are."""
 
     def __init__(self, block: nn.Module, slot: int, state: _RowRouting) -> None:
         super().__init__()
@@ -168,28 +210,59 @@ class _Tick(nn.Module):
         else:  # a forward without a cache (teacher forcing): the batch is the routes' rows
             rows = torch.tensor(self.state.rows[self.slot], dtype=torch.long)
             fresh = True
-        shared = self.state.shared[self.slot] if fresh and self.state.shared and n_rows == self.state.n_rows else None
-        if shared is not None:  # rows in one state: each distinct one once, then copied
-            keep, copies = shared
-            run = rows[keep]
-        else:
-            run = rows
-        if len(run) == n_rows:
-            return self.block(hidden_states, *args, **kwargs)
-        if len(run) == 0:
+        if len(rows) == 0:
             return hidden_states
-        out = self.block(
+        prompt = fresh and n_rows == self.state.n_rows
+        shared = self.state.shared[self.slot] if prompt and self.state.shared else None
+        distinct = shared[0].tolist() if shared is not None else list(range(len(rows)))  # positions in the tick's rows
+        store = self.state.store if prompt and cache is not None else None
+        keys: tuple[PrefixKey, ...] = self.state.prefixes[self.slot] if store is not None else ()
+        held = {i: found for i, p in enumerate(distinct) if store is not None and (found := store.get(keys[p])) is not None}
+        computed = [i for i in range(len(distinct)) if i not in held]
+        if shared is None and not held and len(rows) == n_rows:
+            out = self.block(hidden_states, *args, **kwargs)
+            self._store(keys, distinct, out, cache)
+            return out
+        out = self._run(hidden_states, rows[torch.tensor([distinct[i] for i in computed], dtype=torch.long)], args, kwargs) if computed else None
+        self._store(keys, [distinct[i] for i in computed], out, cache)
+        first: Tensor | None = out[0] if isinstance(out, tuple) else out
+        if shared is None and not held:
+            assert first is not None  # every row computed
+            return _merged(hidden_states, rows, first, out)
+        # each tick row's source among [the computed rows, then the held ones]
+        source = torch.tensor(computed + list(held), dtype=torch.long).argsort()[shared[1] if shared is not None else torch.arange(len(rows))]
+        width = hidden_states.shape[1]
+        parts = [] if first is None else [first]
+        if held:
+            parts.append(torch.stack([_left_pad(h.output, width, 0) for h in held.values()]).to(hidden_states))
+        every = torch.cat(parts) if len(parts) > 1 else parts[0]
+        if cache is not None:
+            cache.place_rows(
+                self.slot, [_left_pad(h.keys, width, 1) for h in held.values()], [_left_pad(h.values, width, 1) for h in held.values()], source
+            )
+        return _merged(hidden_states, rows, every.index_select(0, source.to(every.device)), out)
+
+    def _run(self, hidden_states: Tensor, run: Tensor, args: tuple, kwargs: dict) -> Any:
+        """The block on batch rows ``run`` only."""
+        n_rows = hidden_states.shape[0]
+        return self.block(
             _rows_of(hidden_states, run, n_rows),
             *(_rows_of(a, run, n_rows) for a in args),
             **{k: _rows_of(v, run, n_rows) for k, v in kwargs.items()},
         )
-        first = out[0] if isinstance(out, tuple) else out
-        if shared is not None:
-            first = first.index_select(0, copies.to(first.device))
-            if cache is not None:
-                cache.copy_rows(self.slot, copies)
-        merged = hidden_states.index_copy(0, rows.to(hidden_states.device), first)
-        return (merged, *out[1:]) if isinstance(out, tuple) else merged
+
+    def _store(self, keys: Sequence[PrefixKey], positions: list[int], out: Any, cache: Any) -> None:
+        """Keep the prompt states just computed (rows at ``positions`` of the tick, in the
+        order they ran) in the prefix store."""
+        store = self.state.store
+        if not keys or store is None or not isinstance(out, Tensor):  # a tuple output could not be rebuilt for held rows
+            return
+        layer: Any = cache.layers[self.slot]
+        for i, p in enumerate(positions):
+            key = keys[p]
+            if key not in store:
+                n = len(key[0])  # the prompt's real tokens: the last n positions of its row
+                store.put(key, PrefixState(out[i, -n:].clone(), layer.keys[i, :, -n:].clone(), layer.values[i, :, -n:].clone()))
 
 
 class Engine:
@@ -210,6 +283,7 @@ class Engine:
         # decoder layer lists in block order, per graph, while a route replaces the live ones
         self._canonical: dict[Graph, nn.ModuleList] = {}
         self._rows: _RowRouting | None = None  # per-row routes in force (routed_rows)
+        self._prefixes: PrefixStates | None = None  # prompt states kept across forwards (prefix_states)
 
     # -- which graph runs ---------------------------------------------------------------------
     @property
@@ -335,6 +409,40 @@ class Engine:
         return self.path().graph == "twin"
 
     @contextlib.contextmanager
+    def prefix_states(self, max_bytes: int | None = None) -> Iterator[PrefixStates]:
+        """Inside the block, prompts keep their states along the routes they ran across
+        forwards of :meth:`routed_rows` (:mod:`rnr_lens.prefix_states`): a row whose prompt ran
+        its route's first blocks in an earlier forward takes their outputs and keys and values
+        from the store and runs only the blocks after them (the route search's candidates of
+        one question, one per step). Each row gets the bits it gets without the store; a
+        change of weights or interventions empties it. A nested block shares the outer store.
+
+        Example:
+            >>> with model.engine.prefix_states() as store:  # doctest: +SKIP
+            ...     for step in steps:
+            ...         model.generate(prompts, route=candidates(step))
+        """
+        if self._prefixes is not None:
+            yield self._prefixes
+            return
+        self._prefixes = PrefixStates(max_bytes)
+        try:
+            yield self._prefixes
+        finally:
+            self._prefixes = None
+
+    def _intervention_state(self) -> tuple[Any, ...]:
+        """What a prompt's states depend on beyond its tokens: the weights' versions and the
+        hooks attached to the twin's modules (rnr_lens' ablations and a user's PyTorch hooks;
+        each new handle has a new id)."""
+        hooks = tuple(
+            (name, tuple(m._forward_hooks), tuple(m._forward_pre_hooks))
+            for name, m in self._root("twin").named_modules()
+            if m._forward_hooks or m._forward_pre_hooks
+        )
+        return self.weights_version(), hooks
+
+    @contextlib.contextmanager
     def routed_rows(self, routes: Sequence[tuple[int, ...]], inputs: Sequence[Hashable] | None = None) -> Iterator[None]:
         """Inside the block, row ``b`` of every forward runs the blocks ``routes[b]`` in that
         order, all rows in one batched forward; :meth:`new_cache` gives the matching KV cache.
@@ -358,6 +466,14 @@ class Engine:
         ticks = schedule(routes)
         rows = tuple(t.rows for t in ticks)
         state = _RowRouting(rows, len(routes), _shared_states(routes, inputs, rows) if inputs is not None else ())
+        if self._prefixes is not None and inputs is not None and all(isinstance(i, tuple) for i in inputs):
+            window = adapters.attention_window(self.bridge)
+            if (
+                window is None or max(len(i) for i in inputs if isinstance(i, tuple)) < window - 1
+            ):  # a sliding layer's cache keeps window - 1 positions
+                self._prefixes.validate(self._intervention_state())
+                state.prefixes = _prefix_keys(routes, inputs, ticks)  # type: ignore[arg-type]  # checked: token tuples
+                state.store = self._prefixes
         canonical = self.blocks("twin")
         ticked = [_Tick(canonical[t.block], slot, state) for slot, t in enumerate(ticks)]
         self._rows = state

@@ -388,7 +388,13 @@ class RouteSearch(Probe):
         audit's seed and its id) picks its next candidate, and all picks are generated in one
         batched call with one route per row. The trees make the same decisions as when
         searched one question at a time, so the stored tries are the same; tries already in
-        ``done`` (a resumed run) are read back instead of generated."""
+        ``done`` (a resumed run) are read back instead of generated. A question's prompt states
+        are kept from step to step (:meth:`~rnr_lens.engine.Engine.prefix_states`), so each
+        candidate's prompt runs only the blocks after those it shares with an earlier one."""
+        with ctx.model.engine.prefix_states():
+            yield from self._lockstep(ctx, questions, done)
+
+    def _lockstep(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
         n = ctx.model.n_layers
         searches: dict[str, tuple[Question, Generator[tuple[int, tuple[int, ...]], float, None]]] = {}
         for q in questions:

@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "ceiling",
         ],
     ),
-    ("model", ["adapters", "engine", "interventions", "generation", "lens", "model_cache", "models", "tiny"]),
+    ("model", ["adapters", "prefix_states", "engine", "interventions", "generation", "lens", "model_cache", "models", "tiny"]),
     ("questions", ["tasks", "deploy"]),
     ("store", ["store", "evidence"]),
     ("measurement", ["selectors", "probes", "results", "audits", "formats", "attribution", "checkpoints", "training"]),

@@ -1,9 +1,11 @@
+import contextlib
 import random
 
 import pytest
 
 from rnr_lens import RnrLensError, Route, tasks
 from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.engine import Engine
 from rnr_lens.probes import (
     AblationProbe,
     Default,
@@ -144,6 +146,38 @@ def test_lockstep_search_stores_the_tries_of_a_per_question_search(model, algo):
     # resume: the first half of each question's tries are stored; the rest come out the same
     done = {(t.question_id, t.try_index): t for t in one_by_one if t.try_index < 2}
     _same_tries(_run(probe, ctx, qs, done), [t for t in one_by_one if t.try_index >= 2])
+
+
+@pytest.mark.slow
+def test_the_search_keeps_prompt_states_across_steps_to_the_bit(smol, monkeypatch):
+    """Guards the prefix store on a real model (issue 39): the search, keeping each question's
+    prompt states from step to step so that a candidate runs only the blocks after those it
+    shares with an earlier one, must store exactly the tries it stores without the store
+    (route, text, and mean log-probability, entropy and reward to the last bit: audit ids and
+    the golden search tries rest on them), and must have spared block runs."""
+    qs = list(tasks.get("add-two-digit", n=6))
+    ctx = _ctx(smol)
+    ctx.defaults = {t.question_id: t for t in _run(Default(), ctx, qs)}
+    probe = RouteSearch(k=6)
+    original = Engine.prefix_states
+    stores = []
+
+    @contextlib.contextmanager
+    def recording(self, max_bytes=None):
+        with original(self, max_bytes) as store:
+            stores.append(store)
+            yield store
+
+    monkeypatch.setattr(Engine, "prefix_states", recording)
+    kept = _run(probe, ctx, qs)
+    monkeypatch.setattr(Engine, "prefix_states", lambda self, max_bytes=None: original(self, 0))  # keeps nothing
+    plain = _run(probe, ctx, qs)
+    assert stores[0].hits > len(qs) * probe.k, "later candidates start from their questions' stored prompt states"
+
+    def bits(t):
+        return (t.question_id, t.try_index, t.route, t.text, t.mean_logprob, t.mean_entropy, t.reward)
+
+    assert [bits(t) for t in kept] == [bits(t) for t in plain]
 
 
 def test_random_routes_batch_route_indices_with_the_tokens_of_each_row_alone(tiny):

@@ -1,0 +1,50 @@
+"""The prefix store's own rules: a memory budget that moves time, never a result, and no
+state kept across a change of weights or interventions (a stale state would give a row
+another model's bits)."""
+
+from __future__ import annotations
+
+import torch
+
+import rnr_lens as R
+from rnr_lens.prefix_states import PrefixState, PrefixStates
+
+
+def _state(n: int = 3) -> PrefixState:
+    return PrefixState(torch.zeros(n, 8), torch.zeros(2, n, 4), torch.zeros(2, n, 4))
+
+
+def test_the_store_keeps_states_within_its_budget():
+    store = PrefixStates(max_bytes=2 * _state().nbytes)
+    for block in range(3):
+        store.put(((1, 2, 3), tuple(range(block + 1))), _state())
+    assert len(store) == 2 and store.nbytes == 2 * _state().nbytes
+    assert store.get(((1, 2, 3), (0,))) is not None and store.get(((1, 2, 3), (0, 1, 2))) is None
+    assert store.hits == 1
+
+
+def test_a_new_validity_empties_the_store():
+    store = PrefixStates()
+    store.validate("weights v1")
+    store.put(((1,), (0,)), _state())
+    store.validate("weights v1")
+    assert len(store) == 1
+    store.validate("weights v2")
+    assert len(store) == 0 and store.nbytes == 0
+
+
+def test_an_ablation_between_forwards_empties_the_models_store(tiny):
+    """Guards the engine's validity key: a state computed without an ablation must not serve a
+    forward with one (the ablated block's output differs)."""
+    n = tiny.n_layers
+    routes = [R.Route.skip(n, 2), R.Route.repeat(n, 1)]
+    prompts = ["What is 2 + 3?", "What is 7 + 1?"]
+    with tiny.engine.prefix_states() as store:
+        tiny.generate(prompts, route=routes, max_new_tokens=2)
+        held = len(store)
+        tiny.generate(prompts, route=routes, max_new_tokens=2)
+        assert held > 0 and store.hits > 0
+        hits = store.hits
+        with tiny.intervene(ablations=[R.Ablation(0, "mlp")]):
+            tiny.generate(prompts, route=routes, max_new_tokens=2)
+        assert store.hits == hits, "no state from before the ablation serves a forward under it"
