@@ -4,7 +4,11 @@ Runs the same audit twice, each in a fresh subprocess on this machine: once with
 as it was at ``--baseline`` (a git revision, checked out into a temporary worktree) and once
 with the working tree. Reports each wall time, their ratio, and the share of tries whose text,
 extracted answer and route are identical (a speed-up that keeps every try the same must show
-1.000). ``--order`` alternates which runs first, to average out a machine that warms up.
+1.000). ``--order`` sets which runs first, to average out a machine that warms up; ``--rounds N`` runs
+both arms N times, alternating their order each round, and reports the geometric mean of the
+rounds' ratios with a 95% t interval (a change of a few percent needs several rounds on a
+shared machine: one round's arms have differed by 5-10% with no change between them).
+``--probes`` replaces the audit's probes (to time one probe alone).
 
 ``--part audit100`` (the default): ``bench_audit.py``'s ``audit100``, 100 ``add-two-digit``
 questions with sampling, random routes and the search at k=8 on SmolLM2-135M-Instruct (about 7
@@ -19,7 +23,7 @@ distribution, not one by one (each arm's share of correct tries; the paired diff
 per question, Tango's interval and the exact McNemar test; the paired t-test of the per-question
 share of correct tries).
 
-    python benchmarks/bench_speed.py [--part audit100|setting|sampler] [--baseline REV] [--task T] [--n N]
+    python benchmarks/bench_speed.py [--part audit100|setting|sampler] [--baseline REV] [--task T] [--n N] [--rounds N] [--probes SPEC ...]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,6 +172,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, help="default: 100 (audit100), 40 (setting)")
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--order", choices=["baseline-first", "new-first"], default="baseline-first")
+    parser.add_argument("--rounds", type=int, default=1, help="run both arms this many times, alternating their order")
+    parser.add_argument("--probes", nargs="+", help="probe specs of the audit (default: sampling, routes and search at --k)")
     parser.add_argument("--json", type=Path, help="write the result here")
     args = parser.parse_args()
     args.task = args.task or ("add-small" if args.part == "setting" else "add-two-digit")
@@ -174,49 +181,90 @@ def main() -> None:
     if args.part == "sampler":
         sampler(args)
         return
-    probes = [f"sampling:k={args.k},t=0.7", f"routes:k={args.k}", f"search:k={args.k}"]
+    probes = args.probes or [f"sampling:k={args.k},t=0.7", f"routes:k={args.k}", f"search:k={args.k}"]
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "baseline"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(base), args.baseline], check=True)
         try:
-            arms = [("baseline", base), ("new", ROOT)]
-            if args.order == "new-first":
-                arms.reverse()
-            got = {}
-            for name, package in arms:
-                started = time.strftime("%H:%M:%S")
-                got[name] = run(package, Path(tmp) / f"{name}.db", args, probes)
-                print(f"{name}: {got[name]['seconds']:.1f} s for {got[name]['tries']} tries (started {started}; {got[name]['package']})", flush=True)
+            packages = {"baseline": base, "new": ROOT}
+            got: dict[str, list[dict]] = {"baseline": [], "new": []}
+            for order in round_orders(args.order, args.rounds):
+                for name in order:
+                    started = time.strftime("%H:%M:%S")
+                    got[name].append(run(packages[name], Path(tmp) / f"{name}{len(got[name])}.db", args, probes))
+                    print(
+                        f"{name}: {got[name][-1]['seconds']:.1f} s for {got[name][-1]['tries']} tries (started {started}; {got[name][-1]['package']})",
+                        flush=True,
+                    )
+            stores = {name: [Path(tmp) / f"{name}{i}.db" for i in range(args.rounds)] for name in got}
             if args.part == "setting":
-                a, b = tries(Path(tmp) / "baseline.db" / "runs.db"), tries(Path(tmp) / "new.db" / "runs.db")
-                claims = [json.loads((Path(tmp) / f"{arm}.db" / "claims.json").read_text()) for arm in ("baseline", "new")]
+                stores = {name: [folder / "runs.db" for folder in folders] for name, folders in stores.items()}
+                claims = [json.loads((Path(tmp) / f"{arm}{i}.db" / "claims.json").read_text()) for arm in got for i in range(args.rounds)]
                 for c in claims:  # the folders differ; nothing else may
                     c.pop("grid", None)
-                print(f"claims.json identical (but for the folder names): {claims[0] == claims[1]}")
-            else:
-                a, b = tries(Path(tmp) / "baseline.db"), tries(Path(tmp) / "new.db")
+                print(f"claims.json identical (but for the folder names): {all(c == claims[0] for c in claims)}")
+            a, b = tries(stores["baseline"][0]), tries(stores["new"][0])
+            repeat_same = all(tries(path) == tries(paths[0]) for paths in stores.values() for path in paths[1:])
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
     same = sum(k in b and a[k][0] == b[k][0] for k in a)
     gap = largest_difference(a, b)
-    ratio = got["baseline"]["seconds"] / got["new"]["seconds"]
-    print(f"speed-up {ratio:.2f}x (baseline / new wall time, {args.n} questions of {args.task}, probes {', '.join(probes)})")
+    ratio = speedup([r["seconds"] for r in got["baseline"]], [r["seconds"] for r in got["new"]])
+    print(f"speed-up {ratio.text()} (baseline / new wall time, {args.n} questions of {args.task}, probes {', '.join(probes)})")
     print(f"identical tries (text, answer, route): {same} of {len(a)} ({same / len(a):.3f}); tries only in one arm: {len(set(a) ^ set(b))}")
     print(f"largest difference of a stored log-prob, entropy or reward: {gap:.2e}")
+    if args.rounds > 1:
+        print(f"every round of an arm stored the same tries, scores to the bit: {repeat_same}")
     if args.json:
         args.json.write_text(
             json.dumps(
                 {
                     "arms": got,
-                    "speedup": ratio,
+                    "speedup": ratio.value,
+                    "speedup_interval": [ratio.low, ratio.high],
                     "identical": same,
                     "tries": len(a),
                     "largest_score_difference": gap,
+                    "rounds_identical": repeat_same,
                     "args": vars(args) | {"json": str(args.json)},
                 },
                 indent=2,
             )
         )
+
+
+def round_orders(first: str, rounds: int) -> list[tuple[str, str]]:
+    """The arms' order in each round, alternating from ``first`` (baseline-first: B N, N B, B N,
+    ...), so a machine that drifts over the run weighs on both arms alike."""
+    pair = ("baseline", "new") if first == "baseline-first" else ("new", "baseline")
+    return [pair if i % 2 == 0 else pair[::-1] for i in range(rounds)]
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """The geometric mean of the rounds' baseline / new ratios, with a 95% t interval on their
+    logarithms (none from one round)."""
+
+    value: float
+    low: float | None
+    high: float | None
+
+    def text(self) -> str:
+        if self.low is None or self.high is None:
+            return f"{self.value:.2f}x"
+        return f"{self.value:.2f}x [{self.low:.2f}, {self.high:.2f}]"
+
+
+def speedup(baseline: list[float], new: list[float]) -> Speedup:
+    """Pair each round's arms (baseline / new) and summarize the log ratios."""
+    import numpy as np
+    from scipy import stats as scipy_stats
+
+    logs = np.log(np.array(baseline) / np.array(new))
+    if len(logs) < 2:
+        return Speedup(float(np.exp(logs.mean())), None, None)
+    low, high = scipy_stats.t.interval(0.95, len(logs) - 1, loc=logs.mean(), scale=scipy_stats.sem(logs))
+    return Speedup(float(np.exp(logs.mean())), float(np.exp(low)), float(np.exp(high)))
 
 
 if __name__ == "__main__":
