@@ -31,7 +31,7 @@ from torch.utils.hooks import RemovableHandle
 
 from rnr_lens import adapters
 from rnr_lens.errors import RnrLensError
-from rnr_lens.prefix_states import PrefixKey, PrefixState, PrefixStates
+from rnr_lens.prefix_states import DEFAULT_MAX_BYTES, PrefixKey, PrefixState, PrefixStates
 from rnr_lens.routes import Tick, schedule
 
 logger = logging.getLogger(__name__)
@@ -258,10 +258,11 @@ class _Tick(nn.Module):
         if not keys or store is None or not isinstance(out, Tensor):  # a tuple output could not be rebuilt for held rows
             return
         layer: Any = cache.layers[self.slot]
+        per_token = (out.shape[-1] * out.element_size()) + 2 * layer.keys[0, :, 0].numel() * layer.keys.element_size()
         for i, p in enumerate(positions):
             key = keys[p]
-            if key not in store:
-                n = len(key[0])  # the prompt's real tokens: the last n positions of its row
+            n = len(key[0])  # the prompt's real tokens: the last n positions of its row
+            if store.wants(key, n * per_token):
                 store.put(key, PrefixState(out[i, -n:].clone(), layer.keys[i, :, -n:].clone(), layer.values[i, :, -n:].clone()))
 
 
@@ -409,7 +410,7 @@ class Engine:
         return self.path().graph == "twin"
 
     @contextlib.contextmanager
-    def prefix_states(self, max_bytes: int | None = None) -> Iterator[PrefixStates]:
+    def prefix_states(self, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[PrefixStates]:
         """Inside the block, prompts keep their states along the routes they ran across
         forwards of :meth:`routed_rows` (:mod:`rnr_lens.prefix_states`): a row whose prompt ran
         its route's first blocks in an earlier forward takes their outputs and keys and values

@@ -163,14 +163,14 @@ def test_the_search_keeps_prompt_states_across_steps_to_the_bit(smol, monkeypatc
     stores = []
 
     @contextlib.contextmanager
-    def recording(self, max_bytes=None):
-        with original(self, max_bytes) as store:
+    def recording(self, *args, **kwargs):
+        with original(self, *args, **kwargs) as store:
             stores.append(store)
             yield store
 
     monkeypatch.setattr(Engine, "prefix_states", recording)
     kept = _run(probe, ctx, qs)
-    monkeypatch.setattr(Engine, "prefix_states", lambda self, max_bytes=None: original(self, 0))  # keeps nothing
+    monkeypatch.setattr(Engine, "prefix_states", lambda self, *args, **kwargs: original(self, 0))  # keeps nothing
     plain = _run(probe, ctx, qs)
     assert stores[0].hits > len(qs) * probe.k, "later candidates start from their questions' stored prompt states"
 
