@@ -71,7 +71,8 @@ def main() -> None:
     weights = model.engine.all_parameters()
 
     def read_weights() -> float:
-        return float(sum(float(w.sum()) for w in weights))
+        with torch.no_grad():
+            return float(sum(float(w.sum()) for w in weights))
 
     steps = args.new_tokens - 1  # the first token comes from the prefill's logits
     rows_out = []

@@ -458,7 +458,10 @@ class Engine:
         and copies its output and keys and values to the others: a question's routes compute
         their common identity prefix once. Each copied row holds the bits the batch computes
         for it without sharing (``tests/test_adapters.py`` compares the two on every tiny
-        architecture; audit100's 2,500 tries are identical).
+        architecture; audit100's 2,500 tries are identical). Inside :meth:`prefix_states`, with
+        ``inputs`` the rows' prompt token ids, the prompt's forward also takes from the store
+        the states of the route prefixes an earlier forward ran for the same prompt, and keeps
+        what it runs.
         """
         if not self.can_route_rows():
             raise RnrLensError(f"rows of one batch can follow different routes only on the twin graph, and this forward runs on {self.path()}")
