@@ -251,7 +251,7 @@ class RowRouteCache(RouteCache):
         """Make ``slot`` hold, for each of its rows, row ``index[i]`` of what was written to it
         (the tick's computed rows) followed by ``keys`` and ``values`` (states computed before,
         ``kv_heads x positions x d_head`` each): a tick that ran once for rows in one state, or
-        took some rows' states from :class:`rnr_lens.identity_states.IdentityStates`."""
+        took some rows' states from :class:`rnr_lens.prefix_states.PrefixStates`."""
         layer: Any = self.layers[slot]
         written = [(layer.keys, layer.values)] if layer.is_initialized else []
         stored = [(torch.stack(list(keys)), torch.stack(list(values)))] if keys else []

@@ -412,7 +412,7 @@ class Engine:
     @contextlib.contextmanager
     def prefix_states(self, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[PrefixStates]:
         """Inside the block, prompts keep their states along the routes they ran across
-        forwards of :meth:`routed_rows` (:mod:`rnr_lens.prefix_states`): a row whose prompt ran
+        forwards of :meth:`routed_rows` (:class:`~rnr_lens.prefix_states.PrefixStates`): a row whose prompt ran
         its route's first blocks in an earlier forward takes their outputs and keys and values
         from the store and runs only the blocks after them (the route search's candidates of
         one question, one per step). Each row gets the bits it gets without the store; a

@@ -7,8 +7,8 @@ edit, and the route search's candidates of a question differ from earlier candid
 edit or two, so most of what a candidate's prompt computes was computed for an earlier one.
 The search evaluates those candidates one per step, in separate forwards; :class:`PrefixStates`
 keeps the states between the forwards, keyed by the prompt's tokens and the route's prefix,
-and :meth:`rnr_lens.engine.Engine.routed_rows` starts each row from the longest prefix the
-store holds instead of running those blocks again.
+and :meth:`rnr_lens.engine.Engine.routed_rows` takes each block's state for a row from the
+store where it holds the row's prompt and route up to that block, instead of running it again.
 
 Invariant: a stored state holds the bits the block computes for that prompt's real tokens
 (positions count real tokens only, padding is masked, and at a real model's shapes the CPU's
@@ -31,7 +31,8 @@ Tensor = torch.Tensor
 
 DEFAULT_MAX_BYTES = 2 * 2**30
 """The store's default budget, 2 GiB: ``search:k=8`` on 100 ``add-two-digit`` questions on
-SmolLM2-135M-Instruct holds 9,148 states, 1.44 GiB, so a search of that size keeps every state."""
+SmolLM2-135M-Instruct holds 9,148 states, 1.44 GiB (``benchmarks/bench_prefix_store.py``), so a
+search of that size keeps every state."""
 
 #: A prompt (its token ids) and the blocks its route has run, the last one included.
 PrefixKey = tuple[tuple[int, ...], tuple[int, ...]]
@@ -110,4 +111,3 @@ class PrefixStates:
         if self.wants(key, state.nbytes):
             self._states[key] = state
             self._bytes += state.nbytes
-
