@@ -32,6 +32,7 @@ from torch.utils.hooks import RemovableHandle
 from rnr_lens import adapters
 from rnr_lens.errors import RnrLensError
 from rnr_lens.prefix_states import DEFAULT_MAX_BYTES, PrefixKey, PrefixState, PrefixStates
+from rnr_lens.reuse import Reuses
 from rnr_lens.routes import Tick, schedule
 
 logger = logging.getLogger(__name__)
@@ -285,6 +286,14 @@ class Engine:
         self._canonical: dict[Graph, nn.ModuleList] = {}
         self._rows: _RowRouting | None = None  # per-row routes in force (routed_rows)
         self._prefixes: PrefixStates | None = None  # prompt states kept across forwards (prefix_states)
+        self.reuses = Reuses(self._setting)
+        """Which reuses of computed prompt states run (:mod:`rnr_lens.reuse`): each only where its
+        check passed for this model on this machine."""
+
+    def _setting(self) -> tuple[str, str, int]:
+        """What the kernels a forward runs depend on beyond the model: device, dtype, threads."""
+        first = self._parameters[0]
+        return str(first.device), str(first.dtype), torch.get_num_threads()
 
     # -- which graph runs ---------------------------------------------------------------------
     @property
@@ -410,27 +419,29 @@ class Engine:
         return self.path().graph == "twin"
 
     @contextlib.contextmanager
-    def prefix_states(self, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[PrefixStates]:
+    def prefix_states(self, max_bytes: int = DEFAULT_MAX_BYTES, *, fresh: bool = False) -> Iterator[PrefixStates]:
         """Inside the block, prompts keep their states along the routes they ran across
         forwards of :meth:`routed_rows` (:class:`~rnr_lens.prefix_states.PrefixStates`): a row whose prompt ran
         its route's first blocks in an earlier forward takes their outputs and keys and values
         from the store and runs only the blocks after them (the route search's candidates of
-        one question, one per step). Each row gets the bits it gets without the store; a
-        change of weights or interventions empties it. A nested block shares the outer store.
+        one question, one per step). Only where the reuse ``prefix-store`` is on
+        (:attr:`reuses`: its check found every bit kept on this machine); a change of weights or
+        interventions empties the store. A nested block shares the outer store, unless
+        ``fresh`` (a store of its own for the block: the reuse check's).
 
         Example:
             >>> with model.engine.prefix_states() as store:  # doctest: +SKIP
             ...     for step in steps:
             ...         model.generate(prompts, route=candidates(step))
         """
-        if self._prefixes is not None:
+        if self._prefixes is not None and not fresh:
             yield self._prefixes
             return
-        self._prefixes = PrefixStates(max_bytes)
+        outer, self._prefixes = self._prefixes, PrefixStates(max_bytes)
         try:
             yield self._prefixes
         finally:
-            self._prefixes = None
+            self._prefixes = outer
 
     def _intervention_state(self) -> tuple[Any, ...]:
         """What a prompt's states depend on beyond its tokens: the weights' versions and the
@@ -453,15 +464,15 @@ class Engine:
         exactly what it computes alone under its route. Twin only (:meth:`can_route_rows`).
 
         With ``inputs`` (one per row, equal where two rows' input tokens are: a question's
-        routes), a tick that several rows enter in the same state (the same input, the same
-        blocks so far) runs it once on the first forward that fills the cache (the prompt's)
-        and copies its output and keys and values to the others: a question's routes compute
-        their common identity prefix once. Each copied row holds the bits the batch computes
-        for it without sharing (``tests/test_adapters.py`` compares the two on every tiny
-        architecture; audit100's 2,500 tries are identical). Inside :meth:`prefix_states`, with
-        ``inputs`` the rows' prompt token ids, the prompt's forward also takes from the store
-        the states of the route prefixes an earlier forward ran for the same prompt, and keeps
-        what it runs.
+        routes) and the reuse ``shared-identity`` on (:attr:`reuses`), a tick that several rows
+        enter in the same state (the same input, the same blocks so far) runs it once on the
+        first forward that fills the cache (the prompt's) and copies its output and keys and
+        values to the others: a question's routes compute their common identity prefix once.
+        Inside :meth:`prefix_states`, with ``inputs`` the rows' prompt token ids and the reuse
+        ``prefix-store`` on, the prompt's forward also takes from the store the states of the
+        route prefixes an earlier forward ran for the same prompt, and keeps what it runs.
+        Either reuse is on only where its check found each row holding the bits it gets
+        without it (:mod:`rnr_lens.reuse_check`; ``tests/test_reuse_check.py``).
         """
         if not self.can_route_rows():
             raise RnrLensError(f"rows of one batch can follow different routes only on the twin graph, and this forward runs on {self.path()}")
@@ -469,8 +480,11 @@ class Engine:
             raise RnrLensError(f"routed_rows needs one input per route: {len(inputs)} inputs for {len(routes)} routes")
         ticks = schedule(routes)
         rows = tuple(t.rows for t in ticks)
-        state = _RowRouting(rows, len(routes), _shared_states(routes, inputs, rows) if inputs is not None else ())
-        if self._prefixes is not None and inputs is not None and all(isinstance(i, tuple) for i in inputs):
+        shared = _shared_states(routes, inputs, rows) if inputs is not None and self.reuses.on("shared-identity") else ()
+        if any(s is not None for s in shared):
+            self.reuses.ran("shared-identity")
+        state = _RowRouting(rows, len(routes), shared)
+        if self._prefixes is not None and inputs is not None and all(isinstance(i, tuple) for i in inputs) and self.reuses.on("prefix-store"):
             window = adapters.attention_window(self.bridge)
             if (
                 window is None or max(len(i) for i in inputs if isinstance(i, tuple)) < window - 1
@@ -481,11 +495,14 @@ class Engine:
         canonical = self.blocks("twin")
         ticked = [_Tick(canonical[t.block], slot, state) for slot, t in enumerate(ticks)]
         self._rows = state
+        hits = state.store.hits if state.store is not None else 0
         try:
             with self._layer_list("twin", ticked, tuple(t.block for t in ticks)):
                 yield
         finally:
             self._rows = None
+            if state.store is not None and state.store.hits > hits:
+                self.reuses.ran("prefix-store")
 
     @contextlib.contextmanager
     def _layer_list(self, graph: Graph, modules: Sequence[nn.Module], blocks: tuple[int, ...]) -> Iterator[None]:

@@ -232,6 +232,8 @@ def generate(
         return []
     bases = _base_seeds(seed, len(prompts))
     single, per_row = _one_or_per_row(route, len(prompts), model.n_layers)
+    if model.engine.path().graph == "twin":  # the reuses run on the twin only: check those this call may run, once
+        model.engine.reuses.decide(("shared-prefix",) if per_row is None else ("shared-identity", "prefix-store"))
     encoded = [model.encode(p) for p in prompts]
     n_distinct = 1 if greedy else n
     results: list[Generation | None] = [None] * (len(prompts) * n)
@@ -443,24 +445,36 @@ def _prefill(
 ) -> tuple[Float[torch.Tensor, "batch d_vocab"], Int[torch.Tensor, "batch total"], RouteCache]:
     """The prompts' KV cache and each prompt's next-token logits.
 
-    Where the prompts share a prefix of :data:`SHARED_PREFIX_MIN` tokens or more, the prefix is
-    computed once and its keys and values copied to every row; each prompt's own tokens follow
-    it, left-padded after it (``[prefix][pad][own]``; positions count real tokens only, so every
-    row sees the positions it sees alone). Only where that changes nothing a row can see: every
-    row runs the same route, the forward runs on the twin (on the bridge, a user's hooks see the
-    whole prompt in one forward) and no sliding window is shorter than the sequence (a window
-    would count the pads between prefix and prompt). Otherwise the prompts are left-padded and
-    run whole."""
+    Where the prompts are all alike long and share a prefix of :data:`SHARED_PREFIX_MIN` tokens
+    or more, the prefix is computed once and its keys and values copied to every row; each
+    prompt's own tokens follow it. Only where that changes nothing a row can see:
+
+    - no row is padded: a pad between the prefix and a prompt's own tokens moves the prefix's
+      keys within the attention's reductions, and so a row's last bits (seen on an AMD EPYC);
+    - every row runs the same route, and the forward runs on the twin (on the bridge, a user's
+      hooks see the whole prompt in one forward);
+    - no sliding window is shorter than the sequence with its new tokens (kept from when pads
+      could fall inside a window);
+    - the reuse ``shared-prefix`` is on: its check found every row's bits kept at this model's
+      shapes on this machine (:mod:`rnr_lens.reuse`).
+
+    Otherwise the prompts are left-padded and run whole."""
     cache = model.new_cache()
     shared = 0
-    if len(prompt_ids) > 1 and not isinstance(cache, RowRouteCache) and model.engine.path().graph == "twin":
+    if (
+        len(prompt_ids) > 1
+        and len({len(p) for p in prompt_ids}) == 1
+        and not isinstance(cache, RowRouteCache)
+        and model.engine.path().graph == "twin"
+    ):
         window = attention_window(model.engine.bridge)
         if window is None or max(len(p) for p in prompt_ids) + max_new_tokens <= window:
             shared = _shared_prefix(prompt_ids)
-    if shared < SHARED_PREFIX_MIN:
+    if shared < SHARED_PREFIX_MIN or not model.engine.reuses.on("shared-prefix"):
         ids, mask = model.pad(prompt_ids)
         with phase("prefill"):
             return model.forward_tokens(ids, mask, cache=cache, logits_to_keep=1)[:, -1], mask, cache
+    model.engine.reuses.ran("shared-prefix")
     head, head_mask = model.pad([prompt_ids[0][:shared]])
     own, own_mask = model.pad([p[shared:] for p in prompt_ids])
     mask = torch.cat([head_mask.expand(len(prompt_ids), -1), own_mask], dim=1)

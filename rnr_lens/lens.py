@@ -24,7 +24,7 @@ import psutil
 import torch
 from jaxtyping import Float, Int
 
-from rnr_lens import adapters, generation
+from rnr_lens import adapters, generation, reuse_check
 from rnr_lens.engine import Engine
 from rnr_lens.errors import RnrLensError
 from rnr_lens.faults import point
@@ -59,6 +59,7 @@ class LensModel:
         bridge.eval()
         self.engine = Engine(bridge)
         """Which graph runs and where interventions attach (:class:`rnr_lens.engine.Engine`)."""
+        self.engine.reuses.check = lambda name: reuse_check.check(self, name)
         self._route: Route | None = None
         self._reference_cache: dict[tuple[str, str, tuple[int, ...]], list[torch.Tensor]] = {}
         self._fingerprint: tuple[tuple, str] | None = None  # (weight versions, hash) of the last fingerprint

@@ -84,6 +84,9 @@ class Profile:
     """Wall times of the earlier runs this profile continues (see :meth:`from_dict`)."""
     path: Path | None = None
     """Where the profile writes itself after each top-level stage (None: nowhere)."""
+    notes: dict[str, str] = field(default_factory=dict)
+    """Facts about how the run computed, by name (:func:`note`: each reuse of computed
+    states, on or off and why); the last word on a name stands."""
 
     @property
     def own_wall(self) -> float:
@@ -121,6 +124,7 @@ class Profile:
             calls={n: int(v["calls"]) for n, v in d["phases"].items()},
             nested=nested,
             earlier=tuple(float(w) for w in d.get("runs_s", [d["wall_s"]])),
+            notes={str(k): str(v) for k, v in notes.items()} if isinstance(notes := d.get("notes"), dict) else {},
             **kwargs,
         )
 
@@ -140,6 +144,7 @@ class Profile:
                 {"stage": r.stage, "seconds": r.seconds, "calls": r.calls, **{f"{k}_s": v for k, v in r.inner.items()}, "other_s": r.other}
                 for r in self.rows()
             ],
+            "notes": dict(sorted(self.notes.items())),
         }
 
     def text(self) -> str:
@@ -153,6 +158,7 @@ class Profile:
             lines.append(f"{r.stage[:25]:<26}{r.seconds:>9.1f}{r.calls:>7}" + "".join(cells))
         forwards = sum(self.seconds.get(n, 0.0) for n in FORWARD_PHASES)
         lines.append(f"forwards in all: {forwards:.1f} s ({forwards / self.wall:.0%} of wall time)" if self.wall else "")
+        lines.extend(f"{name}: {value}" for name, value in sorted(self.notes.items()))
         return "\n".join(lines)
 
 
@@ -186,6 +192,19 @@ def profiling(sync: bool = False, path: str | Path | None = None) -> Iterator[Pr
 
 
 _STACK: list[str] = []
+
+
+def note(name: str, value: str) -> None:
+    """Record ``name: value`` in every open profile (free when none is open).
+
+    Example:
+        >>> with profiling() as p:
+        ...     note("reuse prefix-store", "off (forced)")
+        >>> p.notes
+        {'reuse prefix-store': 'off (forced)'}
+    """
+    for p in _OPEN:
+        p.notes[name] = value
 
 
 @contextlib.contextmanager

@@ -4,17 +4,51 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 import rnr_lens as R
 from rnr_lens.records import AuditRecord
+from rnr_lens.reuse import ReuseVerdict
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def generation_bits(gens: Sequence[Any]) -> list[tuple]:
+    """What a try stores from each generation: its tokens, and each step's log-probability and
+    entropy."""
+    return [(g.token_ids, g.logprobs, g.entropies) for g in gens]
+
+
+def reuse_holds(
+    model: R.LensModel, name: str, workload: Callable[[], Sequence[Any]], bits: Callable[[Sequence[Any]], list] = generation_bits
+) -> ReuseVerdict:
+    """Reuse ``name`` (:mod:`rnr_lens.reuse`) on ``model`` as its check decided on this machine:
+    where on, ``workload`` ran it and every bit equals the workload without it; where off, the
+    workload never ran it. Both branches assert, so the test holds on every CPU and skips on
+    none (issue 58)."""
+    reuses = model.engine.reuses
+    reuses.decide([name])
+    verdict = reuses.verdict(name)
+    assert verdict.why != "not checked yet"
+    before = reuses.used[name]
+    got = workload()
+    ran = reuses.used[name] - before
+    with reuses.forced(name, False):
+        want = workload()
+    if verdict.on:
+        assert ran > 0, f"the workload exercises {name}"
+        assert bits(got) == bits(want), f"{name} is on ({verdict.why}), yet moved a bit in this workload"
+    else:
+        assert ran == 0, f"{name} is off ({verdict.why}), yet it ran"
+        assert bits(got) == bits(want)
+    return verdict
 
 
 @pytest.fixture(scope="session")

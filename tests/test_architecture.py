@@ -38,7 +38,10 @@ LAYERS: list[tuple[str, list[str]]] = [
             "ceiling",
         ],
     ),
-    ("model", ["adapters", "prefix_states", "engine", "interventions", "generation", "lens", "model_cache", "models", "tiny"]),
+    (
+        "model",
+        ["adapters", "prefix_states", "reuse", "engine", "interventions", "generation", "reuse_check", "lens", "model_cache", "models", "tiny"],
+    ),
     ("questions", ["tasks", "deploy"]),
     ("store", ["store", "evidence"]),
     ("measurement", ["selectors", "probes", "results", "audits", "formats", "attribution", "checkpoints", "training"]),

@@ -48,23 +48,43 @@ def test_prompt_alone_and_in_batch_give_same_greedy_tokens(model):
         assert batch[i].prompt_index == i
 
 
-def test_prompts_opening_alike_prefill_their_shared_opening_once(model, monkeypatch):
-    """Guards the shared-prefix prefill (the tokens every prompt of a batch opens with run once,
-    their keys and values copied to each row, each prompt's own tokens padded after them): every
-    row must get the tokens, and to float rounding the log-probs, of prefilling it whole."""
+def test_prompts_opening_alike_prefill_their_shared_opening_once(model):
+    """Guards the shared-prefix prefill's mechanics (the tokens every prompt of a batch opens
+    with run once, their keys and values copied to each row, each prompt's own tokens after
+    them), forced on whatever this machine's check says: every row must get the tokens, and to
+    float rounding the log-probs, of prefilling it whole (to the bit where the check passes:
+    ``tests/test_reuse_check.py``); sampled rows the same draws."""
     from rnr_lens import generation
 
     opening = "Answer the question below with one number and nothing else, please. "
-    prompts = [opening + q for q in ("What is 2 + 3?", "What is 12 + 30, and then minus 4?", "Is 7 bigger than 9?")]
+    prompts = [opening + q for q in ("What is 2 + 3?", "What is 7 + 1?", "What is 4 + 4?")]
+    assert len({len(model.encode(p)) for p in prompts}) == 1
     assert generation._shared_prefix([model.encode(p) for p in prompts]) >= generation.SHARED_PREFIX_MIN, "the path under test runs"
-    shared = model.generate(prompts, max_new_tokens=8)
-    sampled = model.generate(prompts, max_new_tokens=8, temperature=1.0, n=2, seed=3)
-    monkeypatch.setattr(generation, "SHARED_PREFIX_MIN", 10**9)
-    whole = model.generate(prompts, max_new_tokens=8)
+    reuses = model.engine.reuses
+    before = reuses.used["shared-prefix"]
+    with reuses.forced("shared-prefix", True):
+        shared = model.generate(prompts, max_new_tokens=8)
+        sampled = model.generate(prompts, max_new_tokens=8, temperature=1.0, n=2, seed=3)
+    assert reuses.used["shared-prefix"] == before + 2
+    with reuses.forced("shared-prefix", False):
+        whole = model.generate(prompts, max_new_tokens=8)
+        whole_sampled = model.generate(prompts, max_new_tokens=8, temperature=1.0, n=2, seed=3)
     assert [g.token_ids for g in shared] == [g.token_ids for g in whole]
     for a, b in zip(shared, whole):
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
-    assert [g.token_ids for g in sampled] == [g.token_ids for g in model.generate(prompts, max_new_tokens=8, temperature=1.0, n=2, seed=3)]
+    assert [g.token_ids for g in sampled] == [g.token_ids for g in whole_sampled]
+
+
+def test_prompts_of_different_lengths_never_share_their_opening(tiny):
+    """Guards the shared opening's layout rule (issue 58): a pad between the opening and a
+    prompt's own tokens moved a row's last bits even on a CPU whose kernels keep them
+    otherwise, so a batch of unequal prompts prefills each whole."""
+    opening = "Answer the question below with one number and nothing else, please. "
+    prompts = [opening + q for q in ("What is 2 + 3?", "What is 12 + 30, and then minus 4?")]
+    before = tiny.engine.reuses.used["shared-prefix"]
+    with tiny.engine.reuses.forced("shared-prefix", True):
+        tiny.generate(prompts, max_new_tokens=2)
+    assert tiny.engine.reuses.used["shared-prefix"] == before
 
 
 def test_hooks_on_the_bridge_see_each_prompt_whole(tiny):

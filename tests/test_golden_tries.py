@@ -39,8 +39,18 @@ SPECS = (
     "ablation:component=mlp",
 )
 TOL = 1e-3
-"""Log-probabilities and entropies may move in their last bits with a kernel (a float sum in
-another order); a changed token moves them by far more."""
+"""How far a golden try's mean log-probability and entropy may lie from today's.
+
+What it guards: an algorithm that changes under an unchanged name. A changed token, route,
+answer or reward rule moves a try's text or moves these numbers by far more than 1e-3.
+
+What it does not guard: a try's last bits. The golden file was recorded on one CPU, and
+another CPU's kernels sum floats in another order (a relative 1e-7 or so), so this test must
+pass there too and cannot ask for equal bits. A speed-up that moves a stored bit on the
+machine it runs on passes here unnoticed (issue 58: the prefix store moved a log-probability
+by 4e-7 on an Intel Xeon). Bit-identity with and without each reuse of computed states is
+guarded on every machine by ``tests/test_reuse_check.py`` and the tests that call
+``tests.conftest.reuse_holds``, against the same run without the reuse, not against a file."""
 
 
 def record(model: Any, n_questions: int) -> dict[str, Any]:

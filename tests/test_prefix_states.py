@@ -39,7 +39,7 @@ def test_an_ablation_between_forwards_empties_the_models_store(tiny):
     n = tiny.n_layers
     routes = [R.Route.skip(n, 2), R.Route.repeat(n, 1)]
     prompts = ["What is 2 + 3?", "What is 7 + 1?"]
-    with tiny.engine.prefix_states() as store:
+    with tiny.engine.prefix_states() as store, tiny.engine.reuses.forced("prefix-store", True):  # on wherever this CPU's check stands
         tiny.generate(prompts, route=routes, max_new_tokens=2)
         held = len(store)
         tiny.generate(prompts, route=routes, max_new_tokens=2)

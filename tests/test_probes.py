@@ -1,11 +1,9 @@
-import contextlib
 import random
 
 import pytest
 
 from rnr_lens import RnrLensError, Route, tasks
 from rnr_lens.deploy import DeploymentConfig
-from rnr_lens.engine import Engine
 from rnr_lens.probes import (
     AblationProbe,
     Default,
@@ -15,6 +13,7 @@ from rnr_lens.probes import (
     Sampling,
     parse_probe,
 )
+from tests.conftest import reuse_holds
 
 
 def _ctx(model, seed=0):
@@ -149,35 +148,23 @@ def test_lockstep_search_stores_the_tries_of_a_per_question_search(model, algo):
 
 
 @pytest.mark.slow
-def test_the_search_keeps_prompt_states_across_steps_to_the_bit(smol, monkeypatch):
-    """Guards the prefix store on a real model (issue 39): the search, keeping each question's
-    prompt states from step to step so that a candidate runs only the blocks after those it
-    shares with an earlier one, must store exactly the tries it stores without the store
-    (route, text, and mean log-probability, entropy and reward to the last bit: audit ids and
-    the golden search tries rest on them), and must have spared block runs."""
+def test_the_search_keeps_prompt_states_across_steps_to_the_bit(smol):
+    """Guards the prefix store on a real model (issues 39 and 58): where the store's check
+    passed on this machine, the search, keeping each question's prompt states from step to step
+    so that a candidate runs only the blocks after those it shares with an earlier one, must
+    store exactly the tries it stores without the store (route, text, and mean log-probability,
+    entropy and reward to the last bit: audit ids and the golden search tries rest on them) and
+    must have taken states from it; where the check failed (an Intel Xeon with AVX-512 moved a
+    log-probability's seventh digit), the store must not run, and the tries are the same."""
     qs = list(tasks.get("add-two-digit", n=6))
     ctx = _ctx(smol)
     ctx.defaults = {t.question_id: t for t in _run(Default(), ctx, qs)}
     probe = RouteSearch(k=6)
-    original = Engine.prefix_states
-    stores = []
 
-    @contextlib.contextmanager
-    def recording(self, *args, **kwargs):
-        with original(self, *args, **kwargs) as store:
-            stores.append(store)
-            yield store
+    def bits(tries):
+        return [(t.question_id, t.try_index, t.route, t.text, t.mean_logprob, t.mean_entropy, t.reward) for t in tries]
 
-    monkeypatch.setattr(Engine, "prefix_states", recording)
-    kept = _run(probe, ctx, qs)
-    monkeypatch.setattr(Engine, "prefix_states", lambda self, *args, **kwargs: original(self, 0))  # keeps nothing
-    plain = _run(probe, ctx, qs)
-    assert stores[0].hits > len(qs) * probe.k, "later candidates start from their questions' stored prompt states"
-
-    def bits(t):
-        return (t.question_id, t.try_index, t.route, t.text, t.mean_logprob, t.mean_entropy, t.reward)
-
-    assert [bits(t) for t in kept] == [bits(t) for t in plain]
+    reuse_holds(smol, "prefix-store", lambda: _run(probe, ctx, qs), bits)  # where on: states were taken from the store
 
 
 def test_random_routes_batch_route_indices_with_the_tokens_of_each_row_alone(tiny):

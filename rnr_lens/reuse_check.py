@@ -1,0 +1,142 @@
+"""The reuse check: does a reuse of computed prompt states keep every stored bit, here?
+
+A reuse (:mod:`rnr_lens.reuse`) moves part of a prompt's computation into another shape: the
+shared opening into a one-row forward, a question's identity prefix into fewer rows, a
+search candidate's first blocks into an earlier step's batch with another padding. Whether a
+row's bits survive that depends on the machine's kernels at the model's shapes, so it is
+measured, not assumed: :func:`check` runs a reuse's own path through the real generation code
+on fixed prompts (:data:`OPENING` before :data:`EVEN` or :data:`MIXED` questions), in batches
+of a few rows and of many, once with the reuse and once without, and compares every
+number a try stores from a generation (each token, each step's log-probability and entropy) to
+the bit. Any difference, or a reuse the prompts could not exercise, turns it off.
+
+Invariant: the check decides from the same code path the run takes; it never changes what a
+run computes, only whether a reuse may replace part of it. What it cannot see: a kernel that
+changes its rounding only at shapes the check never tried (its batches span 2 to 16 rows of
+about 10 to 20 tokens; the probes' batches hold up to 64 rows of up to a few hundred, so a
+kernel switching beyond that would escape it; docs/performance.md says what was measured where).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from rnr_lens.generation import Generation, generate
+from rnr_lens.phases import phase
+from rnr_lens.reuse import ReuseVerdict
+from rnr_lens.routes import Route
+
+if TYPE_CHECKING:
+    from rnr_lens.generation import ModelLike
+
+OPENING = "Answer with one number. "
+"""What every check prompt opens with: with ``What is`` after it, an opening of at least
+:data:`rnr_lens.generation.SHARED_PREFIX_MIN` tokens on the tokenizers seen (a chat template's
+system prompt and tags stand in this way)."""
+
+EVEN = tuple(f"What is {a} + {b}?" for a, b in ((7, 5), (3, 4), (6, 2), (9, 1), (8, 8), (2, 7), (5, 5), (4, 6), (1, 3)))
+"""Questions of one length (single digits), for the shared opening, which runs only where a
+batch's prompts are all alike long (:func:`rnr_lens.generation._prefill`)."""
+
+MIXED = (
+    "What is 7 + 5?",
+    "A shop sells 12 pens a day. How many in 9 days?",
+    "What is 38 + 68?",
+    "Tom has 3 boxes of 14 apples. How many apples?",
+    "What is 100 - 37?",
+    "What is 6 * 7?",
+    "Sara reads 23 pages and then 9 more. How many?",
+    "What is 9 - 4?",
+)
+"""Questions of different lengths, so every batch pads its rows differently (the routes' reuses)."""
+
+NEW_TOKENS = 2
+"""Tokens generated per row: the prefill, and a decoding step over the cache it left."""
+
+
+def _routes(n: int, question: int) -> list[Route]:
+    """Four routes of question ``question`` that share blocks before their first edits, which
+    fall in different places for different questions."""
+    late, middle = n - 1, question % (n - 1)
+    return [Route.identity(n), Route.skip(n, late), Route.repeat(n, middle), Route.skip(n, middle)]
+
+
+def _routed(model: ModelLike, questions: range, step: int | None = None) -> list[Generation]:
+    """Each of ``questions`` (of :data:`MIXED`) under its four routes in one batch, or, at a
+    search ``step``, under one of them."""
+    n = model.n_layers
+    rows = [(OPENING + MIXED[q], r) for q in questions for r in (_routes(n, q) if step is None else [_routes(n, q)[(q + step) % 4]])]
+    return generate(model, [p for p, _ in rows], route=[r for _, r in rows], max_new_tokens=NEW_TOKENS)
+
+
+def _search_steps(model: ModelLike) -> list[Generation]:
+    """Three steps as the search takes them, in one store: each step's rows continue routes of
+    earlier steps (their states taken from the store) in a batch of another size and padding."""
+    out: list[Generation] = []
+    with model.engine.prefix_states(fresh=True):
+        for step, k in enumerate((2, 3, 5)):
+            out += _routed(model, range(k), step)
+    return out
+
+
+RUNS: dict[str, tuple[tuple[str, Callable[[ModelLike], list[Generation]]], ...]] = {
+    "shared-prefix": (
+        ("2 rows", lambda model: generate(model, [OPENING + q for q in EVEN[:2]], max_new_tokens=NEW_TOKENS)),
+        (f"{len(EVEN)} rows", lambda model: generate(model, [OPENING + q for q in EVEN], max_new_tokens=NEW_TOKENS)),
+    ),
+    "shared-identity": (
+        ("8 rows", lambda model: _routed(model, range(2))),
+        ("16 rows", lambda model: _routed(model, range(2, 6))),
+    ),
+    "prefix-store": (("3 search steps of 2, 3 and 5 rows", _search_steps),),
+}
+"""Each reuse's check: its runs, each a label and a call that generates."""
+
+
+def _bits(gens: Sequence[Generation]) -> list[tuple[Sequence[float], Sequence[float], Sequence[float]]]:
+    """What a try stores from each generation: its tokens, and each step's log-probability and
+    entropy."""
+    return [(g.token_ids, g.logprobs, g.entropies) for g in gens]
+
+
+def _first_difference(label: str, with_it: Sequence[Generation], without: Sequence[Generation]) -> str | None:
+    """Where two arms' generations first differ, in one phrase; None where every bit agrees."""
+    for i, (a, b) in enumerate(zip(_bits(with_it), _bits(without))):
+        for what, x, y in zip(("tokens", "log-probs", "entropies"), a, b, strict=True):
+            if x != y:
+                step = next((j for j, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
+                got = x[step] if step < len(x) else "(none)"
+                want = y[step] if step < len(y) else "(none)"
+                return f"{label}: row {i}'s {what} differ at step {step + 1}: {got!r} with it, {want!r} without"
+    if len(with_it) != len(without):
+        return f"{label}: {len(with_it)} generations with it, {len(without)} without"
+    return None
+
+
+def check(model: ModelLike, name: str) -> ReuseVerdict:
+    """Try reuse ``name`` on ``model`` with and without, and say whether every bit is kept.
+
+    Example:
+        >>> check(model, "prefix-store")  # doctest: +SKIP
+        ReuseVerdict(name='prefix-store', on=True, why='39 generations bit-identical with and without it (3 steps of 2, 5 and 8 rows)')
+    """
+    reuses = model.engine.reuses
+    if name != "shared-prefix" and model.n_layers < 2:
+        return ReuseVerdict(name, False, "a one-block model has no route prefix to share")
+    compared, labels = 0, []
+    with phase("reuse-check"), reuses.checking():
+        for label, run in RUNS[name]:
+            before = reuses.used[name]
+            with reuses.forced(name, True):
+                with_it = run(model)
+            if reuses.used[name] == before:
+                return ReuseVerdict(name, False, f"its check could not exercise it on this model ({label})")
+            with reuses.forced(name, False):
+                without = run(model)
+            differs = _first_difference(label, with_it, without)
+            if differs is not None:
+                return ReuseVerdict(name, False, f"moves bits on this machine: {differs}")
+            compared += len(with_it)
+            labels.append(label)
+    return ReuseVerdict(name, True, f"{compared} generations bit-identical with and without it ({', '.join(labels)})")

@@ -1,0 +1,84 @@
+"""Each reuse of computed prompt states keeps every stored bit where its check passed, and does
+not run where it failed (issue 58: on an Intel Xeon the prefix store moved a try's
+log-probability in its seventh digit, and a golden tolerance of 1e-3 hid it).
+
+Each test takes the model's own verdict, runs a real workload other than the check's (a
+task's deployed prompts, the routes probe, the search), counts whether the reuse ran, and
+compares every bit against the same workload with the reuse off. Both branches assert: on
+this CPU one holds, on another the other; neither skips.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+import rnr_lens as R
+from rnr_lens import reuse_check, tasks
+from rnr_lens.deploy import deployment_for
+from rnr_lens.probes import ProbeContext, RandomRoutes
+from tests.conftest import reuse_holds
+
+
+def _deployed_prompts(model: R.LensModel, task: str, n: int) -> list[Any]:
+    config = deployment_for(model, "number")
+    return [config.prompt(q) for q in tasks.get(task, n=n)]
+
+
+def _routes_probe(model: R.LensModel, n: int) -> Callable[[], list[Any]]:
+    def run() -> list[Any]:
+        ctx = ProbeContext(model, R.DeploymentConfig(max_new_tokens=6), "number", seed=0)
+        return [t for batch in RandomRoutes(k=4, edits=2).run(ctx, list(tasks.get("add-two-digit", n=n)), {}) for t in batch]
+
+    return run
+
+
+def _try_bits(tries: Sequence[Any]) -> list[tuple]:
+    return [(t.question_id, t.try_index, t.route, t.text, t.mean_logprob, t.mean_entropy) for t in tries]
+
+
+def test_the_shared_opening_keeps_every_bit_where_its_check_passed(tiny):
+    reuse_holds(tiny, "shared-prefix", lambda: tiny.generate([reuse_check.OPENING + q for q in reuse_check.EVEN[::-1]], max_new_tokens=6))
+
+
+def test_a_questions_routes_share_their_prefix_bit_for_bit_where_the_check_passed(tiny):
+    reuse_holds(tiny, "shared-identity", _routes_probe(tiny, 6), _try_bits)
+
+
+@pytest.mark.slow
+def test_smollm2_keeps_every_bit_under_each_reuse_its_check_allows(smol):
+    """On the real model and a task's chat-template prompts: the shared opening on 12
+    ``add-small`` questions, a question's shared route prefix under the routes probe. (The
+    prefix store: ``tests/test_probes.py``, on the search itself.)"""
+    prompts = _deployed_prompts(smol, "add-small", 12)
+    reuse_holds(smol, "shared-prefix", lambda: smol.generate(prompts, max_new_tokens=8))
+    reuse_holds(smol, "shared-identity", _routes_probe(smol, 4), _try_bits)
+
+
+def test_a_check_that_finds_a_moved_bit_turns_its_reuse_off(tiny, monkeypatch):
+    """The check's own failure branch, on a real model: a reuse whose runs differ from the
+    runs without it by one bit is off, and says where."""
+    real = reuse_check.RUNS["shared-prefix"]
+
+    def nudged(model: R.LensModel) -> list[Any]:
+        gens = real[0][1](model)
+        if model.engine.reuses.verdict("shared-prefix").on:  # the arm with the reuse: one last bit moved
+            gens[1].logprobs[0] = math.nextafter(gens[1].logprobs[0], 0.0)
+        return gens
+
+    monkeypatch.setitem(reuse_check.RUNS, "shared-prefix", (("2 rows", nudged),))
+    verdict = reuse_check.check(tiny, "shared-prefix")
+    assert not verdict.on
+    assert verdict.why.startswith("moves bits on this machine: 2 rows: row 1's log-probs differ at step 1:")
+
+
+def test_a_reuse_the_check_cannot_exercise_stays_off(tiny, monkeypatch):
+    """A check whose prompts never let the reuse run cannot speak for it: off, saying why
+    (here the shared opening's prompts differ in length, so no batch shares its opening)."""
+    uneven = [reuse_check.OPENING + q for q in reuse_check.MIXED[:3]]
+    monkeypatch.setitem(reuse_check.RUNS, "shared-prefix", (("3 uneven rows", lambda model: model.generate(uneven, max_new_tokens=2)),))
+    verdict = reuse_check.check(tiny, "shared-prefix")
+    assert not verdict.on and verdict.why == "its check could not exercise it on this model (3 uneven rows)"
