@@ -361,7 +361,17 @@ def _bootstrap_means(diff: np.ndarray, prompts: Sequence[str], seed: int) -> np.
     np.add.at(sums, codes, diff)
     sizes = np.bincount(codes, minlength=len(groups)).astype(float)
     counts = np.random.default_rng(seed).multinomial(len(groups), np.full(len(groups), 1 / len(groups)), size=BOOTSTRAP)
-    return np.asarray((counts @ sums) / (counts @ sizes)[:, None])
+    return _weighted_sums(counts, sums) / (counts @ sizes)[:, None]  # counts @ sizes: integers, exact in any order
+
+
+def _weighted_sums(weights: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``weights @ rows``, summed over ``rows`` in their order, one element-wise step each: the
+    same bits on every CPU, where a BLAS product sums in an order its kernel picks (an AMD EPYC
+    and an Intel Xeon gave the seeds grid's extrapolations other last digits)."""
+    out = np.zeros((weights.shape[0], rows.shape[1]))
+    for j in range(rows.shape[0]):
+        out += weights[:, j : j + 1] * rows[j]
+    return out
 
 
 def _extrapolate(mean: np.ndarray, boot: np.ndarray) -> tuple[float | None, tuple[float, float | None] | None]:
@@ -375,18 +385,26 @@ def _extrapolate(mean: np.ndarray, boot: np.ndarray) -> tuple[float | None, tupl
     ks = np.arange(max(1, budget >> TREND_OCTAVES), budget + 1)
     if len(ks) < 3:
         return None, None
-    centre = np.log(ks).mean()
-    x = np.log(ks) - centre
+    # least squares in log k with every sum in a fixed order and scalar logs (math.fsum,
+    # math.log; _weighted_sums): the same bits on every CPU, which BLAS products, np.polyfit and
+    # numpy's vectorised log do not promise
+    logs = [math.log(k) for k in ks.tolist()]
+    centre = math.fsum(logs) / len(logs)
+    x = np.array([v - centre for v in logs])
+    xx = math.fsum(v * v for v in x.tolist())
     tail = boot[:, ks - 1]
-    slopes = (tail @ x) / (x @ x)  # each resample's least-squares slope
-    slope, intercept = np.polyfit(np.log(ks), mean[ks - 1], 1)
+    slopes = _weighted_sums(tail, x[:, None])[:, 0] / xx  # each resample's least-squares slope
+    ys = mean[ks - 1].tolist()
+    slope = math.fsum(y * v for y, v in zip(ys, x.tolist())) / xx
+    intercept = math.fsum(ys) / len(ys) - slope * centre
     if not (slope < 0 and float(np.quantile(slopes, (1 + LEVEL) / 2)) < 0):
         return None, None
     log_k = -intercept / slope
     if not (math.log(budget) < log_k < LOG_FLOAT_MAX):
         return None, None
+    tail_means = _weighted_sums(tail, np.ones((len(ks), 1)))[:, 0] / len(ks)
     with np.errstate(divide="ignore", invalid="ignore"):  # a flat resample never reaches zero
-        zeros = np.where(slopes < 0, centre - tail.mean(1) / slopes, np.inf)
+        zeros = np.where(slopes < 0, centre - tail_means / slopes, np.inf)
     low, high = (float(v) for v in np.quantile(zeros, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf"))
     top = math.exp(high) if high < LOG_FLOAT_MAX else None
     return float(math.exp(log_k)), (math.exp(min(low, LOG_FLOAT_MAX)), top)

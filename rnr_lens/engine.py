@@ -287,7 +287,7 @@ class Engine:
         self._rows: _RowRouting | None = None  # per-row routes in force (routed_rows)
         self._prefixes: PrefixStates | None = None  # prompt states kept across forwards (prefix_states)
         self.reuses = Reuses(self._setting)
-        """Which reuses of computed prompt states run (:mod:`rnr_lens.reuse`): each only where its
+        """Which reuses of computed prompt states run (:class:`~rnr_lens.reuse.Reuses`): each only where its
         check passed for this model on this machine."""
 
     def _setting(self) -> tuple[str, str, int]:
@@ -472,7 +472,7 @@ class Engine:
         ``prefix-store`` on, the prompt's forward also takes from the store the states of the
         route prefixes an earlier forward ran for the same prompt, and keeps what it runs.
         Either reuse is on only where its check found each row holding the bits it gets
-        without it (:mod:`rnr_lens.reuse_check`; ``tests/test_reuse_check.py``).
+        without it (:func:`rnr_lens.reuse_check.check`; ``tests/test_reuse_check.py``).
         """
         if not self.can_route_rows():
             raise RnrLensError(f"rows of one batch can follow different routes only on the twin graph, and this forward runs on {self.path()}")

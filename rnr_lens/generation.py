@@ -456,7 +456,7 @@ def _prefill(
     - no sliding window is shorter than the sequence with its new tokens (kept from when pads
       could fall inside a window);
     - the reuse ``shared-prefix`` is on: its check found every row's bits kept at this model's
-      shapes on this machine (:mod:`rnr_lens.reuse`).
+      shapes on this machine (:class:`~rnr_lens.reuse.Reuses`).
 
     Otherwise the prompts are left-padded and run whole."""
     cache = model.new_cache()

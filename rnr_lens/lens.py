@@ -59,7 +59,7 @@ class LensModel:
         bridge.eval()
         self.engine = Engine(bridge)
         """Which graph runs and where interventions attach (:class:`rnr_lens.engine.Engine`)."""
-        self.engine.reuses.check = lambda name: reuse_check.check(self, name)
+        self.engine.reuses.check = lambda name: reuse_check.remembered_check(self, name)
         self._route: Route | None = None
         self._reference_cache: dict[tuple[str, str, tuple[int, ...]], list[torch.Tensor]] = {}
         self._fingerprint: tuple[tuple, str] | None = None  # (weight versions, hash) of the last fingerprint

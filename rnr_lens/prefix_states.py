@@ -11,12 +11,12 @@ and :meth:`rnr_lens.engine.Engine.routed_rows` takes each block's state for a ro
 store where it holds the row's prompt and route up to that block, instead of running it again.
 
 Invariant: a stored state holds the bits the block computes for that prompt's real tokens
-(positions count real tokens only, padding is masked, and at a real model's shapes the CPU's
-matrix kernels give a row the same bits in a batch of any size: ``tests/test_probes.py`` holds
-SmolLM2's search with the store to the bit of the search without it; at 64-wide toy shapes
-they may not, a last-bit difference that ``tests/test_adapters.py`` bounds), and it is used
-only under the weights and interventions it was computed under: any change empties the
-store.
+(positions count real tokens only, padding is masked), and the engine takes one from the store
+only where the reuse ``prefix-store`` is on (:class:`~rnr_lens.reuse.Reuses`: its check found the
+machine's kernels giving a row the same bits in the batches and paddings the store moves it
+between; where they do not, as issue 58 saw on an Intel Xeon with AVX-512, the store stays
+off); a state is used
+only under the weights and interventions it was computed under: any change empties the store.
 """
 
 from __future__ import annotations

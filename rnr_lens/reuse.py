@@ -132,7 +132,7 @@ class Reuses:
         return verdict.on
 
     def ran(self, name: str) -> None:
-        """Count one run of reuse ``name`` (:attr:`used`)."""
+        """Count one run of reuse ``name`` (``used``)."""
         self.used[name] += 1
 
     @contextlib.contextmanager

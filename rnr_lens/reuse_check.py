@@ -15,14 +15,27 @@ run computes, only whether a reuse may replace part of it. What it cannot see: a
 changes its rounding only at shapes the check never tried (its batches span 2 to 16 rows of
 about 10 to 20 tokens; the probes' batches hold up to 64 rows of up to a few hundred, so a
 kernel switching beyond that would escape it; docs/performance.md says what was measured where).
+
+A verdict is remembered in ``$RNR_LENS_CACHE/reuse-checks.json`` under a key of everything the
+kernels and the check depend on (:func:`setting_key`: the CPU's model and flags, torch and its
+libraries, threads, the kernel libraries' environment variables, device, dtype, the model's
+config and the check prompts' tokens, and this code), so a later process on the same machine
+and model reads it instead of generating again; any change of those checks again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
 
 from rnr_lens.generation import Generation, generate
+from rnr_lens.model_cache import cache_dir
 from rnr_lens.phases import phase
 from rnr_lens.reuse import ReuseVerdict
 from rnr_lens.routes import Route
@@ -112,6 +125,96 @@ def _first_difference(label: str, with_it: Sequence[Generation], without: Sequen
     if len(with_it) != len(without):
         return f"{label}: {len(with_it)} generations with it, {len(without)} without"
     return None
+
+
+CACHE_FILE = "reuse-checks.json"
+"""Remembered verdicts, under :func:`rnr_lens.model_cache.cache_dir`."""
+
+MAX_CACHE_BYTES = 1_000_000
+"""A larger verdict file is not read (its verdicts are checked again and it is rewritten)."""
+
+MAX_CACHED = 256
+"""Verdicts kept; the oldest go first."""
+
+_ENV_PREFIXES = ("MKL_", "OMP_", "KMP_", "DNNL_", "ONEDNN_", "ATEN_", "OPENBLAS_", "TORCH_", "CUDA_", "CUBLAS_", "NVIDIA_TF32")
+_CODE = ("reuse_check.py", "reuse.py", "generation.py", "engine.py", "adapters.py", "prefix_states.py", "lens.py")
+
+
+def _cpu() -> str:
+    """The CPU's model name and flags (Linux), or what the platform says."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text(errors="replace").splitlines()
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
+    keep = ("model name", "flags", "vendor_id", "cpu family", "model\t")
+    return "\n".join(dict.fromkeys(line for line in lines if line.startswith(keep)))
+
+
+def setting_key(model: ModelLike, name: str) -> str:
+    """What reuse ``name``'s verdict on ``model`` depends on, hashed: the machine's kernels
+    (CPU, torch's build and CPU capability, threads, their environment variables, device and
+    dtype), the model's shapes (its config) and tokens of the check's prompts, and this code."""
+    here = Path(__file__).parent
+    first = next(model.engine.bridge.original_model.parameters())
+    config = {k: v for k, v in model.engine.bridge.original_model.config.to_dict().items() if "name_or_path" not in k and k != "transformers_version"}
+    device = str(first.device)
+    parts: dict[str, Any] = {
+        "reuse": name,
+        "code": [hashlib.sha256((here / f).read_bytes()).hexdigest() for f in _CODE],
+        "cpu": _cpu(),
+        "torch": [torch.__version__, torch.__config__.show(), torch.backends.cpu.get_cpu_capability(), torch.get_num_threads()],
+        "cuda": [torch.version.cuda, torch.cuda.get_device_name(first.device)] if first.device.type == "cuda" else None,
+        "env": sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)),
+        "device": [device, str(first.dtype)],
+        "config": config,
+        "tokens": [model.encode(OPENING + q) for q in (*EVEN, *MIXED)],
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _remembered(path: Path) -> dict[str, dict[str, Any]]:
+    """The verdicts remembered in ``path``: only well-formed entries of a file of bounded size;
+    nothing where it is missing, too large or damaged (they are then checked again)."""
+    try:
+        if path.stat().st_size > MAX_CACHE_BYTES:
+            return {}
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    found = data.get("verdicts") if isinstance(data, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {
+        k: v
+        for k, v in found.items()
+        if isinstance(k, str) and isinstance(v, dict) and isinstance(v.get("on"), bool) and isinstance(v.get("why"), str) and len(v["why"]) < 1000
+    }
+
+
+def remembered_check(model: ModelLike, name: str) -> ReuseVerdict:
+    """Reuse ``name``'s verdict on ``model``: remembered from an earlier process with the same
+    :func:`setting_key`, or :func:`check` run now and remembered (a cache that cannot be written
+    only costs the next process the check again)."""
+    path = cache_dir() / CACHE_FILE
+    key = setting_key(model, name)
+    known = _remembered(path)
+    if key in known:
+        return ReuseVerdict(name, known[key]["on"], f"{known[key]['why']}; remembered from an earlier check here")
+    verdict = check(model, name)
+    known.pop(key, None)
+    known[key] = {"on": verdict.on, "why": verdict.why}
+    # whole or not at all, and no fault point: a cache, not a result (files.write_atomic's point
+    # would let the fault campaign's crashes land here instead of in the results they test)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"verdicts": dict(list(known.items())[-MAX_CACHED:])}, indent=1))
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+    return verdict
 
 
 def check(model: ModelLike, name: str) -> ReuseVerdict:

@@ -383,6 +383,7 @@ def check_row_routes(model: Any, settings: Settings) -> Outcome:
     routes = row_routes(model.n_layers)
     batch = prompts(len(routes))
     calls: list[int] = []
+    model.engine.reuses.decide()  # the reuse checks' own forwards run first, uncounted
     handle = model.engine.twin.register_forward_hook(lambda *args: calls.append(1))
     try:
         together = model.generate(batch, route=routes, max_new_tokens=settings.new_tokens, batch_size=len(routes))

@@ -230,3 +230,25 @@ def test_rnr_lens_compare_prints_the_ceiling_and_saves_its_figure(pair, tmp_path
     assert main(["compare", str(db), "--a", base.id, "--b", trained.id, "--figure", str(figure)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "add --ceiling PROBE" in err
+
+
+def test_the_extrapolation_has_the_same_bits_on_every_cpu():
+    """Guards the seeds grid's re-derivation on another CPU (it failed on an AMD EPYC for a
+    claims.json written elsewhere: a BLAS product and np.polyfit summed in the kernel's order):
+    the bootstrap's weighted sums and the trend's least squares are scalar IEEE steps in a fixed
+    order, so they equal a plain Python loop over the same numbers to the bit."""
+    import math
+
+    import numpy as np
+
+    from rnr_lens.ceiling import _weighted_sums
+
+    rng = np.random.default_rng(0)
+    weights, rows = rng.integers(0, 4, size=(5, 7)).astype(float), rng.normal(size=(7, 3))
+    loop = [[0.0] * 3 for _ in range(5)]
+    for i in range(5):
+        for j in range(7):
+            for c in range(3):
+                loop[i][c] = loop[i][c] + weights[i, j] * rows[j, c]
+    assert _weighted_sums(weights, rows).tolist() == loop
+    assert math.fsum([0.1] * 10) == 1.0, "fsum is exactly rounded, whatever the CPU"

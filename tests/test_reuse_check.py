@@ -82,3 +82,38 @@ def test_a_reuse_the_check_cannot_exercise_stays_off(tiny, monkeypatch):
     monkeypatch.setitem(reuse_check.RUNS, "shared-prefix", (("3 uneven rows", lambda model: model.generate(uneven, max_new_tokens=2)),))
     verdict = reuse_check.check(tiny, "shared-prefix")
     assert not verdict.on and verdict.why == "its check could not exercise it on this model (3 uneven rows)"
+
+
+def test_a_reuse_that_is_off_never_runs(tiny):
+    """The off branch of every reuse, on a real model: where a reuse's check failed (forced off
+    here, as on a CPU whose kernels move its bits), its workload never runs it."""
+    reuses = tiny.engine.reuses
+    even = [reuse_check.OPENING + q for q in reuse_check.EVEN[:3]]
+    before = dict(reuses.used)
+    with reuses.forced("shared-prefix", False), reuses.forced("shared-identity", False), reuses.forced("prefix-store", False):
+        tiny.generate(even, max_new_tokens=2)
+        _routes_probe(tiny, 3)()
+        reuse_check.RUNS["prefix-store"][0][1](tiny)
+    assert reuses.used == before
+
+
+def test_a_verdict_is_remembered_for_the_same_machine_and_model_only(tiny, cache):
+    """Guards the verdict cache: a later process reads a verdict checked under the same key,
+    and anything the kernels depend on (here the thread count) checks again; a damaged or
+    oversized file is ignored, not trusted and not fatal."""
+    import torch
+
+    first = reuse_check.remembered_check(tiny, "shared-prefix")
+    path = cache / reuse_check.CACHE_FILE
+    assert path.is_file()
+    again = reuse_check.remembered_check(tiny, "shared-prefix")
+    assert (again.on, again.why) == (first.on, f"{first.why}; remembered from an earlier check here")
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1 if threads != 1 else 2)
+        other = reuse_check.remembered_check(tiny, "shared-prefix")
+        assert "remembered" not in other.why, "another thread count is checked again"
+    finally:
+        torch.set_num_threads(threads)
+    path.write_text('{"verdicts": {"x": {"on": "yes"}}')
+    assert "remembered" not in reuse_check.remembered_check(tiny, "shared-prefix").why
