@@ -9,7 +9,6 @@ give the same per-question results.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from rnr_lens.files import NoSpace
 from rnr_lens.lens import LensModel
 from rnr_lens.phases import phase
 from rnr_lens.probes import Default, Probe, ProbeContext, legacy_name_note, parse_probe
-from rnr_lens.records import COMPLETE, DEFAULT_PROBE, AuditRecord
+from rnr_lens.records import COMPLETE, DEFAULT_PROBE, AuditRecord, audit_key
 from rnr_lens.results import AuditResult
 from rnr_lens.shards import Shard
 from rnr_lens.store import Artifact, RunStore, open_store
@@ -38,8 +37,7 @@ or start one (``True``), refuse to continue one (``False``), continue only (``"o
 
 
 def audit_id(model_fingerprint: str, task: Task, config: DeploymentConfig, probes: Sequence[Probe], seed: int) -> str:
-    key = json.dumps([model_fingerprint, task.fingerprint(), config.hash(), [p.name for p in probes], seed])
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
+    return audit_key(model_fingerprint, task.fingerprint(), config.hash(), [p.name for p in probes], seed)
 
 
 MAX_SEED = 2**32 - 1
@@ -153,6 +151,8 @@ def plan(
 ) -> AuditPlan:
     """Parse and check an audit's settings before any model is loaded or store touched: probe
     specs, no probe twice, the seed, the shard."""
+    if isinstance(probes, (str, Probe)):  # one probe, not a list of letters
+        probes = (probes,)
     probe_objs = tuple(p if isinstance(p, Probe) else parse_probe(p) for p in probes)
     names = [p.name for p in probe_objs]
     if len(set(names)) != len(names):

@@ -13,7 +13,6 @@ results made under different hashes are never mixed in one table.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass, field, fields, replace
@@ -24,9 +23,10 @@ import yaml
 
 from rnr_lens.answers import extractors_for, get_extractor, is_correct
 from rnr_lens.errors import RnrLensError
-from rnr_lens.files import read_text
 from rnr_lens.prompts import ChatPrompt, PromptLike
+from rnr_lens.records import short_hash
 from rnr_lens.tasks.core import Question, Scoring, Task
+from rnr_lens.untrusted import load_yaml, read_small
 
 CONFIG_VERSION = 3
 """Version 3 made ``concluding-token`` the default extractor for numbers (a digit glued to a word
@@ -208,7 +208,7 @@ class DeploymentConfig:
 
     def hash(self) -> str:
         """A stable 16-hex-digit content hash."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+        return short_hash(self.to_json())
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DeploymentConfig:
@@ -235,10 +235,7 @@ class DeploymentConfig:
         path = Path(path)
         if not path.is_file():
             raise RnrLensError(f"deployment config {path} does not exist")
-        try:
-            data = yaml.safe_load(read_text(path))  # YAML is a superset of JSON
-        except yaml.YAMLError as exc:
-            raise RnrLensError(f"{path} is not valid YAML or JSON ({str(exc).splitlines()[0]})") from None
+        data = load_yaml(read_small(path, "deployment config"), path)  # YAML is a superset of JSON
         if not isinstance(data, dict):
             raise RnrLensError(f"{path} must hold a mapping of config fields")
         return cls.from_dict(data)

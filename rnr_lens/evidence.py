@@ -32,7 +32,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import zlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,12 +41,17 @@ from typing import Any
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import write_atomic
 from rnr_lens.provenance import Provenance
-from rnr_lens.store import RunStore, built_whole
+from rnr_lens.records import DEFAULT_PROBE, AuditRecord, check_audit_id, short_hash
+from rnr_lens.store import Artifact, RunStore, built_whole
+from rnr_lens.untrusted import EVIDENCE_BYTES, OverLimit, check_int, check_text, loads_json, quoted, read_gzip
 
 EVIDENCE_FILE = "evidence.json.gz"
 """The evidence's file name in a report folder."""
 FORMAT = "rnr-lens evidence"
 VERSION = 1
+MIN_BYTES_PER_VALUE = 16
+"""The fewest inflated bytes per JSON list or mapping in evidence (a try row is over a hundred):
+a file packed with empty lists would take twenty times its size in memory when parsed."""
 MANIFEST_KEY = "report"
 """The store-wide record under which a report keeps its manifest."""
 AUDITED, MINED = "audit", "mined"
@@ -136,23 +141,163 @@ def write(store: RunStore, manifest: Manifest, path: str | Path, *, every_audit:
 
 
 def read(path: str | Path) -> dict[str, Any]:
-    """The evidence document at ``path``, checked to be one (a one-line error otherwise)."""
+    """The evidence document at ``path``, checked to be one before anything is built from it.
+
+    Evidence may come from a stranger, so every field is checked as :func:`check` says; any
+    failure is one line naming the file.
+    """
     path = Path(path)
     if not path.is_file():
         raise RnrLensError(f"evidence file {path} does not exist; give the {EVIDENCE_FILE} of a report folder")
     try:
-        document = json.loads(gzip.decompress(path.read_bytes()))
-    except (OSError, EOFError, zlib.error, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RnrLensError(f"{path} is not rnr_lens evidence (not gzip-compressed JSON: {exc}); give the {EVIDENCE_FILE} a report wrote") from None
+        raw = read_gzip(path, EVIDENCE_BYTES, where="it")
+        if len(raw) > 10**6 and (raw.count(b"[") + raw.count(b"{")) * MIN_BYTES_PER_VALUE > len(raw):
+            raise RnrLensError(f"it holds more lists and mappings than evidence can (one per {MIN_BYTES_PER_VALUE} bytes at most)")
+        document = loads_json(raw, "it")
+    except OverLimit:
+        raise
+    except RnrLensError as exc:
+        raise RnrLensError(f"{path} is not rnr_lens evidence ({exc}); give the {EVIDENCE_FILE} a report wrote") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise RnrLensError(f"{path} is not rnr_lens evidence (no format {FORMAT!r}); give the {EVIDENCE_FILE} a report wrote")
-    if document.get("version") != VERSION:
-        raise RnrLensError(
-            f"{path} is evidence version {document.get('version')}; this rnr_lens reads version {VERSION} (use the rnr_lens that wrote it)"
-        )
+    version = document.get("version")
+    if isinstance(version, bool) or version != VERSION:
+        raise RnrLensError(f"{path} is evidence version {quoted(version)}; this rnr_lens reads version {VERSION} (use the rnr_lens that wrote it)")
     if not isinstance(document.get("manifest"), dict) or "grid" not in document["manifest"] or not isinstance(document.get("audits"), list):
         raise RnrLensError(f"{path} is incomplete evidence (no manifest with a grid, or no audits); give the {EVIDENCE_FILE} a report wrote")
+    try:
+        check(document)
+    except RnrLensError as exc:
+        raise RnrLensError(f"{path} is not evidence rnr_lens wrote: {exc}") from None
     return document
+
+
+# ---------------------------------------------------------------------------------------------
+# The evidence's schema: what read() checks before anything is rebuilt
+# ---------------------------------------------------------------------------------------------
+
+_TRY_TYPES: dict[str, tuple[type, ...]] = {
+    "question_id": (str,),
+    "probe": (str,),
+    "try_index": (int,),
+    "text": (str,),
+    "extracted": (str, type(None)),
+    "correct": (int,),
+    "n_tokens": (int,),
+    "seed": (int, type(None)),
+    "route": (str, type(None)),
+    "ablation": (str, type(None)),
+    "mean_logprob": (float, int, type(None)),
+    "mean_entropy": (float, int, type(None)),
+    "reward": (float, int, type(None)),
+}
+"""Each stored try column's JSON types, in :data:`~rnr_lens.records.TRY_COLUMNS` order."""
+_NAMES = frozenset({"question_id", "probe", "route", "ablation"})
+"""Try columns that are names: plain text without control characters."""
+_RECORD_NAMES = ("model", "model_fingerprint", "task", "task_fingerprint", "answer_type")
+
+
+def check(document: Mapping[str, Any]) -> None:
+    """Refuse, in one line, evidence that rnr_lens could not have written: wrong types, rows
+    of the wrong length, integers out of range, text with lone surrogates, names with control
+    characters, audit ids that are not the tool's, a config hash or an audit id that does not
+    match what its fields give, and settings naming audits the evidence does not hold."""
+    manifest = document["manifest"]
+    if not isinstance(manifest["grid"], dict):
+        raise RnrLensError("its manifest's grid is not a mapping")
+    ids = {_check_audit(payload, i) for i, payload in enumerate(document["audits"], 1)}
+    settings = manifest.get("settings", [])
+    if not isinstance(settings, list):
+        raise RnrLensError("its manifest's settings are not a list")
+    for i, s in enumerate(settings, 1):
+        where = f"setting {i}"
+        if not isinstance(s, dict):
+            raise RnrLensError(f"{where} is not a mapping")
+        for key in ("model", "task"):
+            check_text(s.get(key), f"{where}'s {key}", name=True)
+        for key in ("audit", "ceiling"):
+            if key == "audit" or s.get(key) is not None:
+                if check_audit_id(s.get(key), where) not in ids:
+                    raise RnrLensError(f"{where} names audit {s[key]}, which the evidence does not hold")
+        stages = s.get("stages", [AUDITED])
+        if not isinstance(stages, list) or any(stage not in (AUDITED, MINED) for stage in stages):
+            raise RnrLensError(f"{where}'s stages {quoted(stages)} are not a list of {AUDITED!r} and {MINED!r}")
+    if not isinstance(manifest.get("provenance", {}), dict):
+        raise RnrLensError("its manifest's provenance is not a mapping")
+    try:
+        Manifest.from_dict(manifest)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise RnrLensError(f"its manifest does not read ({type(exc).__name__}: {quoted(str(exc))})") from None
+
+
+def _check_audit(payload: object, i: int) -> str:
+    """Check one exported audit (:meth:`RunStore.export_audit`'s shape); return its id."""
+    where = f"audit {i}"
+    if not isinstance(payload, dict) or not all(isinstance(payload.get(k), t) for k, t in _PAYLOAD.items()):
+        raise RnrLensError(f"{where} is not an exported audit (a mapping of audit, questions, tries and artifacts)")
+    record = payload["audit"]
+    audit_id = check_audit_id(record.get("id"), where)
+    where = f"audit {audit_id}"
+    for key in _RECORD_NAMES:
+        check_text(record.get(key), f"{where}'s {key}", name=True)
+    config_json = check_text(record.get("config_json"), f"{where}'s config_json")
+    if not isinstance(loads_json(config_json, f"{where}'s config_json"), dict):
+        raise RnrLensError(f"{where}'s config_json is not a mapping")
+    if record.get("config_hash") != short_hash(config_json):
+        raise RnrLensError(f"{where}'s config_hash {quoted(record.get('config_hash'))} is not the hash of its config_json; the evidence was altered")
+    probes = record.get("probes")
+    if not isinstance(probes, list):
+        raise RnrLensError(f"{where}'s probes are not a list")
+    for probe in probes:
+        check_text(probe, f"{where}'s probe", name=True)
+    check_int(record.get("seed"), f"{where}'s seed", 0, 2**32 - 1)
+    check_int(record.get("n_questions"), f"{where}'s n_questions")
+    if record.get("label") is not None:
+        check_text(record["label"], f"{where}'s label", name=True)
+    created = record.get("created")
+    if created is not None and (isinstance(created, bool) or not isinstance(created, (int, float))):
+        raise RnrLensError(f"{where}'s created is {quoted(created)}, not a time")
+    try:
+        info = AuditRecord.from_dict(record)
+    except (KeyError, TypeError, ValueError, RnrLensError) as exc:
+        raise RnrLensError(f"{where}'s record does not read ({quoted(str(exc))})") from None
+    if info.expected_id() != audit_id:
+        raise RnrLensError(f"{where}'s id is not the one its model, task, config, probes and seed give; the evidence was altered")
+    questions = set()
+    for row in payload["questions"]:
+        if not isinstance(row, list) or len(row) != 4:
+            raise RnrLensError(f"{where} has a question row that is not [id, position, prompt, gold]")
+        questions.add(check_text(row[0], f"{where}'s question id", name=True))
+        check_int(row[1], f"{where}'s question position")
+        check_text(row[2], f"{where}'s question {quoted(row[0])} prompt")
+        check_text(row[3], f"{where}'s question {quoted(row[0])} gold")
+    probe_names = {DEFAULT_PROBE, *probes}
+    for row in payload["tries"]:
+        if not isinstance(row, list) or len(row) != len(_TRY_TYPES):
+            raise RnrLensError(f"{where} has a try row that is not {len(_TRY_TYPES)} columns ({', '.join(_TRY_TYPES)})")
+        for value, (column, types) in zip(row, _TRY_TYPES.items()):
+            if isinstance(value, bool) or not isinstance(value, types):
+                raise RnrLensError(f"{where} has a try whose {column} is {quoted(value)}")
+            if isinstance(value, str):
+                check_text(value, f"{where}'s try {column}", name=column in _NAMES)
+            elif isinstance(value, int):
+                check_int(value, f"{where}'s try {column}", -(2**63), 2**63 - 1)
+            elif isinstance(value, float) and not math.isfinite(value):
+                raise RnrLensError(f"{where} has a try whose {column} is {value}")
+        if row[0] not in questions or row[1] not in probe_names or row[5] not in (0, 1) or row[2] < 0:
+            raise RnrLensError(f"{where} has a try of an unknown question or probe, or with correct outside 0/1 or a negative index")
+    kinds = {str(a) for a in Artifact}
+    for row in payload["artifacts"]:
+        if not isinstance(row, list) or len(row) != 4 or row[0] not in kinds:
+            raise RnrLensError(f"{where} has an artifact row that is not [kind, name, body, created] of a known kind")
+        check_text(row[1], f"{where}'s {row[0]} name", name=True)
+        loads_json(check_text(row[2], f"{where}'s {row[0]} {quoted(row[1])}"), f"{where}'s {row[0]} {quoted(row[1])}")
+        if isinstance(row[3], bool) or not isinstance(row[3], (int, float)):
+            raise RnrLensError(f"{where}'s {row[0]} {quoted(row[1])} has no creation time")
+    return audit_id
+
+
+_PAYLOAD = {"audit": dict, "questions": list, "tries": list, "artifacts": list}
 
 
 def snapshot(store_path: str | Path, path: str | Path) -> Path:

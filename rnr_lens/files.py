@@ -29,6 +29,7 @@ import os
 import shutil
 import sqlite3
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -125,21 +126,38 @@ def refused_writes(path: str | Path, *, need: int | None = None) -> Iterator[Non
         raise error from None
 
 
-def write_atomic(path: str | Path, data: str | bytes) -> Path:
-    """Replace ``path`` with ``data`` whole (see the module's invariants); return the path."""
+def write_atomic(path: str | Path, data: str | bytes, *, fault_point: bool = True) -> Path:
+    """Replace ``path`` with ``data`` whole (see the module's invariants); return the path.
+
+    The temporary file has an unpredictable name and is created exclusively, and the rename
+    replaces whatever is at ``path``, a symlink included, without following it: a link planted
+    in the folder is never written through. ``fault_point``: pass the fault campaign's
+    ``file:written`` point (off for the tool's own caches, which a run may or may not write).
+    """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp: Path | None = None
     try:
         with refused_writes(path, need=len(data)):
-            with open(tmp, "wb") as f:
+            fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            tmp = Path(name)
+            with os.fdopen(fd, "wb") as f:
                 f.write(data.encode() if isinstance(data, str) else data)
                 f.flush()
                 os.fsync(f.fileno())
-            point("file:written")  # written, not yet in place
+            os.chmod(tmp, 0o644 & ~_umask())
+            if fault_point:
+                point("file:written")  # written, not yet in place
             os.replace(tmp, path)
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def read_text(path: str | Path) -> str:

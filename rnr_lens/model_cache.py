@@ -21,6 +21,7 @@ import io
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -281,9 +282,9 @@ def _convert_gguf(gguf_path: Path, dest: Path) -> None:
         tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
     except Exception as exc:  # transformers raises many types for bad files
-        raise RnrLensError(
-            f"{gguf_path} is not a GGUF file transformers can read ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); re-download it"
-        ) from exc
+        short = isinstance(exc, (struct.error, EOFError)) or "unpack" in str(exc)  # the gguf reader ran off the file's end
+        why = "it ends before its header does: truncated or not GGUF" if short else f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        raise RnrLensError(f"{gguf_path} is not a GGUF file transformers can read ({why}); re-download it") from exc
     # A GGUF-loaded model remembers its quantizer and refuses save_pretrained until it forgets it.
     model.hf_quantizer = None  # type: ignore[assignment]  # transformers types these as modules
     model.is_quantized = False  # type: ignore[assignment]  # as above

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from rnr_lens.lens import LensModel
 
 from rnr_lens.model_cache import DEFAULT_MODEL, KNOWN_MODELS, cached_gguf, ensure_cached
+from rnr_lens.untrusted import loads_json, read_small
 
 __all__ = ["DEFAULT_MODEL", "load_model", "load_tokenizer"]
 
@@ -76,10 +77,7 @@ def _load_hf(
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     if local:
         kwargs["local_files_only"] = True
-        if not any(Path(source).glob("*.safetensors")):
-            raise RnrLensError(
-                f"{source} holds no .safetensors weights; rnr_lens never unpickles .bin/.pt files, so convert them with save_pretrained(safe_serialization=True)"
-            )
+        check_weight_files(Path(source))
     unreachable = None if local else _hub_unreachable()
     if unreachable is not None:
         kwargs["local_files_only"] = True  # the local Hugging Face cache may still hold it
@@ -100,6 +98,34 @@ def _load_hf(
     if device is not None and not placement:
         model.to(device)  # type: ignore[arg-type]  # transformers annotates .to() through a decorator mypy misreads
     return model, tokenizer
+
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+"""Files that torch would unpickle: a model folder holding one is refused (its code could run)."""
+
+
+def check_weight_files(folder: Path) -> None:
+    """Refuse a model folder whose weights could reach an unpickler: one with no
+    ``.safetensors`` weights, one holding pickle files, or a ``*.index.json`` that names
+    anything but ``.safetensors`` files (transformers follows the index). Weights are read only
+    from safetensors or GGUF."""
+    fix = "rnr_lens reads weights only from safetensors or GGUF, never unpickles: convert with save_pretrained(safe_serialization=True)"
+    own = (
+        {"optimizer.pt"} if (folder / "rnr_lens_checkpoint.json").is_file() else set()
+    )  # a training checkpoint's: read weights-only by train --resume
+    pickles = sorted(p.name for p in folder.iterdir() if p.suffix in PICKLE_SUFFIXES and p.name not in own)
+    if pickles:
+        raise RnrLensError(f"{folder} holds pickle files ({', '.join(pickles[:3])}); {fix}, and move them out of the folder")
+    for index in folder.glob("*.index.json"):
+        try:
+            body = loads_json(read_small(index, "weight index"), index)
+            named = set(body["weight_map"].values()) if isinstance(body, dict) and isinstance(body.get("weight_map"), dict) else None
+        except OSError:
+            named = None
+        if named is None or not all(isinstance(n, str) and n.endswith(".safetensors") and "/" not in n and "\\" not in n for n in named):
+            raise RnrLensError(f"{index} does not map the weights to .safetensors files in its folder; {fix}")
+    if not any(folder.glob("*.safetensors")):
+        raise RnrLensError(f"{folder} holds no .safetensors weights; {fix}")
 
 
 def _load_error(source: str | Path, exc: Exception, local: bool) -> RnrLensError:
@@ -226,6 +252,7 @@ def resolve(spec: str | os.PathLike[str]) -> Source:
     if path.exists():
         if not path.is_dir():
             raise RnrLensError(f"{path} is neither a Hugging Face model folder nor a .gguf file")
+        check_weight_files(path)  # before anything reads the folder, its tokenizer included
         return Source(path, _checkpoint_name(path) or path.name, local=True, offline=False)
     return Source(text, text, local=False, offline=False)  # a hub id: check_spec let nothing else through
 

@@ -10,6 +10,7 @@ column names are built here too (:func:`reachable_column`, :func:`first_hit_colu
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable
@@ -19,9 +20,42 @@ from typing import Any
 
 from rnr_lens.errors import RnrLensError
 from rnr_lens.shards import Shard, complete_split
+from rnr_lens.untrusted import quoted
 
 #: The probe name under which the realized (default deployment) answer is stored.
 DEFAULT_PROBE = "default"
+
+_HASH = re.compile(r"[0-9a-f]{16}")
+
+
+def short_hash(text: str) -> str:
+    """The 16-hex-digit content hash every identity in a store uses (a config's, an audit's)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def audit_key(model_fingerprint: str, task_fingerprint: str, config_hash: str, probes: Iterable[str], seed: int) -> str:
+    """An audit's id: the hash of everything that determines its results (the one place it is computed).
+
+    Example:
+        >>> audit_key("7de65c068feb8c71", "b6a5144fd2e085c5", "96c082f09104ef35", ["sampling:k=2"], 0)
+        '0d63af4d90454ec2'
+    """
+    return short_hash(json.dumps([model_fingerprint, task_fingerprint, config_hash, list(probes), seed]))
+
+
+def is_hash(text: object) -> bool:
+    """Is ``text`` a 16-hex-digit hash, as :func:`short_hash` makes them (an audit id, a config hash)?"""
+    return isinstance(text, str) and _HASH.fullmatch(text) is not None
+
+
+def check_audit_id(text: object, where: str) -> str:
+    """``text`` as an audit id the tool could have made (16 hex digits), or one line refusing it:
+    an id from outside becomes part of file names (``rnr-lens export``), so nothing else passes."""
+    if not is_hash(text):
+        raise RnrLensError(
+            f"{where} names audit {quoted(text)}, which is not an id rnr_lens makes (16 hex digits); the file was altered or not written by rnr_lens"
+        )
+    return str(text)
 
 
 def ablation_label(layer: int, component: str, method: str) -> str:
@@ -165,6 +199,10 @@ class AuditRecord:
         object.__setattr__(self, "probes", tuple(self.probes))
         if isinstance(self.status, str):  # the store's column and the evidence hold the string
             object.__setattr__(self, "status", AuditStatus.parse(self.status))
+
+    def expected_id(self) -> str:
+        """The id this record's fields give (:func:`audit_key`): what a store's own audits carry."""
+        return audit_key(self.model_fingerprint, self.task_fingerprint, self.config_hash, self.probes, self.seed)
 
     def identity(self) -> tuple[str, str, tuple[str, ...], int]:
         """Model, task, probes and seed: two audits that share these differ only in config."""

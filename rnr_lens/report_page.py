@@ -354,7 +354,7 @@ def _ceiling_html(claims: Claims, shown: _Figures) -> str:
 def _configs_html(claims: Claims) -> str:
     """The deployment configs the audits ran under, then the provenance."""
     configs = "<h2>Deployment configs</h2>" + "".join(
-        f"<h3>{h}</h3><pre>{html.escape(json.dumps(c, indent=1))}</pre>" for h, c in claims.configs.items()
+        f"<h3>{html.escape(h)}</h3><pre>{html.escape(json.dumps(c, indent=1))}</pre>" for h, c in claims.configs.items()
     )
     return configs + (_provenance_html(claims.provenance) if claims.provenance is not None else "")
 

@@ -29,6 +29,7 @@ while the driver keeps the store and mines the failure sets.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -37,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from rnr_lens import selectors, verdicts
 from rnr_lens.audits import check_seed
@@ -61,7 +61,7 @@ from rnr_lens.display import probe_budget_label
 from rnr_lens.errors import RnrLensError
 from rnr_lens.evidence import MINED, SettingRecord
 from rnr_lens.failures import check_weights
-from rnr_lens.files import read_text, write_atomic
+from rnr_lens.files import lock_file, write_atomic
 from rnr_lens.phases import phase
 from rnr_lens.probes import parse_probe
 from rnr_lens.provenance import Provenance, RunSpan, Weights
@@ -71,6 +71,7 @@ from rnr_lens.routes import Route
 from rnr_lens.stats import Estimate, paired_difference, rate
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.tasks import lm_eval
+from rnr_lens.untrusted import MAX_NAME_CHARS, load_yaml, quoted, read_small
 
 if TYPE_CHECKING:
     from rnr_lens.miner import SweepResult
@@ -135,27 +136,27 @@ class Grid:
         for key in ("margin", "retention_margin", "break_bound"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-                raise RnrLensError(f"grid field {key} must be a number between 0 and 1 (exclusive), got {value!r}")
+                raise RnrLensError(f"grid field {key} must be a number between 0 and 1 (exclusive), got {quoted(value)}")
         if not self.models or not self.tasks:
             raise RnrLensError("a grid needs at least one model and one task (keys models: and tasks:)")
         for key in ("n", "k", "edits"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise RnrLensError(f"grid field {key} must be a whole number of at least 1, got {value!r}")
+                raise RnrLensError(f"grid field {key} must be a whole number of at least 1, got {quoted(value)}")
         for key in ("ceiling_k", "ceiling_n"):
             value = getattr(self, key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise RnrLensError(f"grid field {key} must be a whole number of at least 1, got {value!r}")
+                raise RnrLensError(f"grid field {key} must be a whole number of at least 1, got {quoted(value)}")
         if self.ceiling_n is not None and self.ceiling_k is None:
             raise RnrLensError("grid field ceiling_n sizes the ceiling's audits: add ceiling_k (e.g. ceiling_k: 128)")
         if self.ceiling_k is not None and not self.pairs:
             raise RnrLensError("grid field ceiling_k compares trained pairs at large k: add pairs: (base: and trained:)")
         for key in ("mine", "exhaustive"):
             if not isinstance(getattr(self, key), bool):
-                raise RnrLensError(f"grid field {key} must be true or false, got {getattr(self, key)!r}")
+                raise RnrLensError(f"grid field {key} must be true or false, got {quoted(getattr(self, key))}")
         for pair in self.pairs:
             if not isinstance(pair, dict) or set(pair) != {"base", "trained"}:
-                raise RnrLensError(f"each grid pair needs exactly base: and trained:, got {pair!r}")
+                raise RnrLensError(f"each grid pair needs exactly base: and trained:, got {quoted(pair)}")
         for key in ("seed", "task_seed"):  # the probes' and seeds' own checks, before any model loads
             try:
                 check_seed(getattr(self, key))
@@ -165,7 +166,7 @@ class Grid:
             try:
                 parse_probe(spec)
             except RnrLensError as exc:
-                raise RnrLensError(f"grid fields k, temperature and edits make the probe {spec!r}: {exc}") from None
+                raise RnrLensError(f"grid fields k, temperature and edits make the probe {quoted(spec)}: {exc}") from None
 
     def mines(self, spec: str) -> bool:
         """Whether the setting of model ``spec`` has claim 2's stage (a grid model, with ``mine``)."""
@@ -228,10 +229,7 @@ class Grid:
         path = Path(path)
         if not path.is_file():
             raise RnrLensError(f"grid file {path} does not exist")
-        try:
-            data = yaml.safe_load(read_text(path))
-        except yaml.YAMLError as exc:
-            raise RnrLensError(f"{path} is not valid YAML ({str(exc).splitlines()[0]})") from None
+        data = load_yaml(read_small(path, "grid file"), path)
         if not isinstance(data, dict):
             raise RnrLensError(f"{path} must hold a mapping with models: and tasks:")
         known = set(cls.__dataclass_fields__)
@@ -239,17 +237,27 @@ class Grid:
         if unknown:
             raise RnrLensError(f"unknown grid field {unknown[0]!r} in {path}; known fields: {', '.join(sorted(known))}")
 
-        def local(spec: str) -> str:
+        def local(spec: object, key: str) -> str:
+            if not isinstance(spec, (str, int, float)) or isinstance(spec, bool) or len(str(spec)) > MAX_NAME_CHARS:
+                raise RnrLensError(f"grid field {key} holds {quoted(spec)}; give a name or a path of at most {MAX_NAME_CHARS} characters")
+            spec = str(spec)
             if lm_eval.is_spec(spec):
                 return lm_eval.rebase(spec, path.parent)
             candidate = path.parent / spec
-            return str(candidate) if not Path(spec).is_absolute() and candidate.exists() else spec
+            try:
+                here = not Path(spec).is_absolute() and candidate.exists()
+            except OSError:  # a component too long to be a file name: a name, not a path
+                here = False
+            return str(candidate) if here else spec
 
-        data["models"] = tuple(local(str(m)) for m in data.get("models") or ())
-        data["tasks"] = tuple(local(str(t)) for t in data.get("tasks") or ())
-        data["pairs"] = tuple({k: local(str(v)) for k, v in p.items()} if isinstance(p, dict) else p for p in data.get("pairs") or ())
+        for key in ("models", "tasks", "pairs"):
+            if not isinstance(data.get(key) or [], list):
+                raise RnrLensError(f"grid field {key} in {path} must be a list, got {quoted(data[key])}")
+        data["models"] = tuple(local(m, "models") for m in data.get("models") or ())
+        data["tasks"] = tuple(local(t, "tasks") for t in data.get("tasks") or ())
+        data["pairs"] = tuple({k: local(v, "pairs") for k, v in p.items()} if isinstance(p, dict) else p for p in data.get("pairs") or ())
         if data.get("config"):
-            data["config"] = local(str(data["config"]))
+            data["config"] = local(data["config"], "config")
         return cls(**data)
 
 
@@ -262,12 +270,12 @@ class Report:
     files: dict[str, Path] = field(default_factory=dict)
 
 
-def _load_task(spec: str, grid: Grid) -> Any:
+def _load_task(spec: str, grid: Grid, trust_code: bool = False) -> Any:
     from rnr_lens import tasks
 
     if spec in tasks.BUILTINS:
         return tasks.get(spec, n=min(grid.n, tasks.split_size(spec)), seed=grid.task_seed)
-    task = tasks.get(spec)
+    task = tasks.get(spec, trust_code=trust_code)
     return task.first(min(grid.n, len(task)))
 
 
@@ -552,6 +560,7 @@ def report(
     address: str | None = None,
     num_cpus: int | None = None,
     evidence: str | Path | None = None,
+    trust_task_code: bool = False,
 ) -> Report:
     """Run (or resume) every setting of ``grid`` into ``out/runs.db`` and write
     ``out/claims.json``, ``out/report.html`` and ``out/evidence.json.gz``.
@@ -573,6 +582,8 @@ def report(
         evidence: Resume from this evidence file on a machine without the run's store: the
             store is rebuilt from it into ``out`` (which must hold no store yet), then the grid
             continues.
+        trust_task_code: Let the grid's lm-eval task YAMLs of the user's run their Python
+            (``!function``); off, such a task is refused before any model loads.
 
     Example:
         >>> r = report(Grid(models=("smollm2-135m-instruct",), tasks=("add-small",)), "report")  # doctest: +SKIP
@@ -583,7 +594,7 @@ def report(
 
     check_executor(executor, shards)
     out = Path(out)
-    document, config, tasks_, model_specs = _prepare(grid, out, evidence)
+    document, config, tasks_, model_specs = _prepare(grid, out, evidence, trust_task_code)
     run = _ReportRun(grid, _open_store(out, document, evidence), _report_files(out))
     run.stage_done()
 
@@ -636,7 +647,9 @@ def _ceiling_task(task: Any, grid: Grid) -> Any:
     return task if grid.ceiling_n is None or grid.ceiling_n >= len(task) else task.first(grid.ceiling_n)
 
 
-def _prepare(grid: Grid, out: Path, evidence: str | Path | None) -> tuple[Any, DeploymentConfig | None, dict[str, Any], list[str]]:
+def _prepare(
+    grid: Grid, out: Path, evidence: str | Path | None, trust_task_code: bool = False
+) -> tuple[Any, DeploymentConfig | None, dict[str, Any], list[str]]:
     """Everything a report checks before hours of work, in one pass: the evidence to resume
     from (read, and of this grid), the config, every task, every model and checkpoint, and
     that ``out`` holds no other grid's report. Returns the evidence document (or None), the
@@ -650,7 +663,7 @@ def _prepare(grid: Grid, out: Path, evidence: str | Path | None) -> tuple[Any, D
     if document is not None:
         _check_same_grid(document["manifest"]["grid"], grid, f"{evidence} is the evidence of another grid", "resume it with the grid it ran")
     config = DeploymentConfig.load(grid.config) if grid.config else None
-    tasks_ = {spec: _load_task(spec, grid) for spec in grid.tasks}
+    tasks_ = {spec: _load_task(spec, grid, trust_task_code) for spec in grid.tasks}
     model_specs = _run_order(grid)
     for spec in model_specs:  # before hours of work: a missing checkpoint fails now
         try:
@@ -768,26 +781,40 @@ def rederive(evidence: str | Path, out: str | Path) -> Report:
         >>> r = rederive("assets/results/grid-default/evidence.json.gz", "rederived")  # doctest: +SKIP
         >>> r.claims.provenance.runs[0].code.commit  # doctest: +SKIP
     """
-    import shutil
+    import sqlite3
 
     from rnr_lens import evidence as evidence_
 
     out = Path(out)
     document = evidence_.read(evidence)
     files = _report_files(out)
+    same = files["evidence"].exists() and files["evidence"].resolve() == Path(evidence).resolve()
     for path in (out / "runs.db", *files.values()):
-        if path.exists() and path.resolve() != Path(evidence).resolve():
+        if (path.exists() or path.is_symlink()) and not (path == files["evidence"] and same):
             raise RnrLensError(f"{path} already exists; re-derive into a new --out folder")
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    manifest = evidence_.rebuild(document, out / "runs.db", source=str(evidence))
+    made = [out / "runs.db", *(Path(f"{out / 'runs.db'}{s}") for s in ("-wal", "-shm")), lock_file(out / "runs.db"), files["claims"], files["html"]]
     try:
-        draft = _derived(manifest, RunStore(out / "runs.db", mode="read"), files)
+        manifest = evidence_.rebuild(document, out / "runs.db", source=str(evidence))
+        store = RunStore(out / "runs.db", mode="read")
+        try:
+            draft = _derived(manifest, store, files)
+        finally:
+            store.close()
         claims = draft.write(manifest.provenance)
-        if Path(evidence).resolve() != files["evidence"].resolve():
-            shutil.copyfile(evidence, files["evidence"])
-    except BaseException:
-        for path in (out / "runs.db", files["claims"], files["html"]):
+        if not same:
+            write_atomic(files["evidence"], Path(evidence).read_bytes())
+    except BaseException as exc:
+        for path in made:
             path.unlink(missing_ok=True)
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only when empty: a folder this call made and nothing else wrote to
+        if isinstance(exc, (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, RecursionError, UnicodeError, sqlite3.Error)):
+            raise RnrLensError(
+                f"{evidence} could not be re-derived ({type(exc).__name__}: {quoted(str(exc))}); it is damaged or was not written by rnr_lens"
+            ) from None
         raise
     return Report(claims, out / "runs.db", files)
 

@@ -25,6 +25,8 @@ and model reads it instead of generating again; any change of those checks again
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -34,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from rnr_lens.errors import RnrLensError
+from rnr_lens.files import write_atomic
 from rnr_lens.generation import Generation, generate
 from rnr_lens.model_cache import cache_dir
 from rnr_lens.phases import phase
@@ -107,7 +111,7 @@ RUNS: dict[str, tuple[tuple[str, Callable[[ModelLike], list[Generation]]], ...]]
 """Each reuse's check: its runs, each a label and a call that generates."""
 
 
-def _bits(gens: Sequence[Generation]) -> list[tuple[Sequence[float], Sequence[float], Sequence[float]]]:
+def stored_bits(gens: Sequence[Generation]) -> list[tuple[Sequence[float], Sequence[float], Sequence[float]]]:
     """What a try stores from each generation: its tokens, and each step's log-probability and
     entropy."""
     return [(g.token_ids, g.logprobs, g.entropies) for g in gens]
@@ -115,7 +119,7 @@ def _bits(gens: Sequence[Generation]) -> list[tuple[Sequence[float], Sequence[fl
 
 def _first_difference(label: str, with_it: Sequence[Generation], without: Sequence[Generation]) -> str | None:
     """Where two arms' generations first differ, in one phrase; None where every bit agrees."""
-    for i, (a, b) in enumerate(zip(_bits(with_it), _bits(without))):
+    for i, (a, b) in enumerate(zip(stored_bits(with_it), stored_bits(without))):
         for what, x, y in zip(("tokens", "log-probs", "entropies"), a, b, strict=True):
             if x != y:
                 step = next((j for j, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
@@ -162,7 +166,7 @@ def setting_key(model: ModelLike, name: str) -> str:
     device = str(first.device)
     parts: dict[str, Any] = {
         "reuse": name,
-        "code": [hashlib.sha256((here / f).read_bytes()).hexdigest() for f in _CODE],
+        "code": _code_hashes(here),
         "cpu": _cpu(),
         "torch": [torch.__version__, torch.__config__.show(), torch.backends.cpu.get_cpu_capability(), torch.get_num_threads()],
         "cuda": [torch.version.cuda, torch.cuda.get_device_name(first.device)] if first.device.type == "cuda" else None,
@@ -172,6 +176,12 @@ def setting_key(model: ModelLike, name: str) -> str:
         "tokens": [model.encode(OPENING + q) for q in (*EVEN, *MIXED)],
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@functools.cache
+def _code_hashes(here: Path) -> tuple[str, ...]:
+    """The hashes of the code a verdict depends on (:data:`_CODE`), read once per process."""
+    return tuple(hashlib.sha256((here / f).read_bytes()).hexdigest() for f in _CODE)
 
 
 def _remembered(path: Path) -> dict[str, dict[str, Any]]:
@@ -205,15 +215,11 @@ def remembered_check(model: ModelLike, name: str) -> ReuseVerdict:
     verdict = check(model, name)
     known.pop(key, None)
     known[key] = {"on": verdict.on, "why": verdict.why}
-    # whole or not at all, and no fault point: a cache, not a result (files.write_atomic's point
-    # would let the fault campaign's crashes land here instead of in the results they test)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    # no fault point: a cache, not a result (the point would let the fault campaign's crashes
+    # land here instead of in the results they test)
+    with contextlib.suppress(OSError, RnrLensError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"verdicts": dict(list(known.items())[-MAX_CACHED:])}, indent=1))
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+        write_atomic(path, json.dumps({"verdicts": dict(list(known.items())[-MAX_CACHED:])}, indent=1), fault_point=False)
     return verdict
 
 

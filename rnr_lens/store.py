@@ -26,7 +26,7 @@ import pandas as pd
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import acquire_writer_lock, lock_file, refused_writes, writer_active, writer_lock
 from rnr_lens.phases import phase
-from rnr_lens.records import COMPLETE, RUNNING, TRY_ANSWERS, TRY_COLUMNS, TRY_KEYS, AuditRecord, AuditStatus, Try
+from rnr_lens.records import COMPLETE, RUNNING, TRY_ANSWERS, TRY_COLUMNS, TRY_KEYS, AuditRecord, AuditStatus, Try, check_audit_id
 
 SCHEMA_VERSION = 1
 TYPICAL_TRY_BYTES = 1500
@@ -153,8 +153,10 @@ class RunStore:
         if not memory and not Path(self.path).parent.exists():
             raise RnrLensError(f"folder {Path(self.path).parent} does not exist; create it or choose another --out path")
         exists = not memory and Path(self.path).exists()
-        if exists and not Path(self.path).is_file():
+        if exists and Path(self.path).is_dir():
             raise RnrLensError(f"{self.path} is a folder, not a run store file; choose a file path such as {Path(self.path) / 'run.db'}")
+        if exists and not Path(self.path).is_file():
+            raise RnrLensError(f"{self.path} is not a regular file (a device, a pipe or a socket); choose a file path for the run store")
         if mode != "create" and not memory and not exists:
             raise RnrLensError(f"run store {self.path} does not exist; create one with 'rnr-lens audit --out {self.path}'")
         # one writer per store file: a second process writing the same audit would repeat its work
@@ -315,6 +317,11 @@ class RunStore:
         task, probes and seed under another deployment config raises and adds nothing.
         """
         info = AuditRecord.from_dict(payload["audit"])
+        check_audit_id(info.id, source)  # an id becomes part of file names (export): only the tool's own pass
+        if info.expected_id() != info.id:
+            raise RnrLensError(
+                f"{source} holds audit {info.id} whose id is not the one its model, task, config, probes and seed give; it was altered or not made by rnr_lens"
+            )
         for other in self.audits():
             if other.identity() == info.identity() and other.config_hash != info.config_hash:
                 raise RnrLensError(

@@ -14,20 +14,15 @@ import torch
 import rnr_lens as R
 from rnr_lens.records import AuditRecord
 from rnr_lens.reuse import ReuseVerdict
+from rnr_lens.reuse_check import stored_bits
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def generation_bits(gens: Sequence[Any]) -> list[tuple]:
-    """What a try stores from each generation: its tokens, and each step's log-probability and
-    entropy."""
-    return [(g.token_ids, g.logprobs, g.entropies) for g in gens]
-
-
 def reuse_holds(
-    model: R.LensModel, name: str, workload: Callable[[], Sequence[Any]], bits: Callable[[Sequence[Any]], list] = generation_bits
+    model: R.LensModel, name: str, workload: Callable[[], Sequence[Any]], bits: Callable[[Sequence[Any]], list] = stored_bits
 ) -> ReuseVerdict:
     """Reuse ``name`` (:mod:`rnr_lens.reuse`) on ``model`` as its check decided on this machine:
     where on, ``workload`` ran it and every bit equals the workload without it; where off, the

@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "errors",
             "faults",
             "files",
+            "untrusted",
             "records",
             "display",
             "stats",

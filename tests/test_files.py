@@ -29,6 +29,21 @@ def test_write_atomic_replaces_whole_and_leaves_no_temporary_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["claims.json"]
 
 
+def test_write_atomic_replaces_a_planted_symlink_and_never_writes_through_it(tmp_path):
+    victim = tmp_path / "elsewhere" / "victim.txt"
+    victim.parent.mkdir()
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "claims.json").symlink_to(victim)  # dangling: exists() is False, open() would write through it
+    write_atomic(folder / "claims.json", "{}")
+    assert not victim.exists() and not (folder / "claims.json").is_symlink() and (folder / "claims.json").read_text() == "{}"
+    victim.write_text("theirs")
+    (folder / "claims.json").unlink()
+    (folder / "claims.json").symlink_to(victim)
+    write_atomic(folder / "claims.json", "{}")
+    assert victim.read_text() == "theirs"
+
+
 def test_a_refused_write_keeps_the_old_file_and_removes_its_temporary_one(tmp_path, monkeypatch):
     target = tmp_path / "claims.json"
     write_atomic(target, "old")

@@ -44,6 +44,40 @@ def test_folder_with_only_pickled_weights_is_refused(tmp_path):
         R.load_model(folder)
 
 
+@pytest.mark.parametrize(
+    "plant, message",
+    [
+        (lambda f: (f / "extra.pt").write_bytes(b"\x80\x04N."), r"holds pickle files \(extra.pt\)"),
+        (
+            lambda f: (f / "model.safetensors.index.json").write_text('{"weight_map": {"w": "pytorch_model.bin"}}'),
+            "does not map the weights to .safetensors",
+        ),
+        (
+            lambda f: (f / "model.safetensors.index.json").write_text('{"weight_map": {"w": "../x.safetensors"}}'),
+            "does not map the weights to .safetensors",
+        ),
+        (lambda f: (f / "model.safetensors.index.json").write_text("[1]"), "does not map the weights to .safetensors"),
+    ],
+    ids=["a-pickle-beside", "an-index-naming-a-pickle", "an-index-leaving-the-folder", "an-index-not-a-map"],
+)
+def test_weights_that_could_reach_an_unpickler_are_refused_before_anything_reads_the_folder(tmp_path, plant, message):
+    folder = _save_tiny(tmp_path)
+    plant(folder)
+    with pytest.raises(R.RnrLensError, match=message):
+        R.load_model(folder)
+    with pytest.raises(R.RnrLensError, match=message):
+        R.models.load_tokenizer(folder)
+
+
+def test_a_training_checkpoints_own_optimizer_state_is_not_a_stray_pickle(tmp_path):
+    folder = _save_tiny(tmp_path)
+    (folder / "optimizer.pt").write_bytes(b"\x80\x04N.")
+    with pytest.raises(R.RnrLensError, match="holds pickle files"):
+        R.load_model(folder)
+    (folder / "rnr_lens_checkpoint.json").write_text("{}")
+    R.models.check_weight_files(folder)  # the checkpoint's layout: train --resume reads it weights-only
+
+
 def test_truncated_safetensors_is_a_clear_error(tmp_path):
     folder = _save_tiny(tmp_path)
     weights = next(folder.glob("*.safetensors"))

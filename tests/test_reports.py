@@ -519,3 +519,29 @@ def test_a_report_mines_only_with_the_weights_it_audited(tiny, tmp_path):
     check_weights(tiny, result.info.model_fingerprint, result.id, fix=MINE_WHERE_AUDITED)  # the audited weights: mined as they are
     with pytest.raises(R.RnrLensError, match=r"not the checkpoint audit .* --executor local"):
         check_weights(R.tiny_model(n_layers=4, seed=1), result.info.model_fingerprint, result.id, fix=MINE_WHERE_AUDITED)
+
+
+def test_a_page_rendered_from_a_strangers_evidence_holds_no_raw_script(tmp_path):
+    """Every free-text field of the committed lm-eval evidence (model and task names wherever
+    they appear, questions, answers, the machine) holds a script; the re-derived page shows each
+    escaped. The fields evidence checks (ids, hashes) are refused when altered: tests/test_evidence.py."""
+    import gzip
+    from pathlib import Path
+
+    payload = "<script>alert('rnr')</script>"
+    source = Path(__file__).resolve().parents[1] / "assets" / "results" / "grid-lm-eval" / "evidence.json.gz"
+    document = json.loads(gzip.decompress(source.read_bytes()))
+    model, task = document["manifest"]["settings"][0]["model"], document["manifest"]["settings"][0]["task"]
+    document = json.loads(json.dumps(document).replace(f'"{model}', f'"{model}{payload}').replace(f'"{task}"', f'"{task}{payload}"'))
+    audit = document["audits"][0]
+    for q in audit["questions"]:
+        q[2], q[3] = q[2] + payload, q[3] + payload
+    for t in audit["tries"]:
+        t[3] += payload
+    document["manifest"]["provenance"]["runs"][0]["machine"]["cpu"] = payload
+    evidence = tmp_path / "evidence.json.gz"
+    evidence.write_bytes(gzip.compress(json.dumps(document).encode()))
+    report = R.reports.rederive(evidence, tmp_path / "out")
+    page = report.files["html"].read_text()
+    assert page.count("&lt;script&gt;alert(") >= 2, "the names are on the page, escaped"
+    assert "<script>alert(" not in page

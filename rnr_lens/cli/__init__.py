@@ -10,6 +10,7 @@ with 2.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -20,6 +21,7 @@ from rnr_lens.cli import audit, check_format, compare, export, merge, mine, mode
 from rnr_lens.cli.shell import Parser, UsageError
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import refusal, release_all
+from rnr_lens.untrusted import one_line, quoted
 
 _MODULES = (models, audit, show, export, mine, compare, train, merge, report, check_format)
 """The commands, in the order ``rnr-lens --help`` lists them."""
@@ -52,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         return COMMANDS[args.command](args)
     except (RnrLensError, UsageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         # audit resumes only when asked (--resume); train, mine and report resume by themselves
@@ -61,10 +63,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{what}; rerun {how} to continue where it stopped", file=sys.stderr)
         return 143 if isinstance(exc, _Terminated) else 130
     except OSError as exc:  # a write the machine refused outside the store (the store says its own)
+        if exc.errno == errno.ENAMETOOLONG:
+            print(f"error: a name given is too long to be a file path ({quoted(exc.filename or '')}); give a shorter name or path", file=sys.stderr)
+            return 2
         error = refusal(exc, exc.filename or getattr(args, "out", None) or os.getcwd())
         if error is None:
             raise
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {one_line(str(error))}", file=sys.stderr)
         return 2
     finally:
         release_all()  # the command is over: its stores and folders are free for the next one

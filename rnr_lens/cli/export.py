@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from rnr_lens.cli.shell import existing_store
 from rnr_lens.errors import RnrLensError
@@ -15,35 +14,42 @@ HELP = "write an audit's tries and questions as parquet or csv"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("store")
     p.add_argument("--audit", help="audit id (may be left out when the store holds one)")
-    p.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    p.add_argument(
+        "--format",
+        choices=["parquet", "csv"],
+        default="parquet",
+        help="parquet keeps every cell exact; csv is spreadsheet-safe: a text cell that begins with = + - @, a tab or a return gets a leading '",
+    )
     p.add_argument("--out", default=".", help="folder to write into")
 
 
 def run(args: argparse.Namespace) -> int:
+    import io
     from pathlib import Path
 
+    from rnr_lens.files import write_atomic
+    from rnr_lens.records import check_audit_id
     from rnr_lens.results import AuditResult
+    from rnr_lens.untrusted import spreadsheet_safe
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise RnrLensError(f"--out {out} is a file; export writes two files into a folder, so give a folder path")
     result = AuditResult.load(existing_store(args.store), args.audit)
+    audit_id = check_audit_id(result.id, args.store)  # it becomes a file name: only an id the tool makes
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".rnr_lens_write_test.{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
     except OSError as exc:
         raise RnrLensError(f"cannot write into --out {out} ({exc.strerror or exc}); choose a folder you can write to") from None
     written = []
     for name, frame in (("tries", result.tries), ("questions", result.questions)):
-        path = out / f"{result.id}-{name}.{args.format}"
-        tmp = path.with_suffix(path.suffix + ".tmp")
+        path = out / f"{audit_id}-{name}.{args.format}"
+        buffer = io.BytesIO()
         if args.format == "parquet":
-            frame.to_parquet(tmp, index=False)
+            frame.to_parquet(buffer, index=False)
         else:
-            frame.to_csv(tmp, index=False)
-        tmp.replace(path)
+            spreadsheet_safe(frame).to_csv(buffer, index=False)
+        write_atomic(path, buffer.getvalue())
         written.append(str(path))
     print("\n".join(written))
     return 0

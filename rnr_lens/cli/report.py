@@ -8,7 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from rnr_lens.cli.shell import add_executor_args, check_executor_args, positive_int
+from rnr_lens.cli.shell import add_executor_args, add_task_trust_arg, check_executor_args, positive_int
 from rnr_lens.errors import RnrLensError
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "with a grid: rebuild the store from it and continue the grid (a new machine resumes a run)",
     )
     p.add_argument("--batch-size", type=positive_int)
+    add_task_trust_arg(p)
     add_executor_args(p, audits="every audit's shards")
     p.add_argument(
         "--profile",
@@ -70,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
             address=args.address,
             num_cpus=args.num_cpus,
             evidence=args.from_evidence,
+            trust_task_code=args.trust_task_code,
         )
     if profile is not None and not args.json:
         print(profile.text() + f"\nprofile: {saved}\n")

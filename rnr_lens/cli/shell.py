@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.untrusted import one_line, printable
 
 if TYPE_CHECKING:
     from rnr_lens.deploy import DeploymentConfig
@@ -52,7 +53,7 @@ def print_table(rows: list[dict], columns: Sequence[str] | None = None) -> None:
 def _fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
-    return "" if value is None else str(value)
+    return "" if value is None else one_line(str(value))  # a store's names may come from anyone
 
 
 def load_task(args: argparse.Namespace) -> Task:
@@ -71,7 +72,7 @@ def load_task(args: argparse.Namespace) -> Task:
             if not eq or key not in ("question", "answer", "id", "choices"):
                 raise RnrLensError(f"--field {item!r}: write it as question=NAME, answer=NAME, id=NAME or choices=NAME")
             params[key] = value
-    task = tasks.get(args.task, **params)
+    task = tasks.get(args.task, trust_code=getattr(args, "trust_task_code", False), **params)
     if args.limit is not None:
         task = task.first(min(args.limit, len(task)))
     return task
@@ -137,7 +138,7 @@ def print_audit(result: AuditResult, header: str, store: str) -> None:
 
     summaries = result.probe_summaries()
     labels = probe_labels([s.probe for s in summaries])
-    print(header)
+    print(printable(header))  # names from a store may come from anyone
     if not result.finished:
         done = result.progress()
         stored, expected = sum(d for d, _ in done.values()), sum(e for _, e in done.values())
@@ -197,6 +198,7 @@ def add_task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task-seed", type=seed_int, default=0, help="seed of a built-in task's question draw")
     p.add_argument("--task-format", help="force a file format: gsm8k, svamp, arc, jsonl, csv")
     p.add_argument("--field", action="append", help="field mapping for generic files, e.g. --field answer=label")
+    add_task_trust_arg(p)
     p.add_argument("--limit", type=positive_int, help="only the first N questions (a quick look)")
     p.add_argument("--config", help="deployment config file (.json or .yaml)")
     p.add_argument("--batch-size", type=positive_int, help="rows per forward (default: from free memory)")
@@ -208,6 +210,14 @@ def add_placement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device-map", help="Hugging Face placement over several GPUs, e.g. auto")
     p.add_argument("--n-devices", type=positive_int, help="spread the model over the first N GPUs")
     add_trust_arg(p)
+
+
+def add_task_trust_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--trust-task-code",
+        action="store_true",
+        help="let an lm-eval task YAML of your own run its Python (!function); a task file is code, so read it first (off by default)",
+    )
 
 
 def add_trust_arg(p: argparse.ArgumentParser) -> None:

@@ -41,7 +41,7 @@ __all__ = [
 
 
 def _check_params(name: str, params: dict[str, Any], fn: Any, what: str) -> None:
-    known = [k for k in inspect.signature(fn).parameters if k not in ("name", "path")]
+    known = [k for k in inspect.signature(fn).parameters if k not in ("name", "path", "trust_code")]
     unknown = sorted(set(params) - set(known))
     if unknown:
         hint = "; to use only the first N questions of a file, use --limit N (Task.first(N))" if "n" in unknown else ""
@@ -52,13 +52,14 @@ def list_builtins() -> list[str]:
     return list(BUILTINS)
 
 
-def get(name: str, **params: Any) -> Task:
+def get(name: str, *, trust_code: bool = False, **params: Any) -> Task:
     """A built-in task by name (``n``, ``seed``, ``split``), a task file by path (``format``
     and field-mapping keywords as in :func:`load_file`), or an lm-eval task
-    (``lm-eval:NAME[:FILTER]``, ``lm-eval:PATH.yaml``; :func:`rnr_lens.tasks.lm_eval.load`)."""
+    (``lm-eval:NAME[:FILTER]``, ``lm-eval:PATH.yaml``; :func:`rnr_lens.tasks.lm_eval.load`).
+    ``trust_code``: let a task YAML of the user's run its Python (``!function``)."""
     if lm_eval.is_spec(name):
         _check_params(name, params, lm_eval.load, "an lm-eval task")
-        return lm_eval.load(name)
+        return lm_eval.load(name, trust_code=trust_code)
     if name in BUILTINS:
         _check_params(name, params, build, "a built-in task")
         return build(name, **params)

@@ -23,12 +23,15 @@ from rnr_lens.answers import canonical_gold
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import read_text
 from rnr_lens.tasks.core import Question, Task
+from rnr_lens.untrusted import QUESTION_CHARS, TASK_BYTES, loads_json, quoted
 
 FORMATS = ("gsm8k", "svamp", "arc", "jsonl", "csv")
 
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line or record number, record) for a jsonl, json-list or csv file."""
+    if path.stat().st_size > TASK_BYTES.value:
+        raise TASK_BYTES.refusal(path)
     text = read_text(path)
     if path.suffix == ".csv":
         for i, row in enumerate(csv.DictReader(text.splitlines()), start=2):
@@ -40,6 +43,10 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise RnrLensError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); fix the file or give a jsonl file") from None
+        except (ValueError, RecursionError):  # nested too deep, a number too long: the bounded reader says which
+            data = loads_json(text, path)
+        if not isinstance(data, list):
+            raise RnrLensError(f"{path} holds a JSON {type(data).__name__}, not a list of records")
         for i, record in enumerate(data, start=1):
             if not isinstance(record, dict):
                 raise RnrLensError(f"{path}: record {i} is not a JSON object")
@@ -52,6 +59,8 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise RnrLensError(f"{path}:{i}: not valid JSON ({exc.msg}); fix or delete that line") from None
+        except (ValueError, RecursionError):
+            record = loads_json(line, f"{path}:{i}")
         if not isinstance(record, dict):
             raise RnrLensError(f"{path}:{i}: each line must be a JSON object")
         yield i, record
@@ -126,14 +135,21 @@ def load_file(
             qid, options = str(rec.get("ID") or f"{name}-{where}"), ()
         elif format == "arc":
             q = _field(path, where, rec, "question", "ARC records need question and answerKey")
-            if isinstance(q, dict):
-                text, raw_choices = q.get("stem", ""), q.get("choices", [])
-                labels = [c["label"] for c in raw_choices]
-                texts = [c["text"] for c in raw_choices]
-            else:
-                text = q
-                c = _field(path, where, rec, "choices", "flat ARC records need a choices field with text and label")
-                labels, texts = list(c["label"]), list(c["text"])
+            try:
+                if isinstance(q, dict):
+                    text, raw_choices = q.get("stem", ""), q.get("choices", [])
+                    labels = [str(c["label"]) for c in raw_choices]
+                    texts = [str(c["text"]) for c in raw_choices]
+                else:
+                    text = q
+                    c = _field(path, where, rec, "choices", "flat ARC records need a choices field with text and label")
+                    labels, texts = [str(x) for x in c["label"]], [str(x) for x in c["text"]]
+            except (KeyError, TypeError, AttributeError):
+                raise RnrLensError(
+                    f"{path}:{where}: ARC choices must be a list of {{label, text}} objects, or {{label: [...], text: [...]}}; fix the record"
+                ) from None
+            if len(labels) != len(texts) or not labels:
+                raise RnrLensError(f"{path}:{where}: ARC choices need as many labels as texts, and at least one")
             gold = str(_field(path, where, rec, "answerKey", "ARC records need an answerKey"))
             # number-labelled sets (1-4) become letters
             letters = [chr(ord("A") + i) for i in range(len(labels))]
@@ -149,11 +165,20 @@ def load_file(
             options = ()
             if choices:
                 raw = _field(path, where, rec, choices, hint)
-                options = tuple(json.loads(raw) if isinstance(raw, str) else raw)
+                listed = loads_json(raw, f"{path}:{where}: the {choices} field") if isinstance(raw, str) else raw
+                if not isinstance(listed, list):
+                    raise RnrLensError(f"{path}:{where}: the {choices} field must be a list of choices, got {quoted(listed)}")
+                options = tuple(str(o) for o in listed)
                 text = str(text).strip() + "\n" + "\n".join(f"{chr(65 + i)}. {t}" for i, t in enumerate(options))
-        if canonical_gold(gold, answer_type) is None:
+        if len(str(text)) > QUESTION_CHARS.value or len(gold) > QUESTION_CHARS.value:
+            raise QUESTION_CHARS.refusal(f"{path}:{where}")
+        try:
+            readable = canonical_gold(gold, answer_type) is not None
+        except ValueError:  # a number too long for Python to read
+            readable = False
+        if not readable:
             raise RnrLensError(
-                f"{path}:{where}: gold answer {gold!r} cannot be read as a {answer_type} answer; fix it or load the file with answer_type='string'"
+                f"{path}:{where}: gold answer {quoted(gold)} cannot be read as a {answer_type} answer; fix it or load the file with answer_type='string'"
             )
         questions.append(Question(qid, str(text), gold, options, meta))
     if not questions:

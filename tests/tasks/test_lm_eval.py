@@ -154,6 +154,22 @@ def test_bad_lm_eval_tasks_are_refused_in_one_line(local_task, offline, tmp_path
         tasks.get(f"lm-eval:{local_task}", n=3)
 
 
+def test_a_task_yaml_that_runs_python_needs_the_opt_in(local_task, offline, tmp_path):
+    """lm-eval imports a `!function`'s module as it loads the task: a user's task file is code."""
+    marker = tmp_path / "ran"
+    (tmp_path / "helpers.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\ndef docs(ds):\n    return ds\n")
+    (tmp_path / "base.yaml").write_text("process_docs: !function helpers.docs\n")
+    config = yaml.safe_load(local_task.read_text()) | {"task": "tiny_gsm8k_code", "include": [str(stock_yaml("gsm8k")), "base.yaml"]}
+    task_yaml = tmp_path / "code.yaml"
+    task_yaml.write_text(yaml.safe_dump(config, sort_keys=False))
+    assert adapter.task_code(task_yaml, "tiny_gsm8k_code") == ["base.yaml: !function helpers.docs"], "found in the included file"
+    assert adapter.task_code(local_task, "tiny_gsm8k") == [], "the stock file it includes is lm-eval's own"
+    with pytest.raises(RnrLensError, match=r"runs Python when lm-eval loads it \(base.yaml: !function helpers.docs\); .*--trust-task-code"):
+        tasks.get(f"lm-eval:{task_yaml}")
+    assert not marker.exists(), "refused before lm-eval read it"
+    assert len(tasks.get(f"lm-eval:{task_yaml}", trust_code=True)) == 8 and marker.exists(), "the opt-in runs it"
+
+
 def lm_eval_samples(folder: Path, task_yaml: Path, task_name: str, limit: int, out: Path) -> dict[str, dict]:
     """`lm_eval --model hf --log_samples` on a model folder: each document's greedy text and
     each filter's (reading, correct)."""
