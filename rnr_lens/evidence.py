@@ -52,6 +52,9 @@ VERSION = 1
 MIN_BYTES_PER_VALUE = 16
 """The fewest inflated bytes per JSON list or mapping in evidence (a try row is over a hundred):
 a file packed with empty lists would take twenty times its size in memory when parsed."""
+MIN_BYTES_PER_STRING = 12
+"""The fewest inflated bytes per string in evidence (committed evidence has 25 or more): a file
+packed with two-letter strings would take over ten times its size in memory when parsed."""
 MANIFEST_KEY = "report"
 """The store-wide record under which a report keeps its manifest."""
 AUDITED, MINED = "audit", "mined"
@@ -153,6 +156,8 @@ def read(path: str | Path) -> dict[str, Any]:
         raw = read_gzip(path, EVIDENCE_BYTES, where="it")
         if len(raw) > 10**6 and (raw.count(b"[") + raw.count(b"{")) * MIN_BYTES_PER_VALUE > len(raw):
             raise RnrLensError(f"it holds more lists and mappings than evidence can (one per {MIN_BYTES_PER_VALUE} bytes at most)")
+        if len(raw) > 10**6 and raw.count(b'"') // 2 * MIN_BYTES_PER_STRING > len(raw):
+            raise RnrLensError(f"it holds more strings than evidence can (one per {MIN_BYTES_PER_STRING} bytes at most)")
         document = loads_json(raw, "it")
     except OverLimit:
         raise
@@ -194,6 +199,8 @@ _TRY_TYPES: dict[str, tuple[type, ...]] = {
 """Each stored try column's JSON types, in :data:`~rnr_lens.records.TRY_COLUMNS` order."""
 _NAMES = frozenset({"question_id", "probe", "route", "ablation"})
 """Try columns that are names: plain text without control characters."""
+_DOCUMENT_KEYS = frozenset({"format", "version", "manifest", "audits"})
+_MANIFEST_KEYS = frozenset({"grid", "settings", "provenance"})
 _RECORD_NAMES = ("model", "model_fingerprint", "task", "task_fingerprint", "answer_type")
 
 
@@ -203,6 +210,10 @@ def check(document: Mapping[str, Any]) -> None:
     characters, audit ids that are not the tool's, a config hash or an audit id that does not
     match what its fields give, and settings naming audits the evidence does not hold."""
     manifest = document["manifest"]
+    for where, value, known in (("the document", document, _DOCUMENT_KEYS), ("its manifest", manifest, _MANIFEST_KEYS)):
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise RnrLensError(f"{where} has a field evidence does not have ({quoted(unknown[0])})")
     if not isinstance(manifest["grid"], dict):
         raise RnrLensError("its manifest's grid is not a mapping")
     ids = {_check_audit(payload, i) for i, payload in enumerate(document["audits"], 1)}

@@ -144,7 +144,7 @@ def write_atomic(path: str | Path, data: str | bytes, *, fault_point: bool = Tru
                 f.write(data.encode() if isinstance(data, str) else data)
                 f.flush()
                 os.fsync(f.fileno())
-            os.chmod(tmp, 0o644 & ~_umask())
+            os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600; what open() would have made
             if fault_point:
                 point("file:written")  # written, not yet in place
             os.replace(tmp, path)
@@ -154,10 +154,20 @@ def write_atomic(path: str | Path, data: str | bytes, *, fault_point: bool = Tru
     return path
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _file_mode() -> int:
+    """The mode ``open()`` gives a new file under this process's umask, read once at import
+    from ``/proc`` (setting the umask to read it is not safe while other threads create files;
+    that is only the fallback, at import)."""
+    try:
+        line = next(ln for ln in Path("/proc/self/status").read_text().splitlines() if ln.startswith("Umask:"))
+        mask = int(line.split()[1], 8)
+    except (OSError, StopIteration, ValueError, IndexError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return 0o666 & ~mask
+
+
+_FILE_MODE = _file_mode()
 
 
 def read_text(path: str | Path) -> str:
@@ -223,7 +233,12 @@ def acquire_writer_lock(path: str | Path, what: str) -> Callable[[], None]:
             _held[key] = (fd, count + 1)
         else:
             with refused_writes(lock):
-                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # never through a planted link
+                except OSError as exc:
+                    if exc.errno != errno.ELOOP:
+                        raise
+                    raise RnrLensError(f"{lock} is a symbolic link; rnr_lens makes its lock files itself, so remove it") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -276,7 +291,10 @@ def writer_active(path: str | Path) -> bool:
     lock = lock_file(path)
     if not lock.exists():
         return False
-    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:  # a planted link is no writer's lock
+        return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:

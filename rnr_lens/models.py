@@ -102,6 +102,9 @@ def _load_hf(
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 """Files that torch would unpickle: a model folder holding one is refused (its code could run)."""
+ALLOW_PICKLES_ENV = "RNR_LENS_ALLOW_PICKLE_FILES"
+"""Set to ``1`` to load a folder's safetensors beside pickle files (a Trainer's
+``training_args.bin``, a hub clone's ``pytorch_model.bin``): they are never read."""
 
 
 def check_weight_files(folder: Path) -> None:
@@ -114,8 +117,11 @@ def check_weight_files(folder: Path) -> None:
         {"optimizer.pt"} if (folder / "rnr_lens_checkpoint.json").is_file() else set()
     )  # a training checkpoint's: read weights-only by train --resume
     pickles = sorted(p.name for p in folder.iterdir() if p.suffix in PICKLE_SUFFIXES and p.name not in own)
-    if pickles:
-        raise RnrLensError(f"{folder} holds pickle files ({', '.join(pickles[:3])}); {fix}, and move them out of the folder")
+    if pickles and os.environ.get(ALLOW_PICKLES_ENV) != "1":
+        raise RnrLensError(
+            f"{folder} holds pickle files ({', '.join(pickles[:3])}); {fix}, and move them out of the folder "
+            f"(or set {ALLOW_PICKLES_ENV}=1 to load the safetensors beside them, which are never unpickled)"
+        )
     for index in folder.glob("*.index.json"):
         try:
             body = loads_json(read_small(index, "weight index"), index)
@@ -124,7 +130,7 @@ def check_weight_files(folder: Path) -> None:
             named = None
         if named is None or not all(isinstance(n, str) and n.endswith(".safetensors") and "/" not in n and "\\" not in n for n in named):
             raise RnrLensError(f"{index} does not map the weights to .safetensors files in its folder; {fix}")
-    if not any(folder.glob("*.safetensors")):
+    if not any(p.stat().st_size > 0 for p in folder.glob("*.safetensors")):
         raise RnrLensError(f"{folder} holds no .safetensors weights; {fix}")
 
 
@@ -211,7 +217,11 @@ def check_spec(spec: str | os.PathLike[str]) -> None:
     pass (a hub id is only looked up when loaded)."""
     text = os.fspath(spec)
     path = Path(text).expanduser()
-    if text in KNOWN_MODELS or path.exists() or _is_hub_id(text):
+    if text in KNOWN_MODELS or _is_hub_id(text):
+        return
+    if path.exists():
+        if path.is_dir():
+            check_weight_files(path)  # a grid refuses a folder before hours of work, not when it loads
         return
     if path.suffix == ".gguf":
         raise RnrLensError(f"GGUF file {path} does not exist; check the path")

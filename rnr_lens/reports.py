@@ -582,8 +582,8 @@ def report(
         evidence: Resume from this evidence file on a machine without the run's store: the
             store is rebuilt from it into ``out`` (which must hold no store yet), then the grid
             continues.
-        trust_task_code: Let the grid's lm-eval task YAMLs of the user's run their Python
-            (``!function``); off, such a task is refused before any model loads.
+        trust_task_code: Run the grid's lm-eval task YAMLs of the user's, which are code
+            (:func:`rnr_lens.tasks.lm_eval.load`); off, such a task is refused before any model loads.
 
     Example:
         >>> r = report(Grid(models=("smollm2-135m-instruct",), tasks=("add-small",)), "report")  # doctest: +SKIP
@@ -789,12 +789,13 @@ def rederive(evidence: str | Path, out: str | Path) -> Report:
     document = evidence_.read(evidence)
     files = _report_files(out)
     same = files["evidence"].exists() and files["evidence"].resolve() == Path(evidence).resolve()
-    for path in (out / "runs.db", *files.values()):
+    store_files = (out / "runs.db", Path(f"{out / 'runs.db'}-wal"), Path(f"{out / 'runs.db'}-shm"), lock_file(out / "runs.db"))
+    for path in (*store_files, *files.values()):
         if (path.exists() or path.is_symlink()) and not (path == files["evidence"] and same):
             raise RnrLensError(f"{path} already exists; re-derive into a new --out folder")
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    made = [out / "runs.db", *(Path(f"{out / 'runs.db'}{s}") for s in ("-wal", "-shm")), lock_file(out / "runs.db"), files["claims"], files["html"]]
+    made = [*store_files, files["claims"], files["html"]]
     try:
         manifest = evidence_.rebuild(document, out / "runs.db", source=str(evidence))
         store = RunStore(out / "runs.db", mode="read")

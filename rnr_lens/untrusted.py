@@ -91,12 +91,14 @@ class Limit:
         )
 
 
-EVIDENCE_BYTES = Limit("the inflated evidence", 64, "RNR_LENS_MAX_EVIDENCE_MB")
-"""2.6 times the largest committed evidence (24.5 MB: 16 audits, 15,000 tries at about 1.6 kB
-each); parsed, JSON takes up to about ten times its size in memory, so a crafted file stays
-within a GB."""
-TASK_BYTES = Limit("the task file", 100, "RNR_LENS_MAX_TASK_MB")
-"""A hundred times GSM8K's test split; checked before the file is read."""
+EVIDENCE_BYTES = Limit("the inflated evidence", 32, "RNR_LENS_MAX_EVIDENCE_MB")
+"""1.3 times the largest committed evidence (24.5 MB: 16 audits, 15,000 tries at about 1.6 kB
+each). Parsed, JSON takes up to about ten times its size in memory (short floats; shorter
+strings and empty lists are refused by :mod:`rnr_lens.evidence`), so a crafted file stays
+within a GB with the command's own 400 MB."""
+TASK_BYTES = Limit("the task file", 16, "RNR_LENS_MAX_TASK_MB")
+"""Twenty times GSM8K's test split; checked before the file is read (tiny records take up to
+about 18 times their file's size in memory, so a crafted file stays within a GB)."""
 QUESTION_CHARS = Limit("a question's text", 200_000, "RNR_LENS_MAX_QUESTION_CHARS", unit="characters")
 """Past every offline model's context (SmolLM2 reads 8,192 tokens); checked before a model loads."""
 SMALL_FILE_BYTES = Limit("a grid or config file", 1, "RNR_LENS_MAX_CONFIG_MB")
@@ -126,9 +128,15 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
 
 
-def one_line(text: str) -> str:
-    """``text`` as one printable line: :func:`printable`, with newlines escaped too (an error)."""
-    return printable(text).replace("\n", "\\n").replace("\t", " ")
+MESSAGE_CHARS = 2000
+"""The longest error line the command line prints (a value quoted in it is cut before this)."""
+
+
+def one_line(text: str, limit: int | None = None) -> str:
+    """``text`` as one printable line: :func:`printable`, with newlines escaped too (an error),
+    cut to ``limit`` characters where given."""
+    line = printable(text).replace("\n", "\\n").replace("\t", " ")
+    return line if limit is None or len(line) <= limit else line[: limit - 3] + "..."
 
 
 def check_text(value: object, what: str, *, name: bool = False) -> str:
@@ -257,6 +265,8 @@ def load_yaml(text: str, where: str | Path) -> Any:
         raise RnrLensError(f"{where} is not valid YAML ({quoted(str(exc).splitlines()[0])})") from None
     except RecursionError:
         raise RnrLensError(f"{where} nests YAML too deeply; rnr_lens's files need a few levels") from None
+    except (ValueError, OverflowError, TypeError) as exc:  # a value YAML recognised but cannot build (a 5000-digit number, 2001-13-45)
+        raise RnrLensError(f"{where} holds a value that cannot be read ({quoted(str(exc))}); write it as plain text or a number") from None
     finally:
         loader.dispose()
 

@@ -44,6 +44,16 @@ def test_write_atomic_replaces_a_planted_symlink_and_never_writes_through_it(tmp
     assert victim.read_text() == "theirs"
 
 
+def test_a_planted_lock_file_link_is_refused_and_its_target_untouched(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("theirs")
+    (tmp_path / ".runs.db.lock").symlink_to(victim)
+    with pytest.raises(RnrLensError, match="is a symbolic link; rnr_lens makes its lock files itself"):
+        with writer_lock(tmp_path / "runs.db", "the run store"):
+            pass
+    assert victim.read_text() == "theirs"
+
+
 def test_a_refused_write_keeps_the_old_file_and_removes_its_temporary_one(tmp_path, monkeypatch):
     target = tmp_path / "claims.json"
     write_atomic(target, "old")

@@ -78,6 +78,17 @@ def test_a_training_checkpoints_own_optimizer_state_is_not_a_stray_pickle(tmp_pa
     R.models.check_weight_files(folder)  # the checkpoint's layout: train --resume reads it weights-only
 
 
+def test_pickles_beside_safetensors_load_only_when_the_user_says_so(tmp_path, monkeypatch):
+    """A Trainer's training_args.bin is a pickle: refused unless the user sets the variable;
+    then the safetensors load and the pickle is never read."""
+    folder = _save_tiny(tmp_path)
+    (folder / "training_args.bin").write_bytes(b"cbuiltins\nexec\n(Vraise SystemExit('unpickled')\ntR.")
+    with pytest.raises(R.RnrLensError, match="RNR_LENS_ALLOW_PICKLE_FILES=1"):
+        R.load_model(folder)
+    monkeypatch.setenv("RNR_LENS_ALLOW_PICKLE_FILES", "1")
+    assert R.load_model(folder).n_layers == 2
+
+
 def test_truncated_safetensors_is_a_clear_error(tmp_path):
     folder = _save_tiny(tmp_path)
     weights = next(folder.glob("*.safetensors"))

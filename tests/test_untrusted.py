@@ -18,6 +18,12 @@ def test_yaml_aliases_are_refused_before_anything_expands_them():
     assert U.load_yaml("models: [a]\nn: 3\n", "grid.yaml") == {"models": ["a"], "n": 3}
 
 
+@pytest.mark.parametrize("text", ["n: " + "1" * 5000, "seed: 2001-13-45"])
+def test_yaml_values_that_cannot_be_built_are_one_line(text):
+    with pytest.raises(RnrLensError, match="holds a value that cannot be read"):
+        U.load_yaml(text, "grid.yaml")
+
+
 def test_yaml_python_tags_and_deep_nesting_are_refused():
     with pytest.raises(RnrLensError, match="not valid YAML"):
         U.load_yaml("x: !!python/object/apply:os.system ['true']\n", "g.yaml")

@@ -10,18 +10,21 @@ with 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
+import io
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from typing import TextIO
 
 from rnr_lens.cli import audit, check_format, compare, export, merge, mine, models, report, show, train
 from rnr_lens.cli.shell import Parser, UsageError
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import refusal, release_all
-from rnr_lens.untrusted import one_line, quoted
+from rnr_lens.untrusted import MESSAGE_CHARS, one_line, printable, quoted
 
 _MODULES = (models, audit, show, export, mine, compare, train, merge, report, check_format)
 """The commands, in the order ``rnr-lens --help`` lists them."""
@@ -38,6 +41,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Printable(io.TextIOBase):
+    """A text stream that escapes terminal control characters (newlines and tabs kept) before
+    they reach ``stream``: what every command prints passes through it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(printable(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+
 class _Terminated(KeyboardInterrupt):
     """SIGTERM (a scheduler's or ``kill``'s stop), handled as Ctrl-C is: what finished is kept."""
 
@@ -52,9 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
     try:
         args = parser.parse_args(argv)
-        return COMMANDS[args.command](args)
+        with contextlib.redirect_stdout(_Printable(sys.stdout)):  # names from a store or a file may hold terminal control sequences
+            return COMMANDS[args.command](args)
     except (RnrLensError, UsageError) as exc:
-        print(f"error: {one_line(str(exc))}", file=sys.stderr)
+        print(f"error: {one_line(str(exc), MESSAGE_CHARS)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         # audit resumes only when asked (--resume); train, mine and report resume by themselves
@@ -69,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         error = refusal(exc, exc.filename or getattr(args, "out", None) or os.getcwd())
         if error is None:
             raise
-        print(f"error: {one_line(str(error))}", file=sys.stderr)
+        print(f"error: {one_line(str(error), MESSAGE_CHARS)}", file=sys.stderr)
         return 2
     finally:
         release_all()  # the command is over: its stores and folders are free for the next one

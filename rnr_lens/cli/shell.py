@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from rnr_lens.errors import RnrLensError
-from rnr_lens.untrusted import one_line, printable
+from rnr_lens.untrusted import one_line
 
 if TYPE_CHECKING:
     from rnr_lens.deploy import DeploymentConfig
@@ -138,7 +138,7 @@ def print_audit(result: AuditResult, header: str, store: str) -> None:
 
     summaries = result.probe_summaries()
     labels = probe_labels([s.probe for s in summaries])
-    print(printable(header))  # names from a store may come from anyone
+    print(header)
     if not result.finished:
         done = result.progress()
         stored, expected = sum(d for d, _ in done.values()), sum(e for _, e in done.values())
@@ -216,7 +216,8 @@ def add_task_trust_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--trust-task-code",
         action="store_true",
-        help="let an lm-eval task YAML of your own run its Python (!function); a task file is code, so read it first (off by default)",
+        help="run an lm-eval task YAML of your own (lm-eval:PATH.yaml): lm-eval runs a task file as code "
+        "(templates, !function, metric names), so read it first (off by default; lm-eval's own tasks need no flag)",
     )
 
 

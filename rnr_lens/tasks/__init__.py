@@ -56,7 +56,7 @@ def get(name: str, *, trust_code: bool = False, **params: Any) -> Task:
     """A built-in task by name (``n``, ``seed``, ``split``), a task file by path (``format``
     and field-mapping keywords as in :func:`load_file`), or an lm-eval task
     (``lm-eval:NAME[:FILTER]``, ``lm-eval:PATH.yaml``; :func:`rnr_lens.tasks.lm_eval.load`).
-    ``trust_code``: let a task YAML of the user's run its Python (``!function``)."""
+    ``trust_code``: run a task YAML of the user's, which lm-eval runs as code."""
     if lm_eval.is_spec(name):
         _check_params(name, params, lm_eval.load, "an lm-eval task")
         return lm_eval.load(name, trust_code=trust_code)

@@ -116,67 +116,6 @@ def task_name(spec: LmEvalSpec) -> str:
     return _yaml_task_name(spec.include / spec.task) if spec.include is not None else spec.task
 
 
-_CODE_TAGS = ("!function", "tag:yaml.org,2002:python/")
-"""YAML tags that make lm-eval's loader import and run Python (``!function module.fn``;
-the ``python/`` tags its fallback ``FullLoader`` resolves)."""
-MAX_TASK_YAMLS = 10_000
-"""The most YAML files :func:`task_code` looks through in a task's folder."""
-
-
-def task_code(path: Path, name: str | None = None) -> list[str]:
-    """What Python a user's task YAML makes lm-eval run: each code tag (``!function utils.fn``)
-    in it, in the files it includes, and in any other YAML under its folder that defines the
-    same task ``name`` (lm-eval indexes that whole folder), as ``file: tag value`` lines."""
-    import yaml
-
-    found: list[str] = []
-    seen: set[Path] = set()
-    todo = [path]
-    if name is not None:
-        declares = re.compile(rf"^task:\s*['\"]?{re.escape(name)}['\"]?\s*$", re.MULTILINE)
-        for i, other in enumerate(sorted(path.parent.rglob("*.y*ml"))):
-            if i >= MAX_TASK_YAMLS:
-                break
-            with contextlib.suppress(OSError, UnicodeDecodeError):
-                if other.is_file() and other.stat().st_size <= 10**6 and declares.search(other.read_text(encoding="utf-8")):
-                    todo.append(other)
-    while todo:
-        here = todo.pop().resolve()
-        if here in seen or not here.is_file() or _installed(here):
-            continue
-        seen.add(here)
-        try:
-            root = yaml.compose(read_small(here, "lm-eval task file"), Loader=yaml.SafeLoader)
-        except yaml.YAMLError as exc:
-            raise RnrLensError(f"{here} is not valid YAML ({str(exc).splitlines()[0][:120]})") from None
-        nodes, visited = [root], set()
-        while nodes:
-            node = nodes.pop()
-            if node is None or id(node) in visited:
-                continue
-            visited.add(id(node))
-            if node.tag.startswith(_CODE_TAGS):
-                found.append(f"{here.name}: {node.tag} {getattr(node, 'value', '')}"[:160])
-            if isinstance(node, yaml.MappingNode):
-                for key, value in node.value:
-                    nodes += [key, value]
-                    if isinstance(key, yaml.ScalarNode) and key.value == "include" and node is root:
-                        names = [value] if isinstance(value, yaml.ScalarNode) else value.value if isinstance(value, yaml.SequenceNode) else []
-                        todo += [here.parent / str(n.value) for n in names if isinstance(n, yaml.ScalarNode)]
-            elif isinstance(node, yaml.SequenceNode):
-                nodes += node.value
-    return found
-
-
-def _installed(path: Path) -> bool:
-    """Is ``path`` one of lm-eval's own installed task files (trusted as the package is)?"""
-    try:
-        import lm_eval.tasks
-    except ImportError:
-        return False
-    return Path(lm_eval.tasks.__file__).parent.resolve() in path.parents
-
-
 def _yaml_task_name(path: Path) -> str:
     import yaml
 
@@ -327,18 +266,20 @@ def load(name: str, trust_code: bool = False) -> Task:
     """The lm-eval task ``name`` (``lm-eval:NAME[:FILTER]``) as rnr_lens questions, every test
     document in lm-eval's order, with the :class:`LmEvalScoring` that grades them.
 
-    A task YAML of the user's that runs Python (``!function``, in it or in a file it includes)
-    is refused unless ``trust_code`` (``--trust-task-code``): lm-eval imports and runs that code
-    as it loads the task. lm-eval's own installed tasks are trusted as the package is.
+    A task YAML of the user's (``lm-eval:PATH.yaml``) is code: lm-eval renders its templates
+    with an unsandboxed Jinja, imports its ``!function`` modules and may load its metrics from
+    files. It is refused unless ``trust_code`` (``--trust-task-code``). lm-eval's own installed
+    tasks (``lm-eval:NAME``) are trusted as the package is.
     """
     spec = parse_spec(name)
     if spec.include is not None and not trust_code:
-        code = task_code(spec.include / spec.task, task_name(spec))
-        if code:
-            raise RnrLensError(
-                f"{spec.include / spec.task} runs Python when lm-eval loads it ({code[0]}); "
-                "a task file is code: read it, then pass --trust-task-code (trust_code=True) to run it"
-            )
+        path = spec.include / spec.task
+        if not path.is_file():
+            raise RnrLensError(f"lm-eval task file {path} does not exist; give the path to a task YAML or a task name lm-eval knows")
+        raise RnrLensError(
+            f"{path} is a task file, and lm-eval runs a task file as code (its templates, !function and metric names can run "
+            "Python); read it and what it includes, then pass --trust-task-code (trust_code=True) to run it"
+        )
     task = _load_harness_task(spec)
     readers = tuple(f.name for f in task._filters)
     if spec.filter is not None and spec.filter not in readers:

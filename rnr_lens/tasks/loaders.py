@@ -34,8 +34,12 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise TASK_BYTES.refusal(path)
     text = read_text(path)
     if path.suffix == ".csv":
-        for i, row in enumerate(csv.DictReader(text.splitlines()), start=2):
-            yield i, row
+        csv.field_size_limit(max(csv.field_size_limit(), 2 * QUESTION_CHARS.value))  # the question cap decides, not csv's own
+        try:
+            for i, row in enumerate(csv.DictReader(text.splitlines()), start=2):
+                yield i, row
+        except csv.Error as exc:
+            raise RnrLensError(f"{path}: not a CSV file rnr_lens can read ({quoted(str(exc))}); fix it or give a jsonl file") from None
         return
     stripped = text.lstrip()
     if stripped.startswith("["):

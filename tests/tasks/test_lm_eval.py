@@ -89,7 +89,7 @@ def test_asset_task_is_the_stock_gsm8k_apart_from_its_local_lines():
 @pytest.mark.slow
 def test_task_is_built_by_lm_eval(local_task, offline):
     """Prompts, order, gold and stop strings are lm-eval's; the deployment prescribes them."""
-    task = tasks.get(f"lm-eval:{local_task}")
+    task = tasks.get(f"lm-eval:{local_task}", trust_code=True)
     assert len(task) == 8 and task.answer_type == "number" and task.ids == [str(i) for i in range(8)]
     assert [q.answer for q in task] == ["7", "17", "11", "14", "11", "9", "19", "10"]
     q = task[0]
@@ -113,7 +113,7 @@ def test_task_is_built_by_lm_eval(local_task, offline):
 
 @pytest.mark.slow
 def test_tries_are_scored_by_the_tasks_filters_and_metric(local_task, offline):
-    task = tasks.get(f"lm-eval:{local_task}")
+    task = tasks.get(f"lm-eval:{local_task}", trust_code=True)
     config = deployment_for_task(None, task)
     q = task[0]  # gold 7
     assert config.grade(" 3 + 4 = 7\n#### 7", q, task.answer_type) == ("7", True)
@@ -122,7 +122,7 @@ def test_tries_are_scored_by_the_tasks_filters_and_metric(local_task, offline):
     assert config.read_with("flexible-extract", " 7.0", q, task.answer_type) == ("7.0", False), "exact_match is not numeric equality"
     assert config.readers(task.answer_type) == ("strict-match", "flexible-extract")
     assert config.gold_continuation(q) == " 3 + 4 = <<3+4=7>>7\n#### 7", "teacher forcing reads the target as the shots write it"
-    flexible = tasks.get(f"lm-eval:{local_task}:flexible-extract")
+    flexible = tasks.get(f"lm-eval:{local_task}:flexible-extract", trust_code=True)
     assert deployment_for_task(None, flexible).extractor == "flexible-extract"
     assert deployment_for_task(None, flexible).hash() != config.hash(), "the deciding filter is part of the identity"
     with pytest.raises(RnrLensError, match=r"need the question; call grade"):
@@ -133,7 +133,7 @@ def test_tries_are_scored_by_the_tasks_filters_and_metric(local_task, offline):
 @pytest.mark.slow
 def test_bad_lm_eval_tasks_are_refused_in_one_line(local_task, offline, tmp_path):
     with pytest.raises(RnrLensError, match="has no filter 'lenient'; choose one of strict-match, flexible-extract"):
-        tasks.get(f"lm-eval:{local_task}:lenient")
+        tasks.get(f"lm-eval:{local_task}:lenient", trust_code=True)
     with pytest.raises(RnrLensError, match="does not exist"):
         tasks.get(f"lm-eval:{tmp_path / 'missing.yaml'}")
     with pytest.raises(RnrLensError, match="lm-eval knows no task 'no_such_task'"):
@@ -146,28 +146,39 @@ def test_bad_lm_eval_tasks_are_refused_in_one_line(local_task, offline, tmp_path
         "output_type": "multiple_choice", "doc_to_text": "{{q}}", "doc_to_choice": "{{choices}}", "doc_to_target": "{{label}}",
     }))  # fmt: skip
     with pytest.raises(RnrLensError, match="scored by multiple_choice .* rnr_lens audits generate_until tasks"):
-        tasks.get(f"lm-eval:{choice}")
-    task = tasks.get(f"lm-eval:{local_task}")
+        tasks.get(f"lm-eval:{choice}", trust_code=True)
+    task = tasks.get(f"lm-eval:{local_task}", trust_code=True)
     with pytest.raises(RnrLensError, match="prompted and scored by its harness .* drop --config"):
         R.audits.plan(task, [], seed=0).with_config(DeploymentConfig()).deployed(None)
     with pytest.raises(RnrLensError, match="does not apply to an lm-eval task"):
-        tasks.get(f"lm-eval:{local_task}", n=3)
+        tasks.get(f"lm-eval:{local_task}", n=3, trust_code=True)
 
 
-def test_a_task_yaml_that_runs_python_needs_the_opt_in(local_task, offline, tmp_path):
-    """lm-eval imports a `!function`'s module as it loads the task: a user's task file is code."""
-    marker = tmp_path / "ran"
+def test_a_task_yaml_of_ones_own_is_code_and_runs_only_with_the_opt_in(local_task, offline, tmp_path):
+    """lm-eval runs a task file as code: it imports a `!function`'s module, and renders its
+    templates with an unsandboxed Jinja, as it loads the task."""
+    marker, jinja_marker = tmp_path / "ran", tmp_path / "ran-jinja"
     (tmp_path / "helpers.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\ndef docs(ds):\n    return ds\n")
     (tmp_path / "base.yaml").write_text("process_docs: !function helpers.docs\n")
     config = yaml.safe_load(local_task.read_text()) | {"task": "tiny_gsm8k_code", "include": [str(stock_yaml("gsm8k")), "base.yaml"]}
     task_yaml = tmp_path / "code.yaml"
     task_yaml.write_text(yaml.safe_dump(config, sort_keys=False))
-    assert adapter.task_code(task_yaml, "tiny_gsm8k_code") == ["base.yaml: !function helpers.docs"], "found in the included file"
-    assert adapter.task_code(local_task, "tiny_gsm8k") == [], "the stock file it includes is lm-eval's own"
-    with pytest.raises(RnrLensError, match=r"runs Python when lm-eval loads it \(base.yaml: !function helpers.docs\); .*--trust-task-code"):
-        tasks.get(f"lm-eval:{task_yaml}")
-    assert not marker.exists(), "refused before lm-eval read it"
+    jinja = tmp_path / "jinja.yaml"
+    template = "{{ cycler.__init__.__globals__.os.system('touch " + str(jinja_marker) + "') }}Question: {{question}}"
+    jinja.write_text(yaml.safe_dump(yaml.safe_load(local_task.read_text()) | {"task": "tiny_gsm8k_jinja", "doc_to_text": template}))
+    for path in (task_yaml, jinja, local_task):
+        with pytest.raises(RnrLensError, match=r"is a task file, and lm-eval runs a task file as code .* --trust-task-code"):
+            tasks.get(f"lm-eval:{path}")
+    assert not marker.exists() and not jinja_marker.exists(), "refused before lm-eval read it"
     assert len(tasks.get(f"lm-eval:{task_yaml}", trust_code=True)) == 8 and marker.exists(), "the opt-in runs it"
+    assert main_cli_refuses(["check-format", "--task", f"lm-eval:{jinja}", "--limit", "2"]) and not jinja_marker.exists()
+
+
+def main_cli_refuses(argv: list[str]) -> bool:
+    """The command line refuses ``argv`` in one line, exit 2."""
+    from rnr_lens.cli import main
+
+    return main(argv) == 2
 
 
 def lm_eval_samples(folder: Path, task_yaml: Path, task_name: str, limit: int, out: Path) -> dict[str, dict]:
@@ -195,7 +206,7 @@ def test_realized_answers_match_lm_eval_on_a_tiny_model(local_task, offline, tmp
     folder = R.tiny_model(n_layers=4, seed=0).save_pretrained(tmp_path / "tiny")
     theirs = lm_eval_samples(folder, local_task, "tiny_gsm8k", 6, tmp_path / "lm-eval")
     model = R.load_model(str(folder))
-    task = tasks.get(f"lm-eval:{local_task}").first(6)
+    task = tasks.get(f"lm-eval:{local_task}", trust_code=True).first(6)
     result = R.audit(model, task, [], progress=False)
     config = deployment_for_task(model, task)
     texts = result.tries.set_index("question_id")["text"]
@@ -225,7 +236,20 @@ def test_smollm2_parity_on_real_gsm8k(shared_data, tmp_path):
 def test_check_format_reads_with_every_filter_of_the_task(local_task, tmp_path):
     """`rnr-lens check-format` on an lm-eval task: the task's filters are its readers."""
     folder = R.tiny_model(n_layers=4, seed=0).save_pretrained(tmp_path / "tiny")
-    cmd = [sys.executable, "-m", "rnr_lens", "check-format", "--model", str(folder), "--task", f"lm-eval:{local_task}", "--limit", "4", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rnr_lens",
+        "check-format",
+        "--model",
+        str(folder),
+        "--task",
+        f"lm-eval:{local_task}",
+        "--trust-task-code",
+        "--limit",
+        "4",
+        "--json",
+    ]
     run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **OFFLINE})
     assert run.returncode == 0, run.stderr[-2000:]
     check = json.loads(run.stdout)
