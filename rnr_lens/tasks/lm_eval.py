@@ -273,11 +273,9 @@ def load(name: str, trust_code: bool = False) -> Task:
     """
     spec = parse_spec(name)
     if spec.include is not None and not trust_code:
-        path = spec.include / spec.task
-        if not path.is_file():
-            raise RnrLensError(f"lm-eval task file {path} does not exist; give the path to a task YAML or a task name lm-eval knows")
+        task_name(spec)  # a missing or malformed file says so first (read as plain YAML, nothing run)
         raise RnrLensError(
-            f"{path} is a task file, and lm-eval runs a task file as code (its templates, !function and metric names can run "
+            f"{spec.include / spec.task} is a task file, and lm-eval runs a task file as code (its templates, !function and metric names can run "
             "Python); read it and what it includes, then pass --trust-task-code (trust_code=True) to run it"
         )
     task = _load_harness_task(spec)
