@@ -8,8 +8,13 @@ the phrase itself.
 =====================  ==============================================================
 name                   what it returns
 =====================  ==============================================================
-``concluding-token``   the default for numbers: ``concluding-number``, where only a number
-                       that stands as a token counts ("Thes1" and "H2O" state none)
+``concluding-exact``   the default for numbers (config version 4): ``concluding-token``'s
+                       rule followed on every output: no answer where the number is an
+                       operand of an unevaluated expression, whatever its operator (symbol,
+                       word, parenthesis or sign; ``48 / 3`` too), kept as written and graded
+                       exactly
+``concluding-token``   ``concluding-number``, where only a number that stands as a token
+                       counts ("Thes1" and "H2O" state none)
 ``concluding-number``  the number a statement concludes with: in the answer's first
                        sentence, the number right after its last "=", "is", "equals" or
                        "answer:" (None if that number opens an unevaluated expression such
@@ -26,7 +31,14 @@ name                   what it returns
 =====================  ==============================================================
 
 Numbers are canonicalised so that ``51.0 == 51``, ``1,234 == 1234``, ``$18 == 18``,
-``7. == 7`` and ``3/4 == 0.75``.
+``7. == 7`` and ``3/4 == 0.75``. Every reader but ``concluding-exact`` keeps an answer to six
+significant digits (``1.11111``) and grades it equal to the gold within 1e-6 (relative, and
+absolute below 1, so ``2e-07`` counted as ``0``): kept as measured, for configs that name them.
+``concluding-exact`` keeps the decimal it read (``1.111111111``) and grades it equal only where
+it is the gold's number exactly (decimal text read as an exact rational; gold ``3/4`` is
+``0.75``). It reads no fractions: every numeric task rnr_lens ships or reads (the built-in
+arithmetic, GSM8K, SVAMP) has integer or decimal answers, so a bare ``a/b`` in an answer is an
+unevaluated division, and a task with rational answers needs a reader of its own (a new name).
 """
 
 from __future__ import annotations
@@ -122,7 +134,9 @@ def extract_concluding(text: str) -> str | None:
 
 
 def extract_concluding_token(text: str) -> str | None:
-    """``concluding-token``, the default for numbers: :func:`extract_concluding`'s rule, where
+    """``concluding-token``, the default for numbers of config version 3, kept as it was measured
+    for configs that name it (it departs from its rule on some expressions: see
+    :func:`extract_concluding_exact`): :func:`extract_concluding`'s rule, where
     only a number that stands as a token counts (no letter glued to either side): the number
     after the last marker states no answer when it is glued ("=Thes1", "is 2.25x + 0.25"), and
     a sentence without a marker gives its last number that stands alone. A random route's
@@ -133,6 +147,73 @@ def extract_concluding_token(text: str) -> str | None:
         ['13', None, None]
     """
     return _concluding(text, tokens=True)
+
+
+# concluding-exact: a number is an integer or a decimal, never a fraction; what stands between
+# two operands (a symbol, a word, with any parenthesis or sign before the second) is an operator
+_EXACT_NUMBER_RE = re.compile(r"[-−]?(?:\$\s?)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+_OPERATOR = r"(?:\*\*|[-+*×÷/^−·]|\b(?:plus|minus|times|x|over|divided\s+by|multiplied\s+by)\b)"
+_OPERAND = r"[\s(\[]*[-+−]?\s*\$?\s?\d"
+_OPERAND_NEXT_RE = re.compile(r"[\s)\]]*" + _OPERATOR + _OPERAND, re.IGNORECASE)
+_OPERAND_BEFORE_RE = re.compile(r"\d[\s)\]]*" + _OPERATOR + r"[\s(\[]*$", re.IGNORECASE)
+_DETACHED_SIGN_RE = re.compile(r"(?:[-+−]|\bminus\b|\bplus\b)[\s(\[]*$", re.IGNORECASE)
+
+
+def extract_concluding_exact(text: str) -> str | None:
+    """``concluding-exact``, the default for numbers from config version 4: the number the
+    answer's first sentence concludes with (:func:`extract_concluding_token`'s sentence, markers
+    and tokens), read as no answer wherever it is an operand of an unevaluated expression.
+
+    - An operator is a symbol (``+ - * × ÷ / ^ ** − ·``) or a word (plus, minus, times, x, over,
+      divided by, multiplied by); either operand may be parenthesised or bracketed, the other
+      signed (``9+(-3)``, ``3*-0.``, ``(2) + 3``). ``48 / 3`` is a division, not the number 16.
+    - A sign or sign word standing apart from the number ("is - 5", "is minus 5") states no
+      answer: the reader does not guess whether it is the number's.
+    - After the last conclusion marker, the first number is the answer unless an operator
+      follows it. A sentence with no marker gives its last number that stands alone, unless
+      an operator stands on either side of it.
+    - The answer is the decimal as written (``$1,234.50`` is ``1234.5``), never rounded, and
+      :func:`is_correct_as` grades it exactly.
+
+    Example:
+        >>> [extract_concluding_exact(t) for t in ("The answer is 12 * 36 / 3 = 48 / 3.", "The answer is 5 multiplied by 5.", "The answer is 10/9 = 1.111111111.")]
+        [None, None, '1.111111111']
+    """
+    body = text.lstrip()
+    end = _SENTENCE_END_RE.search(body)
+    sentence = body[: end.start()] if end else body
+    markers = list(_CONCLUSION_RE.finditer(sentence))
+    start = markers[-1].end() if markers else 0
+    found = [m for m in _EXACT_NUMBER_RE.finditer(sentence, start) if not _glued(sentence, m.start(), m.end())]
+    if markers:
+        first = _EXACT_NUMBER_RE.search(sentence, start)
+        if first is None or not found or first.start() != found[0].start():  # "is1" is glued
+            return None
+        if _DETACHED_SIGN_RE.search(sentence[start : first.start()]):  # "is - 5", "is minus 5": a sign it cannot attach
+            return None
+        chosen = first
+    elif found:
+        chosen = found[-1]
+        if _OPERAND_BEFORE_RE.search(sentence[: chosen.start()]):
+            return None
+    else:
+        return None
+    if _OPERAND_NEXT_RE.match(sentence, chosen.end()):
+        return None
+    return exact_number(chosen.group())
+
+
+def exact_number(text: str) -> str | None:
+    """A decimal numeral as written, exactly: ``'$1,234.50'`` -> ``'1234.5'``, ``'7.'`` ->
+    ``'7'``, ``'0.0000002'`` -> ``'0.0000002'``; None for anything but an integer or decimal."""
+    cleaned = text.strip().replace("$", "").replace(",", "").replace(" ", "").replace("−", "-").rstrip(".")
+    match = re.fullmatch(r"(-?)(\d+)(?:\.(\d+))?", cleaned)
+    if match is None:
+        return None
+    sign, whole, fraction = match.group(1), match.group(2).lstrip("0") or "0", (match.group(3) or "").rstrip("0")
+    if whole == "0" and not fraction:
+        sign = ""  # -0 is 0
+    return f"{sign}{whole}.{fraction}" if fraction else f"{sign}{whole}"  # digit for digit: no context rounds it
 
 
 def _concluding(text: str, *, tokens: bool) -> str | None:
@@ -219,6 +300,7 @@ def normalize_string(text: str) -> str:
 
 
 EXTRACTORS: dict[str, Callable[[str], str | None]] = {
+    "concluding-exact": extract_concluding_exact,
     "concluding-token": extract_concluding_token,
     "concluding-number": extract_concluding,
     "number": extract_number,
@@ -233,7 +315,7 @@ EXTRACTORS: dict[str, Callable[[str], str | None]] = {
 }
 
 
-NUMERIC_EXTRACTORS = ("concluding-token", "concluding-number", "number", "answer-is", "first-number", "last-number")
+NUMERIC_EXTRACTORS = ("concluding-exact", "concluding-token", "concluding-number", "number", "answer-is", "first-number", "last-number")
 """The extractors that read a numeric answer out of free text, compared side by side by
 ``check-format`` and in ``docs/extractors.md`` (``gsm8k-flexible`` is ``last-number``;
 ``gsm8k-strict`` and ``boxed`` read formats the default prompts never ask for)."""
@@ -261,8 +343,40 @@ def canonical_gold(answer: str, answer_type: str) -> str | None:
     return normalize_string(str(answer)) or None
 
 
+EXACT_READERS = frozenset({"concluding-exact"})
+"""The readers whose numbers are graded exactly (:func:`is_correct_exact`); every other reader
+is graded by :func:`is_correct`, within 1e-6, as it was measured."""
+
+
+def is_correct_as(reader: str, extracted: str | None, gold: str, answer_type: str) -> bool:
+    """Whether ``extracted``, as reader ``reader`` read it, is the gold answer: the one place
+    that decides which grading a reader's answers get."""
+    if reader in EXACT_READERS and answer_type == "number":
+        return is_correct_exact(extracted, gold)
+    return is_correct(extracted, gold, answer_type)
+
+
+def is_correct_exact(extracted: str | None, gold: str) -> bool:
+    """Whether a number read is the gold number exactly: both read as exact rationals (decimal
+    text ``0.1`` is 1/10; a gold fraction ``3/4`` is 3/4), no tolerance.
+
+    Example:
+        >>> is_correct_exact("0.75", "3/4"), is_correct_exact("2e-07", "0"), is_correct_exact("0.0000002", "0")
+        (True, False, False)
+    """
+    if extracted is None:
+        return False
+    try:
+        want = Fraction(str(gold).strip().replace("$", "").replace(",", "").replace(" ", "").replace("−", "-").rstrip("."))
+        return Fraction(extracted) == want
+    except (ValueError, ZeroDivisionError):
+        return False
+
+
 def is_correct(extracted: str | None, gold: str, answer_type: str) -> bool:
-    """Whether an extracted answer equals the gold answer (numbers within 1e-6)."""
+    """Whether an extracted answer equals the gold answer, numbers within 1e-6 (relative to the
+    gold, absolute where the gold is below 1): the grading of every reader but
+    ``concluding-exact``, kept as it was measured (so ``2e-07`` equals gold ``0``)."""
     if extracted is None:
         return False
     want = canonical_gold(gold, answer_type)

@@ -19,7 +19,12 @@ model's. Given a base and a trained audit that ran the same sampling probe with 
   k after the lead at which the point estimates cross (strictly below zero), with a bootstrap
   interval over prompts; or where the curves meet without crossing (every question equal, as at
   saturation); and, where they neither cross nor meet by K and the gap is resolved to be
-  closing, where its trend in log k over the top three octaves reaches zero;
+  closing, where its straight-line trend in log k over the top three octaves reaches zero (an
+  interval conditional on the line: sampling error only); beside it, where trained still leads
+  at K, where two bounded models fitted to each question's draws put the crossing
+  (:mod:`rnr_lens.passk_models`: beta-binomial and zero-inflated, "none by 10^7" where they
+  put none); and the first k at which base > trained is resolved, pointwise and under a
+  simultaneous max-abs-t bootstrap band over k;
 - **claim 3's verdict** at each named k (1, 8, 32, K): :func:`rnr_lens.verdicts.training_verdict`
   unchanged, with a question reached at k when one of its first k draws is correct, so the verdict
   at k = 8 reads the first 8 draws as an 8-sample probe would (its difference with Tango's
@@ -28,7 +33,7 @@ model's. Given a base and a trained audit that ran the same sampling probe with 
 Invariants: both curves cover the same questions (those complete in both audits,
 :func:`rnr_lens.comparison.complete_in_both`) under the same probe (same temperature, draw and
 budget: :func:`rnr_lens.comparison.compare`'s checks); the scan over k is pointwise (each k's
-interval at 95%, not a family-wise band), and the crossing says so. The records here are plain
+interval at 95%, not a family-wise band), and the crossing says so beside the band's k. The records here are plain
 values (torch-free, below the store): a :class:`Ceiling` reads back from ``claims.json``, and a
 referee re-derives it from stored draws without a model.
 """
@@ -38,12 +43,13 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.passk_models import ModelCrossing, k_text, model_crossings
 from rnr_lens.stats import LEVEL, Estimate, paired_mean_difference, rate
 from rnr_lens.verdicts import MARGIN, TrainingVerdict, Verdict, training_verdict
 
@@ -119,7 +125,17 @@ class Crossing:
         extrapolated_interval: Where ``extrapolated`` is given, a 95% percentile bootstrap
             interval of it: each resample's own straight line through the same octaves, and
             where it reaches zero; the upper end None where in more than 2.5% of resamples the
-            line never does (a slope of zero or above) or does beyond any float.
+            line never does (a slope of zero or above) or does beyond any float. It is
+            conditional on the line: sampling error only, not the error of the line itself.
+        reversed_band: The smallest k at which base > trained is resolved under a simultaneous
+            95% band over k = 1..K (the max-abs-t bootstrap band over the same resamples: the
+            band's upper edge below zero); None where it never is or without a bootstrap.
+            ``reversed`` is pointwise, the first of K correlated tests; this one holds for
+            the scan as a whole.
+        models: Where trained still leads at K (no crossing and no meeting by K), the bounded
+            models' crossings (:mod:`rnr_lens.passk_models`): a per-question beta-binomial fit
+            and its zero-inflated variant, each with its own bootstrap interval and its gap at
+            the straight line's zero; empty otherwise.
     """
 
     lead: int | None
@@ -132,6 +148,8 @@ class Crossing:
     budget: int
     never_leads: float | None = None
     extrapolated_interval: tuple[float, float | None] | None = None
+    reversed_band: int | None = None
+    models: tuple[ModelCrossing, ...] = ()
 
     def text(self) -> str:
         """One sentence a page prints."""
@@ -146,15 +164,23 @@ class Crossing:
             head = f"the curves meet at k = {self.tied} without crossing (every question's pass@k equal in both from there)"
         else:
             trend = (
-                f"; the gap's trend in log k reaches zero near k = {_big(self.extrapolated)} (extrapolated{self._trend_span()})"
+                f"; the gap's straight-line trend in log k reaches zero near k = {_big(self.extrapolated)} "
+                f"(extrapolated, conditional on the line (sampling error only){self._trend_span()})"
                 if self.extrapolated is not None
                 else "; the gap is not resolved to be closing over the top octaves"
             )
-            head = f"the curves do not cross by k = {self.budget}{trend}"
+            head = f"the curves do not cross by k = {self.budget}{trend}{self._models_text()}"
         if self.not_excluded is None:
             return f"{head}; trained stays resolved above base at every k up to {self.budget}"
+        band = (
+            ""
+            if self.reversed is None or self.never_leads is None
+            else f", k = {self.reversed_band} under a simultaneous 95% band over k"
+            if self.reversed_band is not None
+            else ", and at no k under a simultaneous 95% band over k"
+        )
         rev = (
-            f"; base is first resolved above trained at k = {self.reversed} (pointwise)"
+            f"; base is first resolved above trained at k = {self.reversed} (pointwise{band})"
             if self.reversed is not None
             else "; base is never resolved above trained"
         )
@@ -167,6 +193,18 @@ class Crossing:
         counted = f"; trained never leads in {self.never_leads:.1%} of resamples, each counted as k = 1" if self.never_leads else ""
         return f"bootstrap 95%: {low} to {high}{counted}"
 
+    def _models_text(self) -> str:
+        """The bounded models' crossings, and what a measurement at the line's zero would tell
+        apart ('' without models)."""
+        if not self.models:
+            return ""
+        out = "; bounded models: " + "; ".join(m.text() for m in self.models)
+        gaps = [(m.model, m.gap_at_line) for m in self.models if m.gap_at_line is not None]
+        if gaps and self.extrapolated is not None:
+            said = " and ".join(f"{name} {g.value:+.2f} [{g.low:+.2f}, {g.high:+.2f}]" for name, g in gaps)
+            out += f"; at k = {_big(self.extrapolated)} the line says the gap is 0, the models {said}"
+        return out
+
     def _trend_span(self) -> str:
         """The extrapolation's bootstrap interval, as the sentence prints it ('' without one)."""
         if self.extrapolated_interval is None:
@@ -176,9 +214,9 @@ class Crossing:
 
 
 def _big(k: float | None) -> str:
-    """An extrapolated k: with thousands separators up to a million, then in powers of ten."""
+    """An extrapolated k (:func:`rnr_lens.passk_models.k_text`)."""
     assert k is not None
-    return f"{k:,.0f}" if k < 1e6 else f"{k:.2g}"
+    return k_text(k)
 
 
 @dataclass(frozen=True)
@@ -242,6 +280,8 @@ class Ceiling:
                 "extrapolated_interval": None if self.crossing.extrapolated_interval is None else list(self.crossing.extrapolated_interval),
                 "budget": self.crossing.budget,
                 "never_leads": self.crossing.never_leads,
+                "reversed_band": self.crossing.reversed_band,
+                "models": [m.to_dict() for m in self.crossing.models],
                 "text": self.crossing.text(),
                 "extrapolation_cost": self.extrapolation_cost(),
             },
@@ -268,6 +308,8 @@ class Ceiling:
             int(x["budget"]),
             x.get("never_leads"),
             trend,
+            x.get("reversed_band"),
+            tuple(ModelCrossing.from_dict(m) for m in x.get("models", ())),
         )
         curve = tuple(
             CurvePoint(int(p["k"]), Estimate.from_dict(p["base"]), Estimate.from_dict(p["trained"]), Estimate.from_dict(p["difference"]))
@@ -289,7 +331,8 @@ _VERDICT_ESTIMATES = ("delta_realized", "delta_reachable", "ceiling_vs_margin", 
 def pass_at_k_curves(correct: np.ndarray) -> np.ndarray:
     """Per question (rows of a ``(questions, K)`` 0/1 array), the unbiased pass@k for k = 1..K:
     ``1 - C(K - c, k) / C(K, k)``, ``c`` its correct draws (:func:`rnr_lens.stats.pass_at_k`,
-    computed as a running product so K = 128 stays exact in floating point)."""
+    computed as a running product of ratios, each step exact to rounding, with no
+    binomial coefficient formed)."""
     n_q, budget = correct.shape
     c = correct.sum(1)
     out = np.ones((n_q, budget))
@@ -328,8 +371,9 @@ def find_crossing(
     same = np.all(np.abs(diff) <= TIE, axis=0)  # every question equal at k (absorbing: see Crossing.tied)
     tied = next((k for k in range(lead_k + 1, budget + 1) if same[k - 1]), None) if lead_k is not None else None
     boot = _bootstrap_means(diff, prompts, seed)
-    interval, never_leads = None, None
+    interval, never_leads, band = None, None, None
     if boot is not None:
+        band = _first_below_band(mean, boot)
         leads, hits = _lead_and_crossing(boot)  # K + 1: no lead, or no crossing by K
         never = leads > budget
         hits = np.where(never, 1, hits)  # no lead to lose: base is at or above trained from k = 1
@@ -337,7 +381,22 @@ def find_crossing(
         interval, never_leads = (low if low <= budget else None, high if high <= budget else None), float(never.mean())
     closing = lead_k is not None and point_k is None and tied is None and mean[-1] > TIE and boot is not None
     extrapolated, trend = _extrapolate(mean, boot) if closing and boot is not None else (None, None)
-    return Crossing(lead_k, not_excluded, reversed_at, point_k, tied, interval, extrapolated, budget, never_leads, trend)
+    return Crossing(lead_k, not_excluded, reversed_at, point_k, tied, interval, extrapolated, budget, never_leads, trend, band)
+
+
+def _first_below_band(mean: np.ndarray, boot: np.ndarray) -> int | None:
+    """The first k whose simultaneous 95% band lies below zero: the max-abs-t bootstrap band
+    ``mean +- c * se`` over k = 1..K, ``se`` each k's bootstrap standard error and ``c`` the
+    95% quantile over resamples of the largest ``|resample - mean| / se`` (k's whose resamples
+    all agree have no spread and are left out); None where no k is."""
+    se = boot.std(0, ddof=1)
+    spread = se > TIE
+    if not spread.any():
+        return None
+    t = np.abs(boot[:, spread] - mean[spread]) / se[spread]
+    c = float(np.quantile(t.max(1), LEVEL, method="inverted_cdf"))
+    below = spread & (mean + c * se < -TIE)  # a k without spread has no band to speak of
+    return int(below.argmax()) + 1 if below.any() else None
 
 
 def _lead_and_crossing(means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -350,17 +409,26 @@ def _lead_and_crossing(means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lead, np.where(after.any(1), after.argmax(1) + 1, budget + 1)
 
 
-def _bootstrap_means(diff: np.ndarray, prompts: Sequence[str], seed: int) -> np.ndarray | None:
-    """:data:`BOOTSTRAP` resamples (seeded) of the mean difference at every k, whole prompts
-    drawn together; None under :data:`MIN_PROMPTS` prompts."""
+def _bootstrap_counts(prompts: Sequence[str], seed: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The crossing's :data:`BOOTSTRAP` resamples (seeded), whole prompts drawn together: each
+    question's prompt code and, per resample, how often each prompt is drawn; None under
+    :data:`MIN_PROMPTS` prompts."""
     groups = {g: i for i, g in enumerate(dict.fromkeys(prompts))}
     if len(groups) < MIN_PROMPTS:
         return None
     codes = np.array([groups[g] for g in prompts])
-    sums = np.zeros((len(groups), diff.shape[1]))
+    return codes, np.random.default_rng(seed).multinomial(len(groups), np.full(len(groups), 1 / len(groups)), size=BOOTSTRAP)
+
+
+def _bootstrap_means(diff: np.ndarray, prompts: Sequence[str], seed: int) -> np.ndarray | None:
+    """The resamples of :func:`_bootstrap_counts`: the mean difference at every k in each."""
+    drawn = _bootstrap_counts(prompts, seed)
+    if drawn is None:
+        return None
+    codes, counts = drawn
+    sums = np.zeros((counts.shape[1], diff.shape[1]))
     np.add.at(sums, codes, diff)
-    sizes = np.bincount(codes, minlength=len(groups)).astype(float)
-    counts = np.random.default_rng(seed).multinomial(len(groups), np.full(len(groups), 1 / len(groups)), size=BOOTSTRAP)
+    sizes = np.bincount(codes, minlength=counts.shape[1]).astype(float)
     return _weighted_sums(counts, sums) / (counts @ sizes)[:, None]  # counts @ sizes: integers, exact in any order
 
 
@@ -446,4 +514,9 @@ def ceiling_of(
         for k in sorted({*(k for k in named if k < budget), budget})
     )
     crossing = find_crossing(curves_a, curves_b, points, prompts, seed)
+    if crossing.lead is not None and crossing.point is None and crossing.tied is None:  # trained still leads at K
+        drawn = _bootstrap_counts(prompts, seed)
+        per_question = None if drawn is None else drawn[1][:, drawn[0]]  # the same resamples, question by question
+        models = model_crossings(draws_base, draws_trained, curves_a.mean(0), curves_b.mean(0), per_question, crossing.extrapolated, TIE)
+        crossing = replace(crossing, models=models)
     return Ceiling(*names, len(prompts), excluded, points, crossing, verdicts)

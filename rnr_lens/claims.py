@@ -332,7 +332,8 @@ class TrainingProbe:
         contrast: Delta realized / 2 - delta reachable, per question (rules 1: delta realized -
             delta reachable, by MOVER).
         transitions: Questions moving from each state (inner keys, the base) to each state
-            (outer keys, the trained checkpoint).
+            (outer keys, the trained checkpoint): ``transitions[after][before]``, as
+            ``transitions_keys`` in ``claims.json`` says (:data:`TRANSITIONS_KEYS`).
     """
 
     probe: str
@@ -357,6 +358,7 @@ class TrainingProbe:
             "margin": self.margin,
             "verdict": self.verdict.to_dict(),
             "transitions": {k: dict(v) for k, v in self.transitions.items()},
+            "transitions_keys": TRANSITIONS_KEYS,
         }
 
     @classmethod
@@ -370,6 +372,12 @@ class TrainingProbe:
             transitions={k: {s: int(n) for s, n in v.items()} for k, v in d["transitions"].items()},
             **{k: _est_or_empty(d.get(k)) for k in cls._ESTIMATES},
         )
+
+
+TRANSITIONS_KEYS = "transitions[trained state][base state] = questions"
+"""How a training claim's ``transitions`` reads, written beside it in ``claims.json``: the
+outer key is the state under the trained checkpoint, the inner key the state under the base
+(read the other way round it tells the reverse story)."""
 
 
 @dataclass(frozen=True)

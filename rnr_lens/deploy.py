@@ -21,19 +21,21 @@ from typing import Any
 
 import yaml
 
-from rnr_lens.answers import extractors_for, get_extractor, is_correct
+from rnr_lens.answers import extractors_for, get_extractor, is_correct_as
 from rnr_lens.errors import RnrLensError
 from rnr_lens.prompts import ChatPrompt, PromptLike
 from rnr_lens.records import short_hash
 from rnr_lens.tasks.core import Question, Scoring, Task
 from rnr_lens.untrusted import load_yaml, read_small
 
-CONFIG_VERSION = 3
-"""Version 3 made ``concluding-token`` the default extractor for numbers (a digit glued to a word
-states no answer), version 2 ``concluding-number``; a config of an earlier version that names
-no extractor meant that version's default and is read so (its hash stays what it was)."""
-READABLE_VERSIONS = (1, 2, 3)
-DEFAULT_EXTRACTOR = {1: "number", 2: "concluding-number", 3: "concluding-token"}
+CONFIG_VERSION = 4
+"""Version 4 made ``concluding-exact`` the default extractor for numbers (the concluding rule on
+every output: an operand of any unevaluated expression states no answer, and numbers are graded
+exactly; issue 54), version 3 ``concluding-token`` (a digit glued to a word states no answer),
+version 2 ``concluding-number``; a config of an earlier version that names no extractor meant
+that version's default and is read so (its hash stays what it was)."""
+READABLE_VERSIONS = (1, 2, 3, 4)
+DEFAULT_EXTRACTOR = {1: "number", 2: "concluding-number", 3: "concluding-token", 4: "concluding-exact"}
 """The numeric extractor each config version defaults to."""
 MAX_NEW_TOKENS = 8192
 """Longest generation budget a config may ask for (the model's context is checked per audit)."""
@@ -183,7 +185,7 @@ class DeploymentConfig:
         if self.harness:
             return self._scoring().grade(generated, question, reader)
         extracted = get_extractor(reader)(self.assistant_prefix + generated)
-        return extracted, is_correct(extracted, question.answer, answer_type)
+        return extracted, is_correct_as(reader, extracted, question.answer, answer_type)
 
     def _scoring(self) -> Scoring:
         if self.scoring is None:

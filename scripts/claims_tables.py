@@ -8,6 +8,7 @@ claim, one row per setting: its estimates with their 95% intervals as the report
 
     python scripts/claims_tables.py report/claims.json [--model smollm2] [--profile report/profile.json [--stages mine:]]
     python scripts/claims_tables.py report/claims.json --changes-from OLD/claims.json   # the verdicts that changed
+    python scripts/claims_tables.py --render   # the rendered sentences into README.md and docs/results.md
 """
 
 from __future__ import annotations
@@ -134,6 +135,106 @@ def ceiling_table(claims: Claims) -> str:
     return f"{table}\n\n{crossings}"
 
 
+def _ks(values: Sequence[int | None], none: str) -> str:
+    """Run-by-run k's as a sentence lists them ("5, 7 and 4"), ``none`` for a missing one."""
+    words = [none if v is None else f"{v:,}" for v in values]
+    if len(words) > 1 and len(set(words)) == 1:
+        return f"{words[0]} in each"
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _span(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
+    """A range of values as prose gives it ("4,014–8,557"; signed: "+0.12 to +0.15"), one
+    value alone."""
+    low, high = (fmt.format(v).replace("-", "−") for v in (min(values), max(values)))
+    return low if low == high else f"{low} to {high}" if "+" in fmt else f"{low}–{high}"
+
+
+def training_decided(claims: Claims) -> str:
+    """Where claim 3 is decided, as one sentence: how many of the comparisons, which verdicts,
+    and on which tasks, from the claims' verdicts (a count, a direction and the tasks it covers
+    are never written by hand)."""
+    rows = [(c.task, p.verdict.status) for c in claims.training for p in c.probes]
+    decided = [(task, status) for task, status in rows if status in ("support", "against")]
+    if not decided:
+        return f"claim 3 is decided in none of its {len(rows)} comparisons"
+    statuses = sorted({s for _, s in decided})
+    tasks = list(dict.fromkeys(task for task, _ in decided))
+    per_task = ", ".join(f"`{_task(t)}` {sum(1 for task, _ in decided if task == t)} of {sum(1 for task, _ in rows if task == t)}" for t in tasks)
+    verdict = f"all **{statuses[0]}**" if len(statuses) == 1 else " and ".join(f"{sum(1 for _, s in decided if s == st)} **{st}**" for st in statuses)
+    return f"claim 3 is decided in {len(decided)} of {len(rows)} comparisons, {verdict} ({per_task}; the rest unresolved or uninformative)"
+
+
+def ceiling_summary(claims: Claims) -> str:
+    """Claim 3 at large k over a grid's runs, one paragraph per task: whether trained stays
+    resolved above base, where the straight line in log k and each bounded model put the
+    crossing (the line's interval conditional on the line), what a measurement at the line's
+    zero would tell apart, and where base is first resolved above trained, pointwise and under a
+    simultaneous band."""
+    out = []
+    for task in dict.fromkeys(c.task for c in claims.ceiling):
+        runs = [c for c in claims.ceiling if c.task == task]
+        n, budget = len(runs), runs[0].budget
+        lead = [c for c in runs if c.crossing.lead is not None and c.crossing.point is None and c.crossing.tied is None]
+        head = f"on `{_task(task)}` ({runs[0].questions} questions, {n} run{'s' if n > 1 else ''}): "
+        said = []
+        if len(lead) == n:
+            stays = sum(c.crossing.not_excluded is None for c in runs)
+            said.append(f"the curves do not cross by k = {budget} in {n} of {n}, and trained stays resolved above base at every k in {stays} of {n}")
+            lines = [c.crossing for c in runs if c.crossing.extrapolated is not None]
+            if lines:
+                lows = [x.extrapolated_interval[0] for x in lines if x.extrapolated_interval is not None]
+                highs = [x.extrapolated_interval[1] for x in lines if x.extrapolated_interval is not None]
+                top = (
+                    f"{_span([h for h in highs if h is not None])}, or no upper end in {sum(h is None for h in highs)}"
+                    if None in highs
+                    else _span(highs)
+                )
+                said.append(
+                    f"a straight line in log k through the top three octaves reaches zero near k = {_span([x.extrapolated for x in lines])} "
+                    f"in {len(lines)} of {n}, an extrapolation, not a measurement (its bootstrap 95% intervals, conditional on the line "
+                    f"(sampling error only), run from {_span(lows)} at the low end to {top} at the high end)"
+                )
+            for name in dict.fromkeys(m.model for m in runs[0].crossing.models):
+                models = [m for c in runs for m in c.crossing.models if m.model == name]
+                crossing = [m.crossing for m in models]
+                ends = [m.interval for m in models if m.interval is not None]
+                spread = (
+                    f" (bootstrap 95% intervals from k = {_ks([e[0] for e in ends], 'none by 10^7')} to {_ks([e[1] for e in ends], 'none by 10^7')})"
+                    if ends
+                    else ""
+                )
+                where = (
+                    f"puts no crossing by k = 10^7 in {len(models)} of {n}"
+                    if all(k is None for k in crossing)
+                    else f"puts the crossing at k = {_ks(crossing, 'none by 10^7')}"
+                )
+                misfit = _span([m.misfit for m in models], "{:.2f}")
+                said.append(f"a {name} fit to each question's draws (within {misfit} of the observed curves) {where}{spread}, runs in order")
+                gaps = [m.gap_at_line for m in models if m.gap_at_line is not None]
+                if gaps and lines:
+                    told = sum(g.low > 0 or g.high < 0 for g in gaps)
+                    said.append(
+                        f"at the line's zero it puts the gap at {_span([g.value for g in gaps], '{:+.2f}')} (bootstrap 95% intervals within "
+                        f"{_span([min(g.low for g in gaps)], '{:+.2f}')} to {_span([max(g.high for g in gaps)], '{:+.2f}')}), so a "
+                        f"measurement there would tell it from the line's 0 in {told} of {len(gaps)} runs (where its interval excludes 0)"
+                    )
+        else:
+            never = sum(all(p.difference.resolved != "above" for p in c.curve) for c in runs)
+            said.append(f"trained is resolved above base at no k in {never} of {n}")
+            said.append(
+                f"base is first resolved above trained at k = {_ks([c.crossing.reversed for c in runs], 'none')} pointwise "
+                f"(runs in order), and at k = {_ks([c.crossing.reversed_band for c in runs], 'none')} under a simultaneous 95% band over k"
+            )
+            ends = [c.at(budget) for c in runs]
+            said.append(
+                f"at k = {budget} base reaches {_span([e.base.value for e in ends], '{:.2f}')} of the questions against "
+                f"{_span([e.trained.value for e in ends], '{:.2f}')} for trained"
+            )
+        out.append(head + "; ".join(said) + ".")
+    return " ".join(s[0].upper() + s[1:] for s in out)
+
+
 def profile_table(profile: dict[str, Any], stages: str = "") -> str:
     """Where a run's time went, from its ``profile.json``: each stage whose name starts with
     ``stages`` (all by default), slowest first, its seconds and the share of them in each inner
@@ -220,7 +321,29 @@ def changes_table(old: Claims, new: Claims) -> str:
     return _table(["claim", "model", "task", "before", "now", "the numbers it reads"], rows)
 
 
+def render() -> None:
+    """Write the sentences rendered from the committed claims into the marked blocks of
+    README.md and docs/results.md (the grid-seeds k = 128 summary, wrapped at 92 columns)."""
+    import re
+    import textwrap
+
+    seeds = Claims.from_dict(json.loads((ROOT / "assets" / "results" / "grid-seeds" / "claims.json").read_text()))
+    summary = ceiling_summary(seeds)
+    for page in (ROOT / "README.md", ROOT / "docs" / "results.md"):
+        text = page.read_text()
+
+        def fill(match: re.Match[str]) -> str:
+            indent = match.group(1)
+            wrapped = textwrap.fill(summary, width=92, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
+            return f"{indent}<!-- ceiling-summary -->\n{wrapped}\n{indent}<!-- /ceiling-summary -->"
+
+        page.write_text(re.sub(r"( *)<!-- ceiling-summary -->.*?<!-- /ceiling-summary -->", fill, text, flags=re.S))
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--render"]:
+        render()
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("claims", type=Path)
     parser.add_argument("--model", default="", help="only settings whose model name contains this")

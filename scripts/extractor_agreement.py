@@ -112,7 +112,24 @@ def markdown(rows: list[dict]) -> str:
     ]
     for group, members in sorted(groups.items()):
         lines.append(f"| {group} | {len(members)} | " + " | ".join(agreement(members, name).text() for name, _ in ranking(rows)) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines + ["", differences(rows, "concluding-exact", "concluding-token")])
+
+
+def differences(rows: list[dict], new: str, old: str) -> str:
+    """One sentence: where reader ``new`` reads the collected outputs differently from ``old``,
+    and which of the two the person agreed with there."""
+    differ = [r for r in rows if EXTRACTORS[new](r["text"]) != EXTRACTORS[old](r["text"])]
+    read = [r for r in differ if r["labelled"]]
+    with_new = sum(EXTRACTORS[new](r["text"]) == r["reading"] for r in read)
+    with_old = sum(EXTRACTORS[old](r["text"]) == r["reading"] for r in read)
+    shown = "; ".join(
+        f'"{r["text"].strip()[:60]}" (`{old}` {EXTRACTORS[old](r["text"])}, `{new}` {EXTRACTORS[new](r["text"])}, the person {r["reading"]})'
+        for r in differ
+    )
+    return (
+        f"`{new}` reads {len(differ)} of the {len(rows)} collected outputs differently from `{old}`; "
+        f"the person read {len(read)} of them, agreeing with `{new}` on {with_new} and with `{old}` on {with_old}" + (f": {shown}." if shown else ".")
+    )
 
 
 def load_labels(path: Path) -> list[dict]:

@@ -2,12 +2,13 @@
 and on the equivalences the field relies on."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from rnr_lens import RnrLensError
-from rnr_lens.answers import EXTRACTORS, canonical_gold, canonical_number, get_extractor, is_correct
+from rnr_lens.answers import EXTRACTORS, canonical_gold, canonical_number, get_extractor, is_correct, is_correct_as
 
 FIXTURES = json.loads((Path(__file__).parent / "fixtures" / "smollm2_outputs.json").read_text())
 CASES = [(f["label"], f["prefix"] + f["output"], name, want) for f in FIXTURES for name, want in f["expected"].items() if name in EXTRACTORS]
@@ -122,10 +123,85 @@ def test_concluding_token_reads_only_numbers_that_stand_alone(text, expected):
     assert get_extractor("concluding-token")(text) == expected
 
 
-def test_the_default_numeric_extractor_is_the_measured_best():
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # issue 54: concluding-token's readings that departed from its documented rule
+        ("The answer is 12 * 36 / 3 = 48 / 3", None),  # a division, not 16
+        ("The answer is 20/20.", None),  # not 1
+        ("The answer is 6, which is the result of 5 multiplied by 5.", None),  # not 5
+        ("The answer is 18 divided by 0", None),  # not 18
+        ("The answer is 8 minus 1", None),
+        ("The answer is 10 times 2", None),
+        ("The answer is 5 over 3", None),
+        ("The answer is 5 x 3", None),
+        ("The answer is 9+(-3)", None),  # not 9
+        ("The answer is 3*-0.", None),  # not 3
+        ("The answer is 2^11", None),  # not 2
+        ("The answer is 3 ** 2", None),
+        ("The answer is 7 ÷ 2", None),
+        ("The answer is (3 + 4).", None),
+        ("5 + 3", None),  # no marker: the last number closes an expression
+        ("He ran 3 times 4 laps", None),
+        ("The answer is (2) + 3.", None),  # a bracketed operand is an operand (an independent review)
+        ("The answer is [4] * 2", None),
+        ("The answer is - 5.", None),  # a detached sign: not guessed onto the number, not dropped
+        ("The answer is minus 5.", None),
+        ("The answer is −5.", "-5"),  # a typographic minus is the number's sign
+        ("The answer is 2 - 3 = -1.", "-1"),
+        # what it still reads
+        ("The answer is 7 + 6 = 13.", "13"),
+        ("The answer is 2 + 3 = 5. Sam has 9.", "5"),
+        ("The answer is 2 * 3 = 6 apples", "6"),
+        ("The answer is -5.", "-5"),
+        ("The answer is $1,234.50.", "1234.5"),
+        ("The answer is 16.0.", "16"),
+        ("The answer is 10/9 = 1.111111111.", "1.111111111"),  # as written, not 1.11111
+        ("The answer is 0.00000020.", "0.0000002"),  # not 2e-07
+        ("The answer is 1.00000000000000000000000000001.", "1.00000000000000000000000000001"),  # no decimal context rounds it
+        ("The answer is 12345678901234567890123456789.5.", "12345678901234567890123456789.5"),
+        ("The answer is -0.0.", "0"),
+        ("He has 5 apples", "5"),
+        ("No It ClThe UnSEENTIFICTheIBS =Thes1", None),  # concluding-token's tokens
+        ("The answer is 1.25x.", None),
+        ("The answer is5", None),
+    ],
+)
+def test_concluding_exact_reads_no_operand_as_an_answer(text, expected):
+    assert get_extractor("concluding-exact")(text) == expected
+
+
+@pytest.mark.parametrize(
+    "read, gold, correct",
+    [
+        ("0.0000002", "0", False),  # is_correct's 1e-6 tolerance counted 2e-07 as 0
+        ("16", "16.0", True),
+        ("0.75", "3/4", True),  # a gold fraction is its exact value
+        ("0.333333", "1/3", False),
+        ("1234.5", "$1,234.50", True),
+        ("1.111111111", "1.11111", False),
+        ("1.00000000000000000000000000001", "1", False),
+        ("-5", "−5", True),
+        (None, "3", False),
+    ],
+)
+def test_concluding_exact_grades_numbers_exactly(read, gold, correct):
+    assert is_correct_as("concluding-exact", read, gold, "number") is correct
+
+
+def test_every_other_reader_keeps_its_tolerance():
+    """A name fixes what it computes: concluding-token's answers are graded within 1e-6, as
+    every audit that names it was."""
+    assert is_correct_as("concluding-token", "2e-07", "0", "number") and is_correct("2e-07", "0", "number")
+    assert get_extractor("concluding-token")("The answer is 10/9 = 1.111111111.") == "1.11111"
+
+
+def test_the_default_numeric_extractor_reads_as_the_person_did_but_for_its_rule():
     """docs/extractors.md shows the table scripts/extractor_agreement.py prints from the
-    labelled outputs, and the default numeric extractor is the one that agrees most with the
-    person where the extractors disagree."""
+    labelled outputs. The default numeric extractor was the one that agrees most with the
+    person where the extractors disagree; since version 4 it is the one that follows its own
+    rule, and it departs from the best measured only where that rule reads a fraction as an
+    unevaluated division."""
     import importlib.util
 
     from rnr_lens.deploy import DeploymentConfig
@@ -138,7 +214,14 @@ def test_the_default_numeric_extractor_is_the_measured_best():
     assert sum(r["stratum"] == "contested" for r in rows) == sum(r["labelled"] for r in rows if r["stratum"] == "contested"), (
         "every contested output read"
     )
-    assert DeploymentConfig.default_for("number").extractor == script.ranking(rows)[0][0]
+    default, best = DeploymentConfig.default_for("number").extractor, script.ranking(rows)[0][0]
+    # issue 54: the default follows its documented rule, where a bare a/b is a division; where
+    # the measured best reads otherwise, the text concludes with a fraction, and nowhere else
+    # does the best agree with the person where the default does not
+    worse = [r["text"] for r in rows if r["labelled"] and EXTRACTORS[best](r["text"]) == r["reading"] != EXTRACTORS[default](r["text"])]
+    assert all(re.search(r"\d\s*/\s*\d", text) for text in worse), worse
+    contested = [r for r in rows if r["stratum"] == "contested"]
+    assert script.agreement(contested, default).high >= script.agreement(contested, best).value, "within the best's sampling error"
     page = (root / "docs" / "extractors.md").read_text()
     shown = page.split("<!-- agreement -->\n", 1)[1].split("\n<!-- /agreement -->", 1)[0]
     assert shown == script.markdown(rows), "rerun: python scripts/extractor_agreement.py table, and paste it into docs/extractors.md"

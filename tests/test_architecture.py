@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "dapo",
             "phases",
             "provenance",
+            "passk_models",
             "ceiling",
         ],
     ),

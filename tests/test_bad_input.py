@@ -205,4 +205,4 @@ def test_resume_under_another_config_names_the_fields(tiny_folder, tmp_path, cap
     capsys.readouterr()
     assert main(["audit", "--model", str(tiny_folder), "--limit", "2", "--out", db, "--resume"]) == 2
     err = capsys.readouterr().err
-    assert "extractor 'number' there, 'concluding-token' now" in err and "version 1 there, 3 now" in err, err
+    assert "extractor 'number' there, 'concluding-exact' now" in err and "version 1 there, 4 now" in err, err

@@ -54,7 +54,10 @@ def test_a_rarely_reaching_base_overtakes_an_often_reaching_trained_model():
     assert crossing.extrapolated is None, "the curves cross: nothing to extrapolate"
     assert crossing.lead == 1 and crossing.tied is None
     text = crossing.text()
-    assert f"cross at k = {crossing.point}" in text and f"first resolved above trained at k = {crossing.reversed} (pointwise)" in text
+    assert f"cross at k = {crossing.point}" in text and f"first resolved above trained at k = {crossing.reversed} (pointwise, " in text
+    # the simultaneous band over k resolves the reversal too, here later than the pointwise scan
+    assert crossing.reversed_band is not None and crossing.reversed_band >= crossing.reversed
+    assert f"k = {crossing.reversed_band} under a simultaneous 95% band over k" in text
     # the same data, the same seed: the same interval
     assert find_crossing(base, trained, points, prompts).point_interval == crossing.point_interval
 
@@ -97,7 +100,7 @@ def test_no_crossing_by_the_budget_says_where_the_trend_points():
     assert "do not cross by k = 128" in crossing.text() and "extrapolated" in crossing.text()
     low, high = crossing.extrapolated_interval  # each resample's own line: the guess's spread
     assert low < crossing.extrapolated and (high is None or crossing.extrapolated < high)
-    assert f"(extrapolated; bootstrap 95%: {low:,.0f} to " in crossing.text()
+    assert f"(extrapolated, conditional on the line (sampling error only); bootstrap 95%: {low:,.0f} to " in crossing.text()
     # identical curves: trained never leads, so nothing crosses, and base >= trained is not excluded at once
     same = find_crossing(base, base, curve_points(base, base, prompts), prompts)
     assert (same.lead, same.not_excluded, same.point, same.tied, same.reversed, same.extrapolated) == (None, 1, None, None, None, None)
@@ -146,7 +149,10 @@ def test_the_crossings_text_names_ends_beyond_the_budget():
     x = Crossing(lead=1, not_excluded=90, reversed=None, point=120, tied=None, point_interval=(None, None), extrapolated=None, budget=K)
     assert "bootstrap 95%: >128 to >128" in x.text() and "never resolved above" in x.text()
     far = Crossing(lead=1, not_excluded=None, reversed=None, point=None, tied=None, point_interval=None, extrapolated=3.2e9, budget=K)
-    assert "near k = 3.2e+09 (extrapolated)" in far.text() and "stays resolved above base at every k up to 128" in far.text()
+    assert (
+        "near k = 3.2e+09 (extrapolated, conditional on the line (sampling error only))" in far.text()
+        and "stays resolved above base at every k up to 128" in far.text()
+    )
 
 
 def test_at_the_budget_the_difference_is_exact_mcnemar():

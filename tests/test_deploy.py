@@ -58,15 +58,17 @@ def test_bad_config_file(tmp_path):
 
 
 def test_earlier_config_versions_read_as_they_always_did():
-    """Versions 2 and 3 changed the default extractor; a file of an earlier version that names
+    """Versions 2, 3 and 4 changed the default extractor; a file of an earlier version that names
     none meant its own default. Parity: each keeps the hash old stores hold (494b6cc75e41221e,
-    the README's example audit under version 1; bb23c11aa238eaee under version 2), so resuming
-    them still finds them."""
+    the README's example audit under version 1; bb23c11aa238eaee under version 2;
+    96c082f09104ef35, the committed grids', under version 3), so resuming them still finds them."""
     old = DeploymentConfig.from_dict({"version": 1})
     assert old.extractor == "number" and old.hash() == "494b6cc75e41221e"
     two = DeploymentConfig.from_dict({"version": 2})
     assert two.extractor == "concluding-number" and two.hash() == "bb23c11aa238eaee"
-    assert DeploymentConfig.from_dict({}).extractor == "concluding-token"
+    three = DeploymentConfig.from_dict({"version": 3})
+    assert three.extractor == "concluding-token" and three.hash() == "96c082f09104ef35"
+    assert DeploymentConfig.from_dict({}).extractor == "concluding-exact"
     assert DeploymentConfig.from_json(old.to_json()) == old and DeploymentConfig.from_json(two.to_json()) == two
     with pytest.raises(RnrLensError, match="version must be one of"):
-        DeploymentConfig.from_dict({"version": 4})
+        DeploymentConfig.from_dict({"version": 5})

@@ -60,7 +60,10 @@ def record(model: Any, n_questions: int) -> dict[str, Any]:
     from rnr_lens.probes import parse_probe
 
     task = R.tasks.get("add-small", n=n_questions, seed=0)
-    config = R.DeploymentConfig.default_for("number").with_(max_new_tokens=8)
+    # recorded under config version 3, and kept there: the reader is part of what a try's
+    # answer (and reward=oracle's search) computes, so version 4's reader (issue 54) would be
+    # another record; the probes' own rules are what this guards
+    config = R.DeploymentConfig.default_for("number").with_(max_new_tokens=8, extractor="concluding-token", version=3)
     with tempfile.TemporaryDirectory() as tmp:
         result = R.audit(model, task, list(SPECS), config, store=Path(tmp) / "golden.db", seed=0, progress=False)
         tries = result.tries

@@ -57,6 +57,32 @@ def test_the_results_page_grid_tables_are_the_committed_claims():
             assert tables.profile_table(json.loads(profile.read_text())) in readme, f"{profile}: time per stage"
 
 
+def test_sentences_about_results_are_rendered_from_the_committed_claims():
+    """Issue 54: a sentence that states a count, a direction or which tasks a statement covers
+    is printed from claims.json by scripts/claims_tables.py, not written by hand (the deep
+    grid's "against wherever it is decided (5 of 9)" covered a task DAPO never trained on; the
+    README's extrapolation interval was misrounded)."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    page, readme = RESULTS_PAGE.read_text(), (REPO / "README.md").read_text()
+
+    def claims(grid):
+        return tables.Claims.from_dict(json.loads((REPO / "assets" / "results" / grid / "claims.json").read_text()))
+
+    deep = tables.training_decided(claims("grid-deep"))
+    assert deep in readme and deep in page
+    summary = tables.ceiling_summary(claims("grid-seeds"))
+    for text in (readme, page):
+        blocks = text.split("<!-- ceiling-summary -->")[1:]
+        assert blocks, "the k = 128 summary is marked <!-- ceiling-summary --> ... <!-- /ceiling-summary -->"
+        for block in blocks:
+            assert " ".join(block.split("<!-- /ceiling-summary -->")[0].split()) == summary, "rerun scripts/claims_tables.py --render"
+
+
 def test_the_results_say_which_committed_claims_are_an_earlier_rules_version():
     """A claims.json decided by other verdict rules than the code's is named as such in the
     results page, and the README's summary says so too (guards against old verdicts read as
