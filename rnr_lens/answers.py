@@ -110,6 +110,15 @@ _CONCLUSION_RE = re.compile(r"=|\b(?:is|equals|answer\s*:)(?![A-Za-z])", re.IGNO
 _OPERATOR_NEXT_RE = re.compile(r"\s*(?:[-+*×÷x]|\bplus\b|\bminus\b|\btimes\b)\s*\$?\d", re.IGNORECASE)
 
 
+def _first_sentence(text: str) -> tuple[str, list[re.Match[str]]]:
+    """The answer's first sentence (up to a full stop that is not a decimal point, ``!``, ``?``
+    or a line break) and its conclusion markers, in order: what the concluding readers read."""
+    body = text.lstrip()
+    end = _SENTENCE_END_RE.search(body)
+    sentence = body[: end.start()] if end else body
+    return sentence, list(_CONCLUSION_RE.finditer(sentence))
+
+
 def _glued(text: str, start: int, end: int) -> bool:
     """Is the number at ``text[start:end]`` glued to a letter ("Thes1", "H2O", "5th", "1.25x")?"""
     return (start > 0 and text[start - 1].isalpha()) or (end < len(text) and text[end].isalpha())
@@ -179,10 +188,7 @@ def extract_concluding_exact(text: str) -> str | None:
         >>> [extract_concluding_exact(t) for t in ("The answer is 12 * 36 / 3 = 48 / 3.", "The answer is 5 multiplied by 5.", "The answer is 10/9 = 1.111111111.")]
         [None, None, '1.111111111']
     """
-    body = text.lstrip()
-    end = _SENTENCE_END_RE.search(body)
-    sentence = body[: end.start()] if end else body
-    markers = list(_CONCLUSION_RE.finditer(sentence))
+    sentence, markers = _first_sentence(text)
     start = markers[-1].end() if markers else 0
     found = [m for m in _EXACT_NUMBER_RE.finditer(sentence, start) if not _glued(sentence, m.start(), m.end())]
     if markers:
@@ -203,10 +209,16 @@ def extract_concluding_exact(text: str) -> str | None:
     return exact_number(chosen.group())
 
 
+def _exact_text(text: str) -> str:
+    """A numeral without its currency sign, separators, spaces and closing full stop, a
+    typographic minus as ``-``: what ``concluding-exact`` reads and grades."""
+    return text.strip().replace("$", "").replace(",", "").replace(" ", "").replace("−", "-").rstrip(".")
+
+
 def exact_number(text: str) -> str | None:
     """A decimal numeral as written, exactly: ``'$1,234.50'`` -> ``'1234.5'``, ``'7.'`` ->
     ``'7'``, ``'0.0000002'`` -> ``'0.0000002'``; None for anything but an integer or decimal."""
-    cleaned = text.strip().replace("$", "").replace(",", "").replace(" ", "").replace("−", "-").rstrip(".")
+    cleaned = _exact_text(text)
     match = re.fullmatch(r"(-?)(\d+)(?:\.(\d+))?", cleaned)
     if match is None:
         return None
@@ -217,10 +229,7 @@ def exact_number(text: str) -> str | None:
 
 
 def _concluding(text: str, *, tokens: bool) -> str | None:
-    body = text.lstrip()
-    end = _SENTENCE_END_RE.search(body)
-    sentence = body[: end.start()] if end else body
-    markers = list(_CONCLUSION_RE.finditer(sentence))
+    sentence, markers = _first_sentence(text)
     if not markers:
         found_all = [m for m in _NUMBER_RE.finditer(sentence) if not (tokens and _glued(sentence, m.start(), m.end()))]
         numbers = [v for v in (canonical_number(m.group()) for m in found_all) if v is not None]
@@ -367,7 +376,7 @@ def is_correct_exact(extracted: str | None, gold: str) -> bool:
     if extracted is None:
         return False
     try:
-        want = Fraction(str(gold).strip().replace("$", "").replace(",", "").replace(" ", "").replace("−", "-").rstrip("."))
+        want = Fraction(_exact_text(str(gold)))
         return Fraction(extracted) == want
     except (ValueError, ZeroDivisionError):
         return False

@@ -297,23 +297,25 @@ def model_crossings(
     given, each resample refitted for the crossing's interval and the gap at ``line_zero``."""
     budget = draws_base.shape[1]
     ks = np.arange(1, budget + 1)
+    # each curve's distinct counts of correct draws, how many questions have each, and (per
+    # resample) how often those questions are drawn: the same for every model
+    curves = []
+    for draws in (draws_base, draws_trained):
+        values, codes = np.unique(draws.sum(1), return_inverse=True)
+        resampled = None
+        if multiplicities is not None:
+            resampled = np.zeros((len(multiplicities), len(values)))
+            for j in range(len(values)):
+                resampled[:, j] = multiplicities[:, codes == j].sum(1)
+        curves.append((values.astype(float), np.bincount(codes).astype(float), resampled))
     out = []
     for model in MODELS:
-        fits = []
-        for draws in (draws_base, draws_trained):
-            values, codes = np.unique(draws.sum(1), return_inverse=True)
-            fits.append((values.astype(float), codes, fit(values.astype(float), budget, np.bincount(codes).astype(float), model)))
-        (_, _, fb), (_, _, ft) = fits
+        fb, ft = (fit(values, budget, weights, model) for values, weights, _ in curves)
         misfit = max(float(np.abs(fb.pass_at(ks) - observed_base).max()), float(np.abs(ft.pass_at(ks) - observed_trained).max()))
         crossing = int(first_crossing([fb], [ft], tie)[0])
         interval, gap = None, None
         if multiplicities is not None:
-            refits = []
-            for values, codes, whole in fits:
-                weights = np.zeros((len(multiplicities), len(values)))
-                for j in range(len(values)):
-                    weights[:, j] = multiplicities[:, codes == j].sum(1)
-                refits.append(fit_many(values, budget, weights, model, start=whole))
+            refits = [fit_many(values, budget, resampled, model, start=whole) for (values, _, resampled), whole in zip(curves, (fb, ft))]
             hits = first_crossing(refits[0], refits[1], tie)
             low, high = (int(v) for v in np.quantile(hits, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf"))
             interval = (_round_k(low) if low <= HORIZON else None, _round_k(high) if high <= HORIZON else None)
