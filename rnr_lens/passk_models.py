@@ -302,9 +302,8 @@ def model_crossings(
     curves = []
     for draws in (draws_base, draws_trained):
         values, codes = np.unique(draws.sum(1), return_inverse=True)
-        resampled = None
+        resampled = np.zeros((0 if multiplicities is None else len(multiplicities), len(values)))
         if multiplicities is not None:
-            resampled = np.zeros((len(multiplicities), len(values)))
             for j in range(len(values)):
                 resampled[:, j] = multiplicities[:, codes == j].sum(1)
         curves.append((values.astype(float), np.bincount(codes).astype(float), resampled))
