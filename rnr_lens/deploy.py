@@ -187,6 +187,13 @@ class DeploymentConfig:
         extracted = get_extractor(reader)(self.assistant_prefix + generated)
         return extracted, is_correct_as(reader, extracted, question.answer, answer_type)
 
+    def generation(self) -> dict[str, Any]:
+        """The fields that decide what the model generates: all but the reader (``extractor``,
+        and ``version``, which only names the default reader). Two configs that agree here give
+        the same tries' texts, so a try's text can be re-read under either
+        (:mod:`rnr_lens.regrade`)."""
+        return {k: v for k, v in self.to_dict().items() if k not in ("extractor", "version")}
+
     def _scoring(self) -> Scoring:
         if self.scoring is None:
             raise RnrLensError(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -541,6 +542,23 @@ class SweepKey:
         """The name prefix every shard of this key's evaluation shares."""
         return f"{replace(self, shard=None)}{_SHARD_SEP}"
 
+    @classmethod
+    def parse(cls, name: str) -> SweepKey:
+        """The key ``str(key)`` printed (the inverse of ``str``). The model and config are
+        hashes; the reference (quoted prompt text) may hold slashes, the ablation never does.
+
+        Example:
+            >>> k = SweepKey("report", "7de65c068feb8c71", "96c082f09104ef35", "[]", "mlp4:zero")
+            >>> SweepKey.parse(str(k)) == k
+            True
+        """
+        whole, sep, shard = name.partition(_SHARD_SEP)
+        found = _KEY.fullmatch(whole)
+        if found is None:
+            raise RnrLensError(f"{name!r} is not a sweep evaluation's name (sweep/SET/MODEL/CONFIG/REFERENCE/ABLATION)")
+        failure_set, model, config, reference, ablation = found.groups()
+        return cls(failure_set, model, config, reference, ablation, Shard.parse(shard) if sep else None)
+
     @staticmethod
     def shard_of(name: str) -> Shard:
         """The shard a stored shard evaluation's name ends with."""
@@ -548,6 +566,7 @@ class SweepKey:
 
 
 _SHARD_SEP = "/shard "
+_KEY = re.compile(r"sweep/(.+?)/([0-9a-f]{16})/([0-9a-f]{16})/(.*)/([^/]+)", re.DOTALL)
 
 
 def _stored_evaluation(

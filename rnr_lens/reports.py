@@ -66,6 +66,8 @@ from rnr_lens.phases import phase
 from rnr_lens.probes import parse_probe
 from rnr_lens.provenance import Provenance, RunSpan, Weights
 from rnr_lens.records import reachable_column
+from rnr_lens.regrade import REGRADING_FILE, Regrading
+from rnr_lens.regrade import regrade as regrade_document
 from rnr_lens.results import FORMAT_MISS_WARN, AuditResult
 from rnr_lens.routes import Route
 from rnr_lens.stats import Estimate, paired_difference, rate
@@ -268,6 +270,8 @@ class Report:
     claims: Claims
     store: Path
     files: dict[str, Path] = field(default_factory=dict)
+    regrading: Regrading | None = None
+    """What a re-graded re-derivation moved (:func:`rederive` with ``regrade``)."""
 
 
 def _load_task(spec: str, grid: Grid, trust_code: bool = False) -> Any:
@@ -636,6 +640,40 @@ def report(
     return Report(run.stage_done(), out / "runs.db", run.draft.files)
 
 
+def mine_again(out: str | Path, *, progress: bool = True) -> Report:
+    """Mine every setting of the report in ``out`` that was audited but not mined: the stages
+    :func:`rederive` with ``regrade`` dropped. Only those settings' models are loaded (each
+    checked to be the audited weights), every kept evaluation is read back instead of
+    generated, and the claims and evidence are written again, with this run in the provenance.
+
+    Example:
+        >>> r = mine_again("regraded/grid-default")  # doctest: +SKIP
+    """
+    from rnr_lens import evidence as evidence_
+    from rnr_lens.models import load_model
+
+    out = Path(out)
+    if not (out / "runs.db").is_file():
+        raise RnrLensError(f"{out} holds no report store (runs.db); give the --out folder of a report or a re-derivation")
+    store = RunStore(out / "runs.db")
+    try:
+        manifest = evidence_.Manifest.load(store)
+        if manifest is None:
+            raise RnrLensError(f"{out / 'runs.db'} holds no report (no manifest); give the --out folder of a report or a re-derivation")
+        grid = Grid.from_dict(manifest.grid)
+        run = _ReportRun(grid, store, _report_files(out))
+        pending = [r for r in run.manifest.settings if not r.done(grid.mines(r.model))]
+        for spec in dict.fromkeys(r.model for r in pending):
+            with phase("load model"):
+                model = load_model(spec)
+            for record in (r for r in pending if r.model == spec):
+                run.finish_setting(spec, record.task, model, model, AuditResult.load(store, record.audit), progress)
+            del model
+        return Report(run.stage_done(), out / "runs.db", run.draft.files)
+    finally:
+        store.close()
+
+
 def _ceiling_order(grid: Grid) -> list[str]:
     """The models the ceiling audits (every model of a trained pair), in the report's run order."""
     members = {m for p in grid.pairs for m in p.values()}
@@ -770,12 +808,18 @@ def _check_same_grid(recorded: Mapping[str, Any], grid: Grid, what: str, fix: st
         raise RnrLensError(f"{what} (its {k} is {recorded.get(k)!r}, this grid's {here.get(k)!r}); {fix}")
 
 
-def rederive(evidence: str | Path, out: str | Path) -> Report:
+def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | DeploymentConfig = False) -> Report:
     """Re-derive a report from its evidence alone (no model, no task file): the store rebuilt
     into ``out/runs.db`` (``out`` must hold no store yet), then every finished setting's claims
     derived from it as the run derived them, and ``claims.json`` and ``report.html`` written
     (byte for byte the run's own under the same rules and code). The evidence is copied beside
     them, so ``out`` is a whole report folder; on any error nothing is left in ``out``.
+
+    ``regrade``: read every try again first (:func:`rnr_lens.regrade.regrade`), under this
+    config or (True) each task's default today; the re-reading joins the provenance as a run
+    (its code and machine), the re-graded evidence is written in place of the copy, and
+    ``regrading.json`` says what moved and which mined stages must be mined again
+    (:func:`mine_again`).
 
     Example:
         >>> r = rederive("assets/results/grid-default/evidence.json.gz", "rederived")  # doctest: +SKIP
@@ -787,24 +831,35 @@ def rederive(evidence: str | Path, out: str | Path) -> Report:
 
     out = Path(out)
     document = evidence_.read(evidence)
+    regrading = None
+    if regrade is not False:
+        regrading = regrade_document(document, None if regrade is True else regrade)
+        recorded = Provenance.from_dict(regrading.document["manifest"].get("provenance", {}))
+        provenance = recorded.with_run(RunSpan.begin().touched()).to_dict()
+        document = {**regrading.document, "manifest": {**regrading.document["manifest"], "provenance": provenance}}  # the re-reading is a run: its code and machine
     files = _report_files(out)
-    same = files["evidence"].exists() and files["evidence"].resolve() == Path(evidence).resolve()
+    same = regrading is None and files["evidence"].exists() and files["evidence"].resolve() == Path(evidence).resolve()
     store_files = (out / "runs.db", Path(f"{out / 'runs.db'}-wal"), Path(f"{out / 'runs.db'}-shm"), lock_file(out / "runs.db"))
-    for path in (*store_files, *files.values()):
+    written = (files["claims"], files["html"], *((files["evidence"], out / REGRADING_FILE) if regrading is not None else ()))
+    for path in (*store_files, *files.values(), *written):
         if (path.exists() or path.is_symlink()) and not (path == files["evidence"] and same):
             raise RnrLensError(f"{path} already exists; re-derive into a new --out folder")
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    made = [*store_files, files["claims"], files["html"]]
+    made = [*store_files, *written]
     try:
         manifest = evidence_.rebuild(document, out / "runs.db", source=str(evidence))
         store = RunStore(out / "runs.db", mode="read")
         try:
             draft = _derived(manifest, store, files)
+            if regrading is not None:
+                evidence_.write(store, manifest, files["evidence"])
         finally:
             store.close()
         claims = draft.write(manifest.provenance)
-        if not same:
+        if regrading is not None:
+            write_atomic(out / REGRADING_FILE, (json.dumps(regrading.to_dict(), indent=1) + "\n").encode())
+        elif not same:
             write_atomic(files["evidence"], Path(evidence).read_bytes())
     except BaseException as exc:
         for path in made:
@@ -817,7 +872,7 @@ def rederive(evidence: str | Path, out: str | Path) -> Report:
                 f"{evidence} could not be re-derived ({type(exc).__name__}: {quoted(str(exc))}); it is damaged or was not written by rnr_lens"
             ) from None
         raise
-    return Report(claims, out / "runs.db", files)
+    return Report(claims, out / "runs.db", files, regrading)
 
 
 def _derived(manifest: Any, store: RunStore, files: dict[str, Path]) -> _Draft:

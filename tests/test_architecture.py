@@ -47,7 +47,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("questions", ["tasks", "deploy"]),
     ("store", ["store", "evidence"]),
     ("measurement", ["selectors", "probes", "results", "audits", "formats", "attribution", "checkpoints", "training"]),
-    ("analysis", ["comparison", "failures", "executors", "miner"]),
+    ("analysis", ["comparison", "failures", "executors", "miner", "regrade"]),
     ("people", ["viz_export", "viz", "report_page", "reports", "widgets", "cli"]),
 ]
 

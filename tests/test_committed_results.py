@@ -43,3 +43,24 @@ def test_a_committed_claims_json_rederives_from_its_evidence(folder, tmp_path):
         f"'rnr-lens report --from-evidence {evidence} --out DIR' and commit DIR/claims.json (after a rule change, with the README's tables)"
     )
     assert rederived.claims.provenance is not None and rederived.claims.provenance.models, "provenance names the weights"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
+def test_every_committed_try_reads_as_its_config_reads_it(folder):
+    """Issue 54's referee: every stored answer and correctness flag (tries and kept sweep
+    evaluations) is what the audit's own config reads from the stored text today, so a reader
+    changed without a new name, or evidence never re-graded after one, fails here."""
+    from rnr_lens.deploy import DeploymentConfig
+    from rnr_lens.evidence import read
+    from rnr_lens.regrade import regrade
+
+    document = read(folder / EVIDENCE_FILE)
+    own = [a for a in document["audits"] if not DeploymentConfig.from_json(a["audit"]["config_json"]).harness]
+    for payload in own:  # each audit under its recorded config (a harness's task is read by its harness: lm-eval-parity)
+        again = regrade(
+            {**document, "audits": [payload], "manifest": {**document["manifest"], "settings": []}},
+            DeploymentConfig.from_json(payload["audit"]["config_json"]),
+        )
+        (moved,) = again.audits
+        assert moved.readings_changed == moved.correct_changed == 0 and moved.mined != "dropped", f"{folder.name}: {moved}"

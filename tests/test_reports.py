@@ -10,8 +10,11 @@ import yaml
 
 import rnr_lens as R
 from rnr_lens.cli import main
+from rnr_lens.evidence import Manifest
 from rnr_lens.reports import Grid
 from rnr_lens.store import RunStore
+
+READER = "concluding-exact"
 
 
 @pytest.fixture(scope="module")
@@ -545,3 +548,54 @@ def test_a_page_rendered_from_a_strangers_evidence_holds_no_raw_script(tmp_path)
     page = report.files["html"].read_text()
     assert page.count("&lt;script&gt;alert(") >= 2, "the names are on the page, escaped"
     assert "<script>alert(" not in page
+
+
+@pytest.mark.slow
+def test_a_report_regraded_without_a_model_then_mined_again_with_only_the_models_it_needs(first_report, grid_file, tmp_path, capsys, monkeypatch):
+    """Issue 54's re-grading path: ``--regrade`` reads every try of the evidence again under
+    another reader with no model loadable (new config, new ids, what moved in regrading.json,
+    the mined stages whose failure set moved dropped), and ``--mine-again`` mines those with
+    only the models whose settings need it; the folder then re-derives from its evidence."""
+    from rnr_lens import models
+
+    out, _, _ = first_report
+    config = tmp_path / "reader.yaml"
+    R.DeploymentConfig(extractor=READER).save(config)
+    real_load = models.load_model
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("re-grading loaded a model"))
+    folder = tmp_path / "regraded"
+    assert main(["report", "--from-evidence", str(out / "evidence.json.gz"), "--regrade", str(config), "--out", str(folder)]) == 0
+    printed = capsys.readouterr().out
+    moved = json.loads((folder / "regrading.json").read_text())["audits"]
+    claims = json.loads((folder / "claims.json").read_text())
+    assert list(claims["configs"]) == [R.DeploymentConfig.load(config).hash()] and len(claims["provenance"]["runs"]) == 2
+    assert sum(a["correct_changed"] for a in moved) > 0 and printed.count("re-graded: ") >= len(moved)
+    dropped = [a for a in moved if a["mined"] == "dropped"]
+    assert dropped, "the new reader moves a try that chose the add-small failure set"
+    assert all(a["new_id"] != a["old_id"] for a in moved) and "--mine-again" in printed
+    store = RunStore(folder / "runs.db", mode="read")
+    assert all(store.get_artifact(a["new_id"], "failure_set", "report") is None for a in dropped)
+    store.close()
+    loaded = []
+    monkeypatch.setattr(models, "load_model", lambda spec, *a, **k: loaded.append(spec) or real_load(spec, *a, **k))
+    assert main(["report", "--mine-again", "--out", str(folder)]) == 0
+    assert loaded == [str(grid_file.parent / "base")], "only the model whose setting was dropped is loaded"
+    manifest = Manifest.load(RunStore(folder / "runs.db", mode="read"))
+    assert all("mined" in s.stages for s in manifest.settings if s.model == str(grid_file.parent / "base"))
+    assert len(json.loads((folder / "claims.json").read_text())["provenance"]["runs"]) == 3
+    loaded.clear()
+    assert main(["report", "--mine-again", "--out", str(folder)]) == 0 and loaded == [], "nothing left to mine loads nothing"
+    capsys.readouterr()
+    assert main(["report", "--from-evidence", str(folder / "evidence.json.gz"), "--out", str(tmp_path / "referee")]) == 0
+    assert (tmp_path / "referee" / "claims.json").read_bytes() == (folder / "claims.json").read_bytes()
+    # refusals: one line, exit 2, nothing written
+    R.DeploymentConfig(extractor=READER, max_new_tokens=5).save(tmp_path / "longer.yaml")
+    assert (
+        main(["report", "--from-evidence", str(out / "evidence.json.gz"), "--regrade", str(tmp_path / "longer.yaml"), "--out", str(tmp_path / "no")])
+        == 2
+    )
+    assert "max_new_tokens differ" in capsys.readouterr().err and not (tmp_path / "no").exists()
+    assert main(["report", str(grid_file), "--regrade", "--out", str(tmp_path / "no")]) == 2
+    assert "--regrade re-reads a report's evidence without a model" in capsys.readouterr().err
+    assert main(["report", "--mine-again", "--out", str(tmp_path / "no")]) == 2
+    assert "holds no report store" in capsys.readouterr().err

@@ -12,6 +12,7 @@ from rnr_lens.cli.shell import add_executor_args, add_task_trust_arg, check_exec
 from rnr_lens.errors import RnrLensError
 
 if TYPE_CHECKING:
+    from rnr_lens.deploy import DeploymentConfig
     from rnr_lens.reports import Report
 
 NAME = "report"
@@ -26,6 +27,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="alone: re-derive claims.json and report.html from a report's evidence.json.gz, with no model; "
         "with a grid: rebuild the store from it and continue the grid (a new machine resumes a run)",
+    )
+    p.add_argument(
+        "--regrade",
+        nargs="?",
+        const="default",
+        metavar="CONFIG",
+        help="with --from-evidence alone: read every try again under CONFIG (a deployment config file that differs from the run's only "
+        "in its reader; no value: each task's default today), with no model; regrading.json says what moved and which mined stages "
+        "must be mined again",
+    )
+    p.add_argument(
+        "--mine-again",
+        action="store_true",
+        help="alone with --out: mine the settings of that report folder that were audited but not mined (a re-grade's dropped stages), "
+        "loading only their models and reusing every kept evaluation",
     )
     p.add_argument("--batch-size", type=positive_int)
     add_task_trust_arg(p)
@@ -43,18 +59,24 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rnr_lens.phases import profiling
-    from rnr_lens.reports import Grid, rederive, report
+    from rnr_lens.reports import Grid, mine_again, rederive, report
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise RnrLensError(f"--out {out} is a file; the report writes a folder (runs.db, claims.json, report.html, evidence.json.gz)")
+    if args.mine_again:
+        if args.grid is not None or args.from_evidence is not None or args.regrade is not None:
+            raise RnrLensError("--mine-again continues the report folder --out names: give no grid, --from-evidence or --regrade")
+        return _print_report(mine_again(out, progress=not args.json), args, rederived=False)
     if args.grid is None and args.from_evidence is None:
         raise RnrLensError("give a grid file to run, or --from-evidence FILE to re-derive a report without a model")
     if args.grid is None:
         if args.shards is not None or args.executor or args.profile:
             raise RnrLensError("--from-evidence alone runs no model, so it takes no --executor, --shards or --profile; give the grid too to resume")
-        result = rederive(args.from_evidence, out)
+        result = rederive(args.from_evidence, out, regrade=_regrade_to(args.regrade))
         return _print_report(result, args, rederived=True)
+    if args.regrade is not None:
+        raise RnrLensError("--regrade re-reads a report's evidence without a model: give --from-evidence FILE and no grid")
     grid = Grid.load(args.grid)
     check_executor_args(args)
     saved = out / "profile.json"
@@ -78,6 +100,15 @@ def run(args: argparse.Namespace) -> int:
     return _print_report(result, args, rederived=False)
 
 
+def _regrade_to(spec: str | None) -> bool | DeploymentConfig:
+    """``--regrade``'s value: no re-grade, each task's default (``default``), or a config file."""
+    from rnr_lens.deploy import DeploymentConfig
+
+    if spec is None:
+        return False
+    return True if spec == "default" else DeploymentConfig.load(spec)
+
+
 def _print_report(result: Report, args: argparse.Namespace, *, rederived: bool) -> int:
     from rnr_lens.provenance import code_differences
 
@@ -88,6 +119,8 @@ def _print_report(result: Report, args: argparse.Namespace, *, rederived: bool) 
             "the code is the code that ran" if not differs else "the code differs from the run's: " + "; ".join(differs)
         )
         print(said, file=sys.stderr if args.json else sys.stdout)
+        for line in result.regrading.lines() if result.regrading is not None else ():
+            print(f"re-graded: {line}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(result.claims.to_dict(), indent=2, default=str))
         return 0

@@ -1,0 +1,215 @@
+"""Re-grading: a report's evidence read again under another answer reader, with no model.
+
+A try's text depends on how the model was deployed and on its probe, never on the reader that
+graded it, with two exceptions: a probe that steers by answers (a search with
+``reward=oracle`` picks its next route by whether earlier ones were correct), and claim 2's
+mined stage, whose failure set is chosen by which answers were read as correct and whose sweeps
+ran on that set. So :func:`regrade` takes an evidence document (:func:`rnr_lens.evidence.read`)
+and a deployment config that differs from each audit's only in its reader
+(:meth:`~rnr_lens.deploy.DeploymentConfig.generation`), and returns the document as if the
+runs had used that config:
+
+- every try, and every sweep evaluation kept, is read again (``extracted``, ``correct``);
+- each audit carries the new config and hash, and the id they give
+  (:func:`rnr_lens.records.audit_key`); the manifest names the new ids;
+- a setting's mined stage is kept only where nothing it read moved: no default try, no try of
+  its failure set's probe and no sweep evaluation changed correctness (then its failure set,
+  sweeps and null are what a run under the new config would have computed). Where a try that
+  chooses the failure set moved, the whole stage is dropped; where only evaluations moved, the
+  set and its (re-read) evaluations are kept and the sweeps' tables and the null dropped. Either
+  way the setting is no longer mined, with its reason, and :func:`rnr_lens.reports.mine_again`
+  (``rnr-lens report --mine-again --out DIR``) mines it with only that setting's model, reusing
+  every kept evaluation;
+- an answer-steered probe's tries cannot be re-graded: such evidence is refused.
+
+Invariant: re-grading under the config the evidence already holds changes nothing; the tries'
+texts, seeds, routes and scores are never touched.
+
+Example:
+    >>> from rnr_lens.deploy import DeploymentConfig
+    >>> doc = {"manifest": {"grid": {}, "settings": []}, "audits": []}
+    >>> regrade(doc, DeploymentConfig()).document["audits"]
+    []
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.errors import RnrLensError
+from rnr_lens.evidence import MINED, SettingRecord
+from rnr_lens.miner import SweepKey
+from rnr_lens.probes import parse_probe
+from rnr_lens.records import DEFAULT_PROBE, TRY_COLUMNS, AuditRecord, Outcome
+from rnr_lens.store import Artifact
+from rnr_lens.tasks.core import Question
+
+REGRADING_FILE = "regrading.json"
+"""What a re-graded report folder says moved (:meth:`Regrading.to_dict`)."""
+_TEXT, _EXTRACTED, _CORRECT, _PROBE = (TRY_COLUMNS.index(c) for c in ("text", "extracted", "correct", "probe"))
+_MINED_KINDS = frozenset({str(Artifact.FAILURE_SET), str(Artifact.SWEEP), str(Artifact.SWEEP_EVAL), str(Artifact.NULL)})
+"""The artifacts of claim 2's mined stage."""
+_DERIVED_KINDS = frozenset({str(Artifact.SWEEP), str(Artifact.NULL)})
+"""Those computed from a failure set's evaluations (a sweep's table, the null): mining again
+with the set and its evaluations kept recomputes them, generating only what is not stored."""
+
+
+@dataclass(frozen=True)
+class AuditRegrade:
+    """What re-grading did to one audit: its old and new id, how many tries it read again, how
+    many readings and correctness flags moved, and its mined stage (``kept``, ``dropped`` with
+    ``reason``, or ``none`` where it had none)."""
+
+    old_id: str
+    new_id: str
+    model: str
+    task: str
+    tries: int
+    readings_changed: int
+    correct_changed: int
+    mined: str = "none"
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Regrading:
+    """A re-graded evidence document and what moved, audit by audit."""
+
+    document: dict[str, Any]
+    audits: tuple[AuditRegrade, ...]
+
+    @property
+    def dropped(self) -> tuple[AuditRegrade, ...]:
+        """The audits whose mined stage must be mined again."""
+        return tuple(a for a in self.audits if a.mined == "dropped")
+
+    def lines(self) -> list[str]:
+        """One line per audit, then what could not be re-graded and how to finish it."""
+        out = [
+            f"{a.model} on {a.task}: {a.tries} tries read again, {a.readings_changed} readings and {a.correct_changed} correctness flags changed"
+            + ("" if a.mined == "none" else f"; mined stage {a.mined}" + (f" ({a.reason})" if a.reason else ""))
+            for a in self.audits
+        ]
+        if self.dropped:
+            out.append(
+                f"{len(self.dropped)} mined stage(s) were not re-graded (a failure set is chosen by what was read, a sweep's table by its evaluations); "
+                "run `rnr-lens report --mine-again --out` on this folder to mine them again (it loads only their models)"
+            )
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"audits": [a.to_dict() for a in self.audits]}
+
+
+def regrade(document: Mapping[str, Any], config: DeploymentConfig | None = None) -> Regrading:
+    """``document`` (evidence, already :func:`~rnr_lens.evidence.read`) re-graded under
+    ``config`` (None: each audit's task default under this rnr_lens's config version, as a run
+    today would deploy it). Refuses, in one line, a config that would have generated other
+    texts, a harness's task (its reader is the harness's own filter) and answer-steered probes."""
+    audits, renamed, moved = [], {}, []
+    failure_probes = _failure_probes(document)
+    for payload in document["audits"]:
+        record = AuditRecord.from_dict(payload["audit"])
+        old = DeploymentConfig.from_json(record.config_json)
+        new = config if config is not None else DeploymentConfig.default_for(record.answer_type, chat=old.chat)
+        _check(record, old, new)
+        new_payload, summary = _regrade_audit(payload, record, new, record.id in failure_probes, failure_probes.get(record.id))
+        audits.append(new_payload)
+        renamed[record.id] = summary.new_id
+        moved.append(summary)
+    manifest = dict(document["manifest"])
+    dropped = {a.new_id for a in moved if a.mined == "dropped"}
+    settings = []
+    for s in manifest.get("settings", []):
+        r = SettingRecord.from_dict(s)
+        r = replace(r, audit=renamed[r.audit], ceiling=None if r.ceiling is None else renamed[r.ceiling])
+        if r.audit in dropped:
+            r = replace(r, stages=tuple(x for x in r.stages if x != MINED))
+        settings.append(r.to_dict())
+    manifest["settings"] = settings
+    return Regrading({**document, "manifest": manifest, "audits": audits}, tuple(moved))
+
+
+def _failure_probes(document: Mapping[str, Any]) -> dict[str, str | None]:
+    """Each audit with a frozen failure set: the probe its set was chosen under (None: chosen
+    by the default answers alone)."""
+    out: dict[str, str | None] = {}
+    for payload in document["audits"]:
+        for kind, _name, body, _created in payload["artifacts"]:
+            if kind == str(Artifact.FAILURE_SET):
+                definition = json.loads(body)["definition"]
+                out[payload["audit"]["id"]] = definition.get("probe")
+    return out
+
+
+def _check(record: AuditRecord, old: DeploymentConfig, new: DeploymentConfig) -> None:
+    where = f"audit {record.id} ({record.model} on {record.task})"
+    if old.harness or new.harness:
+        raise RnrLensError(f"{where} is graded by a harness's filter; re-grade it by re-running its task (`rnr-lens report GRID`)")
+    if old.generation() != new.generation():
+        differ = sorted(k for k in old.generation() if old.generation()[k] != new.generation().get(k))
+        raise RnrLensError(
+            f"{where} was generated under another deployment ({', '.join(differ)} differ); re-grading changes only the reader "
+            "(extractor, version): give a config that matches the run's in every other field"
+        )
+    for probe in record.probes:
+        if getattr(parse_probe(probe), "reward", None) == "oracle":
+            raise RnrLensError(
+                f"{where}'s probe {probe} chose its routes by reading answers, so its tries depend on the reader; "
+                "re-run the audit under the new config instead"
+            )
+
+
+def _regrade_audit(
+    payload: Mapping[str, Any], record: AuditRecord, config: DeploymentConfig, mined: bool, failure_probe: str | None
+) -> tuple[dict[str, Any], AuditRegrade]:
+    """One exported audit re-read under ``config`` (``mined``: it has a failure set, chosen
+    under ``failure_probe``, None for the default answers alone)."""
+    questions = {row[0]: Question(row[0], row[2], row[3]) for row in payload["questions"]}
+    tries, readings, correct_changed, moved_probes = [], 0, 0, set()
+    for row in payload["tries"]:
+        extracted, correct = config.read_with(config.extractor, row[_TEXT], questions[row[0]], record.answer_type)
+        readings += extracted != row[_EXTRACTED]
+        if int(correct) != row[_CORRECT]:
+            correct_changed += 1
+            moved_probes.add(row[_PROBE])
+        tries.append([*row[:_EXTRACTED], extracted, int(correct), *row[_CORRECT + 1 :]])
+    artifacts, evaluations_moved = _regrade_artifacts(payload, record, config, questions)
+    state, reason = ("kept", "") if mined else ("none", "")
+    steering = sorted(moved_probes & {DEFAULT_PROBE, *([failure_probe] if failure_probe else [])})
+    if mined and steering:  # another failure set: nothing mined on this one stands
+        state, reason = "dropped", f"correctness moved on tries of {', '.join(steering)}, which choose its failure set"
+        artifacts = [a for a in artifacts if a[0] not in _MINED_KINDS]
+    elif mined and evaluations_moved:  # the same set, evaluations re-read: only what was computed from them goes
+        state, reason = "dropped", f"correctness moved in {evaluations_moved} sweep evaluation(s); its failure set and evaluations are kept"
+        artifacts = [a for a in artifacts if a[0] not in _DERIVED_KINDS]
+    regraded = replace(record, config_hash=config.hash(), config_json=config.to_json())
+    new_id = regraded.expected_id()
+    audit = {**payload["audit"], "id": new_id, "config_hash": regraded.config_hash, "config_json": regraded.config_json}
+    summary = AuditRegrade(record.id, new_id, record.model, record.task, len(tries), readings, correct_changed, state, reason)
+    return {**payload, "audit": audit, "tries": tries, "artifacts": artifacts}, summary
+
+
+def _regrade_artifacts(
+    payload: Mapping[str, Any], record: AuditRecord, config: DeploymentConfig, questions: Mapping[str, Question]
+) -> tuple[list[list[Any]], int]:
+    """The audit's artifacts with every sweep evaluation read again and renamed to the new
+    config's key; and how many answers in them changed correctness."""
+    out, flips = [], 0
+    for kind, name, body, created in payload["artifacts"]:
+        if kind == str(Artifact.SWEEP_EVAL):
+            outcomes = [Outcome.from_dict(r) for r in json.loads(body)]
+            read = [config.read_with(config.extractor, o.text, questions[o.question_id], record.answer_type) for o in outcomes]
+            flips += sum(correct != o.correct for o, (_, correct) in zip(outcomes, read))
+            if any((extracted, correct) != (o.extracted, o.correct) for o, (extracted, correct) in zip(outcomes, read)):
+                body = json.dumps([replace(o, extracted=e, correct=c).to_dict() for o, (e, c) in zip(outcomes, read)])
+            name = str(replace(SweepKey.parse(name), config=config.hash()))
+        out.append([kind, name, body, created])
+    return out, flips
