@@ -836,7 +836,10 @@ def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | Deploymen
         regrading = regrade_document(document, None if regrade is True else regrade)
         recorded = Provenance.from_dict(regrading.document["manifest"].get("provenance", {}))
         provenance = recorded.with_run(RunSpan.begin().touched()).to_dict()
-        document = {**regrading.document, "manifest": {**regrading.document["manifest"], "provenance": provenance}}  # the re-reading is a run: its code and machine
+        document = {
+            **regrading.document,
+            "manifest": {**regrading.document["manifest"], "provenance": provenance},
+        }  # the re-reading is a run: its code and machine
     files = _report_files(out)
     same = regrading is None and files["evidence"].exists() and files["evidence"].resolve() == Path(evidence).resolve()
     store_files = (out / "runs.db", Path(f"{out / 'runs.db'}-wal"), Path(f"{out / 'runs.db'}-shm"), lock_file(out / "runs.db"))
