@@ -338,7 +338,7 @@ def _ceiling_html(claims: Claims, shown: _Figures) -> str:
         "<h2>3, at large k: the ceiling as pass@k curves</h2><p>"
         + html.escape(
             "pass@k is the unbiased estimator from every draw of the ceiling's probe (Wilson intervals; the difference, "
-            "trained - base, with the score interval and the sign-flip test, pointwise at each k). Claim 3's verdict at k reads a question as "
+            "trained - base, with the score interval and the sign-flip test, pointwise at each k; at k = K, Tango's interval and McNemar's exact test). Claim 3's verdict at k reads a question as "
             "reached when one of its first k draws is correct (Δ reachable with Tango's interval and the exact McNemar test), "
             "under the rule above."
         )

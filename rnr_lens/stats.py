@@ -468,6 +468,11 @@ def paired_difference(
     return Estimate(float(diff.mean()), low, high, m, method, level, p, 0.0)
 
 
+def _signs_only(x: np.ndarray) -> bool:
+    """Is every paired difference -1, 0 or +1 (two 0/1 outcomes)?"""
+    return bool(np.all(np.isin(np.round(x, 12), (-1.0, 0.0, 1.0))))
+
+
 SIGN_FLIPS = 10_000
 """Random sign flips behind :func:`sign_flip_test` where it is not computed exactly."""
 
@@ -490,7 +495,7 @@ def sign_flip_test(diff: Sequence[float] | np.ndarray, clusters: Sequence[object
     x = np.asarray(diff, dtype=float)
     if x.size == 0 or abs(float(x.sum())) <= 1e-12 * x.size:
         return 1.0
-    if np.all(np.isin(np.round(x, 12), (-1.0, 0.0, 1.0))):
+    if _signs_only(x):
         return sign_test(x, clusters)
     if clusters is not None and len(set(map(str, clusters))) < len(x):
         codes = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)[1]
@@ -506,8 +511,9 @@ def paired_mean_difference(diff: Sequence[float] | np.ndarray, clusters: Sequenc
     """The mean of paired per-question differences in ``[-1, 1]`` that need not be 0/1 (one
     question's pass@k under two models): :func:`score_mean`'s interval, with the randomization
     test :func:`sign_flip_test` attached in place of the asymptotic score test it inverts, so a
-    difference is resolved only where a test that keeps its level at any n agrees. On
-    differences of 0/1 outcomes it is :func:`paired_difference` (Tango's interval, exact McNemar).
+    difference is resolved only where a test that keeps its level at any n agrees. Where every
+    difference is -1, 0 or +1 (at k = K, a question reached or not) it is
+    :func:`paired_difference`, and its method says so (Tango's interval, exact McNemar).
 
     Example:
         >>> d = paired_mean_difference(np.r_[np.full(30, 0.78), np.full(60, -0.016), np.zeros(10)])
@@ -517,6 +523,8 @@ def paired_mean_difference(diff: Sequence[float] | np.ndarray, clusters: Sequenc
     x = np.asarray(diff, dtype=float)
     if x.size == 0:
         return Estimate.empty("score interval; sign-flip test")
+    if _signs_only(x):  # named for what runs: Tango's interval and McNemar's exact test
+        return paired_difference(x > 0, x < 0, clusters, level=level)
     e = score_mean(x, (-1, 1), clusters, level=level)
     method = e.method.replace(" and score test", "; sign-flip randomization test")
     return Estimate(e.value, e.low, e.high, e.n, method, level, sign_flip_test(x, clusters), 0.0)

@@ -521,7 +521,7 @@ def ceiling_curves(c: Ceiling, trained: str | None = None) -> go.Figure:
         fig,
         f"pass@k (the unbiased estimator from {c.budget} draws per question) of the base and trained models on the same "
         f"{c.questions} questions, with 95% Wilson bands; below, the paired difference trained - base with its 95% score "
-        f"band (pointwise at each k; resolved only where the sign-flip test agrees); dashed: where the point estimates "
+        f"band (pointwise at each k; resolved only where the sign-flip test, McNemar's exact test at k = K, agrees); dashed: where the point estimates "
         f"cross, shaded: its bootstrap 95% interval over prompts. {x.text()[0].upper() + x.text()[1:]}. "
         f"Claim 3 ({c.probe}): {verdicts}.",
     )

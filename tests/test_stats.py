@@ -175,6 +175,20 @@ def test_the_sign_flip_test_is_mcnemar_on_zero_one_differences_and_keeps_its_lev
     assert sign_test(d) == 1.0 and sign_flip_test(d) < 0.001
     assert paired_mean_difference(d).resolved == "above"
     assert paired_mean_difference(-d).resolved == "below"
+    assert "sign-flip randomization test" in paired_mean_difference(d).method
+
+
+def test_a_paired_mean_of_signs_is_named_for_the_test_that_ran():
+    """Issue 54: at k = K every difference is -1, 0 or +1, where the sign-flip test is exactly
+    McNemar's and the score interval Tango's; the estimate says so, and is paired_difference's."""
+    rng = np.random.default_rng(3)
+    d = rng.choice([-1.0, 0.0, 1.0], size=60, p=[0.2, 0.5, 0.3])
+    prompts = [f"p{i // 3}" for i in range(60)]
+    for clusters in (None, prompts):
+        e, same = paired_mean_difference(d, clusters), paired_difference(d > 0, d < 0, clusters)
+        assert e == same and "exact McNemar" in e.method and "sign-flip" not in e.method
+        fractional = paired_mean_difference(np.where(d == 0, 0.5, d), clusters)
+        assert "sign-flip randomization test" in fractional.method
 
 
 def test_a_test_pointing_the_other_way_never_resolves():
