@@ -165,6 +165,72 @@ def training_decided(claims: Claims) -> str:
     return f"claim 3 is decided in {len(decided)} of {len(rows)} comparisons, {verdict} ({per_task}; the rest unresolved or uninformative)"
 
 
+def _where(settings: Sequence[Setting]) -> str:
+    """Settings as prose names them, grouped by model ("smollm2-135m-instruct `sub`, `word-problems`")."""
+    models = dict.fromkeys(s.model for s in settings)
+    return "; ".join(f"{m} " + ", ".join(f"`{_task(s)}`" for s in settings if s.model == m) for m in models)
+
+
+def _by_status(pairs: Sequence[tuple[Setting, str]], label: str, total: int) -> str:
+    """One claim's verdicts over settings: how many are decided, and where each status falls."""
+    decided = [(s, v) for s, v in pairs if v in ("support", "against")]
+    parts = [f"**{v}** on {_where([s for s, x in pairs if x == v])}" for v in ("support", "against") if any(x == v for _, x in pairs)]
+    unresolved = [s for s, v in pairs if v == "unresolved"]
+    if unresolved:
+        parts.append(f"unresolved on {_where(unresolved)}")
+    rest = total - len(decided) - len(unresolved)
+    if rest:
+        parts.append(f"uninformative or not evaluated in the other {rest}" if parts else "uninformative or not evaluated in every one")
+    return f"{label} is decided in {len(decided)} of {total} settings ({'; '.join(parts)})"
+
+
+def _rises(estimates: Sequence[Estimate]) -> str:
+    """Realized rises over runs: one with its interval, several as the range of their points
+    with the range their intervals span."""
+    if len(estimates) == 1:
+        return _e(estimates[0])
+    points = _span([e.value for e in estimates], "{:.2f}")
+    low, high = (_e(Estimate(v, v, v, 1, "")).split()[0] for v in (min(e.low for e in estimates), max(e.high for e in estimates)))
+    return f"{points} (95% intervals within {low} to {high})"
+
+
+def findings(claims: Claims) -> str:
+    """What a grid found, claim by claim, as one sentence rendered from its claims (the
+    README's bullet for each grid): where each claim is decided which way, the failure-set
+    sizes behind claim 2, and for claim 3 the realized rise where it is decided; where it is
+    not, the n that would resolve that rise and which way each probe's ceiling moved."""
+    routes = [(c.setting, c.verdict.status) for c in claims.routes_vs_search]
+    said = [_by_status(routes, "claim 1", len(routes))]
+    if claims.bottleneck:
+        with_set = [c for c in claims.bottleneck if c.failures >= 2]
+        sizes = f" (failure sets of {_span([c.failures for c in with_set])} questions in {len(with_set)} settings)" if with_set else ""
+        said.append(_by_status([(c.setting, c.verdict.status) for c in claims.bottleneck], "claim 2" + sizes, len(claims.bottleneck)))
+    else:
+        said.append("claim 2 is not evaluated (the grid mines no failure set)")
+    if claims.training:
+        three = training_decided(claims)
+        for task in dict.fromkeys(c.task for c in claims.training):
+            runs = [c for c in claims.training if c.task == task]
+            probes = [p for c in runs for p in c.probes]
+            rises = _rises([c.probes[0].delta_realized for c in runs])
+            if any(p.verdict.status in ("support", "against") for p in probes):
+                three += f"; on `{_task(task)}` realized accuracy rose by {rises}"
+                continue
+            needed = [p.verdict.n_needed for p in probes if p.verdict.n_needed is not None]
+            three += f"; on `{_task(task)}` the realized change, {rises}, is not resolved"
+            if needed:
+                three += f" (about {_span(needed)} questions would resolve it; the task has {probes[0].questions})"
+            moves = []
+            for label in dict.fromkeys(probe_budget_label(p.probe) for p in probes):
+                deltas = [p.delta_reachable for p in probes if probe_budget_label(p.probe) == label]
+                for side, word in (("below", "fell"), ("above", "rose")):
+                    if hits := sum(d.resolved == side for d in deltas):
+                        moves.append(f"`{label}`'s ceiling {word}, resolved, in {hits} of {len(deltas)} run{'s' if len(deltas) > 1 else ''}")
+            three += "; there " + ", ".join(moves) if moves else ""
+        said.append(three)
+    return "; ".join(said) + "."
+
+
 def ceiling_summary(claims: Claims) -> str:
     """Claim 3 at large k over a grid's runs, one paragraph per task: whether trained stays
     resolved above base, where the straight line in log k and each bounded model put the
@@ -321,23 +387,73 @@ def changes_table(old: Claims, new: Claims) -> str:
     return _table(["claim", "model", "task", "before", "now", "the numbers it reads"], rows)
 
 
+def regrading_table(folders: Sequence[Path]) -> str:
+    """What re-grading each committed grid under today's reader moved (its ``regrading.json``):
+    per grid, the tries read again, the readings and correctness flags that changed and the
+    mined stages dropped (and mined again); then every audit whose correctness moved."""
+    rows, moved = [], []
+    for folder in folders:
+        audits = json.loads((folder / "regrading.json").read_text())["audits"]
+        dropped = [a for a in audits if a["mined"] == "dropped"]
+        rows.append(
+            [
+                f"`{folder.name}`",
+                f"{sum(a['tries'] for a in audits):,}",
+                f"{sum(a['readings_changed'] for a in audits):,}",
+                f"{sum(a['correct_changed'] for a in audits):,}",
+                ", ".join(f"{a['model']} `{_task(a['task'])}`" for a in dropped) or "none",
+            ]
+        )
+        moved += [[f"`{folder.name}`", a["model"], f"`{_task(a['task'])}`", str(a["correct_changed"]), a["reason"] or "–"] for a in audits if a["correct_changed"] or a["mined"] == "dropped"]
+    head = _table(["grid", "tries read again", "readings changed", "correctness changed", "mined stages mined again"], rows)
+    return head + "\n\n" + _table(["grid", "model", "task", "tries whose correctness changed", "why its mined stage was mined again"], moved)
+
+
+BLOCK = r"( *)<!-- ({name}) -->.*?<!-- /\2 -->"
+"""A rendered block in a page: ``<!-- NAME -->`` ... ``<!-- /NAME -->``, indented as its marker."""
+
+
+def rendered_blocks() -> dict[str, str]:
+    """Every block name the pages may hold, with its text from the committed claims: the
+    grid-seeds k = 128 summary (``ceiling-summary``) and each grid's findings
+    (``findings:GRID``)."""
+    results = ROOT / "assets" / "results"
+
+    def claims(grid: str) -> Claims:
+        return Claims.from_dict(json.loads((results / grid / "claims.json").read_text()))
+
+    blocks = {"ceiling-summary": ceiling_summary(claims("grid-seeds"))}
+    for path in sorted(results.glob("grid-*/claims.json")):
+        blocks[f"findings:{path.parent.name}"] = findings(claims(path.parent.name))
+    return blocks
+
+
+def blocks_in(text: str) -> list[tuple[str, str]]:
+    """The rendered blocks of a page as ``(name, text)``, the text's lines joined (what
+    :func:`render` wrote, read back)."""
+    import re
+
+    return [(m.group(2), " ".join(m.group(0).split("-->", 1)[1].rsplit("<!--", 1)[0].split())) for m in re.finditer(BLOCK.format(name=r"[\w:.-]+"), text, flags=re.S)]
+
+
 def render() -> None:
     """Write the sentences rendered from the committed claims into the marked blocks of
-    README.md and docs/results.md (the grid-seeds k = 128 summary, wrapped at 92 columns)."""
+    README.md and docs/results.md (:func:`rendered_blocks`, wrapped at 92 columns)."""
     import re
     import textwrap
 
-    seeds = Claims.from_dict(json.loads((ROOT / "assets" / "results" / "grid-seeds" / "claims.json").read_text()))
-    summary = ceiling_summary(seeds)
+    blocks = rendered_blocks()
     for page in (ROOT / "README.md", ROOT / "docs" / "results.md"):
         text = page.read_text()
 
         def fill(match: re.Match[str]) -> str:
-            indent = match.group(1)
-            wrapped = textwrap.fill(summary, width=92, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
-            return f"{indent}<!-- ceiling-summary -->\n{wrapped}\n{indent}<!-- /ceiling-summary -->"
+            indent, name = match.group(1), match.group(2)
+            if name not in blocks:
+                raise SystemExit(f"{page}: block {name!r} has no rendering; known: {', '.join(blocks)}")
+            wrapped = textwrap.fill(blocks[name], width=92, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
+            return f"{indent}<!-- {name} -->\n{wrapped}\n{indent}<!-- /{name} -->"
 
-        page.write_text(re.sub(r"( *)<!-- ceiling-summary -->.*?<!-- /ceiling-summary -->", fill, text, flags=re.S))
+        page.write_text(re.sub(BLOCK.format(name=r"[\w:.-]+"), fill, text, flags=re.S))
 
 
 def main() -> None:

@@ -74,13 +74,14 @@ def test_sentences_about_results_are_rendered_from_the_committed_claims():
         return tables.Claims.from_dict(json.loads((REPO / "assets" / "results" / grid / "claims.json").read_text()))
 
     deep = tables.training_decided(claims("grid-deep"))
-    assert deep in readme and deep in page
-    summary = tables.ceiling_summary(claims("grid-seeds"))
-    for text in (readme, page):
-        blocks = text.split("<!-- ceiling-summary -->")[1:]
-        assert blocks, "the k = 128 summary is marked <!-- ceiling-summary --> ... <!-- /ceiling-summary -->"
-        for block in blocks:
-            assert " ".join(block.split("<!-- /ceiling-summary -->")[0].split()) == summary, "rerun scripts/claims_tables.py --render"
+    assert deep in page, "the results page's deep-grid sentence"
+    rendered = tables.rendered_blocks()
+    for name, text in (("README.md", readme), ("docs/results.md", page)):
+        shown = tables.blocks_in(text)
+        assert shown, f"{name} holds the rendered blocks (<!-- NAME --> ... <!-- /NAME -->)"
+        for block, sentence in shown:
+            assert sentence == rendered[block], f"{name}: block {block} differs from the committed claims; rerun scripts/claims_tables.py --render"
+    assert {b for b, _ in tables.blocks_in(readme)} == set(rendered), "the README renders every grid's findings and the k = 128 summary"
 
 
 def test_the_results_say_which_committed_claims_are_an_earlier_rules_version():
