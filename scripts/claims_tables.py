@@ -404,7 +404,11 @@ def regrading_table(folders: Sequence[Path]) -> str:
                 ", ".join(f"{a['model']} `{_task(a['task'])}`" for a in dropped) or "none",
             ]
         )
-        moved += [[f"`{folder.name}`", a["model"], f"`{_task(a['task'])}`", str(a["correct_changed"]), a["reason"] or "–"] for a in audits if a["correct_changed"] or a["mined"] == "dropped"]
+        moved += [
+            [f"`{folder.name}`", a["model"], f"`{_task(a['task'])}`", str(a["correct_changed"]), a["reason"] or "–"]
+            for a in audits
+            if a["correct_changed"] or a["mined"] == "dropped"
+        ]
     head = _table(["grid", "tries read again", "readings changed", "correctness changed", "mined stages mined again"], rows)
     return head + "\n\n" + _table(["grid", "model", "task", "tries whose correctness changed", "why its mined stage was mined again"], moved)
 
@@ -433,7 +437,10 @@ def blocks_in(text: str) -> list[tuple[str, str]]:
     :func:`render` wrote, read back)."""
     import re
 
-    return [(m.group(2), " ".join(m.group(0).split("-->", 1)[1].rsplit("<!--", 1)[0].split())) for m in re.finditer(BLOCK.format(name=r"[\w:.-]+"), text, flags=re.S)]
+    return [
+        (m.group(2), " ".join(m.group(0).split("-->", 1)[1].rsplit("<!--", 1)[0].split()))
+        for m in re.finditer(BLOCK.format(name=r"[\w:.-]+"), text, flags=re.S)
+    ]
 
 
 def render() -> None:
@@ -446,7 +453,7 @@ def render() -> None:
     for page in (ROOT / "README.md", ROOT / "docs" / "results.md"):
         text = page.read_text()
 
-        def fill(match: re.Match[str]) -> str:
+        def fill(match: re.Match[str], page: Path = page) -> str:
             indent, name = match.group(1), match.group(2)
             if name not in blocks:
                 raise SystemExit(f"{page}: block {name!r} has no rendering; known: {', '.join(blocks)}")
