@@ -405,12 +405,42 @@ def regrading_table(folders: Sequence[Path]) -> str:
             ]
         )
         moved += [
-            [f"`{folder.name}`", a["model"], f"`{_task(a['task'])}`", str(a["correct_changed"]), a["reason"] or "–"]
+            [f"`{folder.name}`", a["model"], f"`{_task(a['task'])}`", f"{a['tries']:,}", str(a["correct_changed"]), a["reason"] or "–"]
             for a in audits
             if a["correct_changed"] or a["mined"] == "dropped"
         ]
     head = _table(["grid", "tries read again", "readings changed", "correctness changed", "mined stages mined again"], rows)
-    return head + "\n\n" + _table(["grid", "model", "task", "tries whose correctness changed", "why its mined stage was mined again"], moved)
+    return head + "\n\n" + _table(["grid", "model", "task", "tries", "whose correctness changed", "why its mined stage was mined again"], moved)
+
+
+REGRADED_FROM = "825a24b"
+"""The commit whose committed claims were read under config version 3, before issue 54's re-grade."""
+
+
+def _verdicts(claims: Claims) -> list[tuple[str, str]]:
+    """Every verdict of a report in its order, named by claim, setting and probe."""
+    out = [(f"claim 1, {c.setting.model} `{_task(c.setting)}`", c.verdict.status) for c in claims.routes_vs_search]
+    out += [(f"claim 2, {c.setting.model} `{_task(c.setting)}`", c.verdict.status) for c in claims.bottleneck]
+    out += [
+        (f"claim 3, run {i} `{_task(t.task)}` {probe_budget_label(p.probe)}", p.verdict.status)
+        for i, t in enumerate(claims.training, 1)
+        for p in t.probes
+    ]
+    out += [(f"claim 3 at k = {k}, `{_task(c.task)}`", v.verdict.status) for c in claims.ceiling for k, v in c.verdicts]
+    return out
+
+
+def regrade_verdicts(before: dict[str, Claims], after: dict[str, Claims]) -> str:
+    """How many verdicts re-grading moved, grid by grid (each grid's claims before and after,
+    compared verdict by verdict in the report's order), naming each that moved."""
+    said = []
+    for grid, new in after.items():
+        old_v, new_v = _verdicts(before[grid]), _verdicts(new)
+        if [name for name, _ in old_v] != [name for name, _ in new_v]:
+            raise SystemExit(f"{grid}: the re-graded claims hold other verdicts than the earlier ones")
+        moved = [f"{name} ({a} → {b})" for (name, a), (_, b) in zip(old_v, new_v) if a != b]
+        said.append(f"`{grid}` {len(moved)} of {len(new_v)}" + (f" ({'; '.join(moved)})" if moved else ""))
+    return "Re-grading under config version 4 moved " + ", ".join(said) + " verdicts."
 
 
 BLOCK = r"( *)<!-- ({name}) -->.*?<!-- /\2 -->"
@@ -419,8 +449,9 @@ BLOCK = r"( *)<!-- ({name}) -->.*?<!-- /\2 -->"
 
 def rendered_blocks() -> dict[str, str]:
     """Every block name the pages may hold, with its text from the committed claims: the
-    grid-seeds k = 128 summary (``ceiling-summary``) and each grid's findings
-    (``findings:GRID``)."""
+    grid-seeds k = 128 summary (``ceiling-summary``), each grid's findings
+    (``findings:GRID``), what re-grading moved (``regrading-table``) and, where git history
+    holds the claims it started from, which verdicts it moved (``regrade-verdicts``)."""
     results = ROOT / "assets" / "results"
 
     def claims(grid: str) -> Claims:
@@ -429,7 +460,20 @@ def rendered_blocks() -> dict[str, str]:
     blocks = {"ceiling-summary": ceiling_summary(claims("grid-seeds"))}
     for path in sorted(results.glob("grid-*/claims.json")):
         blocks[f"findings:{path.parent.name}"] = findings(claims(path.parent.name))
+    regraded = sorted(p.parent.name for p in results.glob("*/regrading.json"))
+    blocks["regrading-table"] = regrading_table([results / g for g in regraded])
+    earlier = {g: _claims_at(REGRADED_FROM, g) for g in regraded}
+    if all(c is not None for c in earlier.values()):  # git history holds them (a bare export does not)
+        blocks["regrade-verdicts"] = regrade_verdicts({g: c for g, c in earlier.items() if c is not None}, {g: claims(g) for g in regraded})
     return blocks
+
+
+def _claims_at(rev: str, grid: str) -> Claims | None:
+    """A grid's committed claims at an earlier commit (None: git history does not hold it)."""
+    import subprocess
+
+    shown = subprocess.run(["git", "show", f"{rev}:assets/results/{grid}/claims.json"], cwd=ROOT, capture_output=True, text=True)
+    return Claims.from_dict(json.loads(shown.stdout)) if shown.returncode == 0 else None
 
 
 def blocks_in(text: str) -> list[tuple[str, str]]:
@@ -457,7 +501,10 @@ def render() -> None:
             indent, name = match.group(1), match.group(2)
             if name not in blocks:
                 raise SystemExit(f"{page}: block {name!r} has no rendering; known: {', '.join(blocks)}")
-            wrapped = textwrap.fill(blocks[name], width=92, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
+            if blocks[name].startswith("|"):  # a table, as printed
+                wrapped = textwrap.indent(blocks[name], indent)
+            else:
+                wrapped = textwrap.fill(blocks[name], width=92, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
             return f"{indent}<!-- {name} -->\n{wrapped}\n{indent}<!-- /{name} -->"
 
         page.write_text(re.sub(BLOCK.format(name=r"[\w:.-]+"), fill, text, flags=re.S))

@@ -80,8 +80,12 @@ def test_sentences_about_results_are_rendered_from_the_committed_claims():
         shown = tables.blocks_in(text)
         assert shown, f"{name} holds the rendered blocks (<!-- NAME --> ... <!-- /NAME -->)"
         for block, sentence in shown:
-            assert sentence == rendered[block], f"{name}: block {block} differs from the committed claims; rerun scripts/claims_tables.py --render"
-    assert {b for b, _ in tables.blocks_in(readme)} == set(rendered), "the README renders every grid's findings and the k = 128 summary"
+            if block == "regrade-verdicts" and block not in rendered:
+                continue  # compares with claims in git history, which a shallow or exported copy lacks
+            assert sentence == " ".join(rendered[block].split()), f"{name}: block {block} differs from the committed claims; rerun scripts/claims_tables.py --render"
+    findings = {b for b in rendered if b.startswith("findings:")} | {"ceiling-summary"}
+    assert {b for b, _ in tables.blocks_in(readme)} == findings, "the README renders every grid's findings and the k = 128 summary"
+    assert {"regrading-table", "regrade-verdicts"} <= {b for b, _ in tables.blocks_in(page)}, "the results page says what re-grading moved"
 
 
 def test_the_results_say_which_committed_claims_are_an_earlier_rules_version():
