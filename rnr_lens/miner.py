@@ -552,7 +552,7 @@ class SweepKey:
             >>> SweepKey.parse(str(k)) == k
             True
         """
-        whole, sep, shard = name.partition(_SHARD_SEP)
+        whole, sep, shard = name.rpartition(_SHARD_SEP) if _SHARD_SEP in name else (name, "", "")
         found = _KEY.fullmatch(whole)
         if found is None:
             raise RnrLensError(f"{name!r} is not a sweep evaluation's name (sweep/SET/MODEL/CONFIG/REFERENCE/ABLATION)")

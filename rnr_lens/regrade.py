@@ -12,14 +12,15 @@ runs had used that config:
 - every try, and every sweep evaluation kept, is read again (``extracted``, ``correct``);
 - each audit carries the new config and hash, and the id they give
   (:func:`rnr_lens.records.audit_key`); the manifest names the new ids;
-- a setting's mined stage is kept only where nothing it read moved: no default try, no try of
-  its failure set's probe and no sweep evaluation changed correctness (then its failure set,
-  sweeps and null are what a run under the new config would have computed). Where a try that
-  chooses the failure set moved, the whole stage is dropped; where only evaluations moved, the
-  set and its (re-read) evaluations are kept and the sweeps' tables and the null dropped. Either
-  way the setting is no longer mined, with its reason, and :func:`rnr_lens.reports.mine_again`
-  (``rnr-lens report --mine-again --out DIR``) mines it with only that setting's model, reusing
-  every kept evaluation;
+- a setting's mined stage is kept only where nothing it read moved: each failure set is frozen
+  again from the re-read tries by its own definition (:func:`rnr_lens.failures.freeze`, the
+  one owner of that rule) and must hold the same questions, no set may appear where there was
+  none, and no sweep evaluation may be read otherwise. Where a set moved, the whole stage is
+  dropped; where only evaluations were read otherwise, the set and its (re-read) evaluations
+  are kept and the sweeps' tables and the null dropped. Either way the setting is no longer
+  mined, with its reason, and :func:`rnr_lens.reports.mine_again` (``rnr-lens report
+  --mine-again --out DIR``) mines it with only that setting's model, reusing every kept
+  evaluation;
 - an answer-steered probe's tries cannot be re-graded: such evidence is refused.
 
 Invariant: re-grading under the config the evidence already holds changes nothing; the tries'
@@ -44,7 +45,7 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.evidence import MINED, SettingRecord
 from rnr_lens.miner import SweepKey
 from rnr_lens.probes import parse_probe
-from rnr_lens.records import DEFAULT_PROBE, TRY_COLUMNS, AuditRecord, Outcome
+from rnr_lens.records import TRY_COLUMNS, AuditRecord, Outcome
 from rnr_lens.store import Artifact
 from rnr_lens.tasks.core import Question
 
@@ -108,19 +109,23 @@ class Regrading:
         return {"audits": [a.to_dict() for a in self.audits]}
 
 
-def regrade(document: Mapping[str, Any], config: DeploymentConfig | None = None) -> Regrading:
+def regrade(document: Mapping[str, Any], config: DeploymentConfig | None = None, *, mined_probe: str | None = None) -> Regrading:
     """``document`` (evidence, already :func:`~rnr_lens.evidence.read`) re-graded under
     ``config`` (None: each audit's task default under this rnr_lens's config version, as a run
-    today would deploy it). Refuses, in one line, a config that would have generated other
-    texts, a harness's task (its reader is the harness's own filter) and answer-steered probes."""
+    today would deploy it). ``mined_probe``: the probe a report chooses its failure sets under
+    (its grid's sampling probe), so that a mined setting that had too few failures for a set is
+    mined again where the new reader gives it enough. Refuses, in one line, a config that would
+    have generated other texts, a harness's task (its reader is the harness's own filter) and
+    answer-steered probes."""
     audits, renamed, moved = [], {}, []
-    failure_probes = _failure_probes(document)
+    mined = {s["audit"] for s in document["manifest"].get("settings", []) if MINED in s.get("stages", ())}
     for payload in document["audits"]:
         record = AuditRecord.from_dict(payload["audit"])
         old = DeploymentConfig.from_json(record.config_json)
         new = config if config is not None else DeploymentConfig.default_for(record.answer_type, chat=old.chat)
         _check(record, old, new)
-        new_payload, summary = _regrade_audit(payload, record, new, record.id in failure_probes, failure_probes.get(record.id))
+        was_mined = record.id in mined or any(a[0] == str(Artifact.FAILURE_SET) for a in payload["artifacts"])
+        new_payload, summary = _regrade_audit(payload, record, new, mined_probe if was_mined else None, was_mined)
         audits.append(new_payload)
         renamed[record.id] = summary.new_id
         moved.append(summary)
@@ -135,18 +140,6 @@ def regrade(document: Mapping[str, Any], config: DeploymentConfig | None = None)
         settings.append(r.to_dict())
     manifest["settings"] = settings
     return Regrading({**document, "manifest": manifest, "audits": audits}, tuple(moved))
-
-
-def _failure_probes(document: Mapping[str, Any]) -> dict[str, str | None]:
-    """Each audit with a frozen failure set: the probe its set was chosen under (None: chosen
-    by the default answers alone)."""
-    out: dict[str, str | None] = {}
-    for payload in document["audits"]:
-        for kind, _name, body, _created in payload["artifacts"]:
-            if kind == str(Artifact.FAILURE_SET):
-                definition = json.loads(body)["definition"]
-                out[payload["audit"]["id"]] = definition.get("probe")
-    return out
 
 
 def _check(record: AuditRecord, old: DeploymentConfig, new: DeploymentConfig) -> None:
@@ -168,47 +161,87 @@ def _check(record: AuditRecord, old: DeploymentConfig, new: DeploymentConfig) ->
 
 
 def _regrade_audit(
-    payload: Mapping[str, Any], record: AuditRecord, config: DeploymentConfig, mined: bool, failure_probe: str | None
+    payload: Mapping[str, Any], record: AuditRecord, config: DeploymentConfig, mined_probe: str | None, mined: bool
 ) -> tuple[dict[str, Any], AuditRegrade]:
-    """One exported audit re-read under ``config`` (``mined``: it has a failure set, chosen
-    under ``failure_probe``, None for the default answers alone)."""
+    """One exported audit re-read under ``config`` (``mined``: it has claim 2's stage)."""
     questions = {row[0]: Question(row[0], row[2], row[3]) for row in payload["questions"]}
-    tries, readings, correct_changed, moved_probes = [], 0, 0, set()
+    tries, readings, correct_changed = [], 0, 0
     for row in payload["tries"]:
         extracted, correct = config.read_with(config.extractor, row[_TEXT], questions[row[0]], record.answer_type)
         readings += extracted != row[_EXTRACTED]
-        if int(correct) != row[_CORRECT]:
-            correct_changed += 1
-            moved_probes.add(row[_PROBE])
+        correct_changed += int(correct) != row[_CORRECT]
         tries.append([*row[:_EXTRACTED], extracted, int(correct), *row[_CORRECT + 1 :]])
     artifacts, evaluations_moved = _regrade_artifacts(payload, record, config, questions)
-    state, reason = ("kept", "") if mined else ("none", "")
-    steering = sorted(moved_probes & {DEFAULT_PROBE, *([failure_probe] if failure_probe else [])})
-    if mined and steering:  # another failure set: nothing mined on this one stands
-        state, reason = "dropped", f"correctness moved on tries of {', '.join(steering)}, which choose its failure set"
-        artifacts = [a for a in artifacts if a[0] not in _MINED_KINDS]
-    elif mined and evaluations_moved:  # the same set, evaluations re-read: only what was computed from them goes
-        state, reason = "dropped", f"correctness moved in {evaluations_moved} sweep evaluation(s); its failure set and evaluations are kept"
-        artifacts = [a for a in artifacts if a[0] not in _DERIVED_KINDS]
     regraded = replace(record, config_hash=config.hash(), config_json=config.to_json())
     new_id = regraded.expected_id()
     audit = {**payload["audit"], "id": new_id, "config_hash": regraded.config_hash, "config_json": regraded.config_json}
+    out = {**payload, "audit": audit, "tries": tries, "artifacts": artifacts}
+    state, reason = ("kept", "") if mined else ("none", "")
+    moved_set = _failure_sets_moved(out, mined_probe) if mined else ""
+    if moved_set:  # another failure set: nothing mined on this one stands
+        state, reason = "dropped", moved_set
+        out["artifacts"] = [a for a in artifacts if a[0] not in _MINED_KINDS]
+    elif mined and evaluations_moved:  # the same set, its evaluations re-read: only what was computed from them goes
+        state, reason = "dropped", f"{evaluations_moved} sweep evaluation answer(s) read otherwise; its failure set and evaluations are kept"
+        out["artifacts"] = [a for a in artifacts if a[0] not in _DERIVED_KINDS]
     summary = AuditRegrade(record.id, new_id, record.model, record.task, len(tries), readings, correct_changed, state, reason)
-    return {**payload, "audit": audit, "tries": tries, "artifacts": artifacts}, summary
+    return out, summary
+
+
+def _failure_sets_moved(payload: Mapping[str, Any], mined_probe: str | None) -> str:
+    """Why a re-graded audit's failure sets no longer stand ("" where each is what
+    :func:`rnr_lens.failures.freeze` freezes from the re-read tries, and no set appears where
+    there was none): each set is frozen again, by its own definition, in a scratch store."""
+    from rnr_lens.failures import freeze
+    from rnr_lens.results import AuditResult
+    from rnr_lens.store import RunStore
+
+    store = RunStore(":memory:")
+    store.absorb({**payload, "artifacts": [a for a in payload["artifacts"] if a[0] not in _MINED_KINDS]}, source="the re-graded evidence")
+    result = AuditResult.load(store, payload["audit"]["id"])
+    stored = [(name, json.loads(body)) for kind, name, body, _ in payload["artifacts"] if kind == str(Artifact.FAILURE_SET)]
+    for name, body in stored:
+        d = body["definition"]
+        try:
+            again = freeze(
+                result,
+                store,
+                selection=d.get("selection", d.get("kind")),
+                probe=d["probe"],
+                ids=d["ids"],
+                name=name,
+                seed=d["seed"],
+                control_size=d["control_size"],
+            )
+        except RnrLensError:
+            return f"its failure set {name!r} no longer has enough questions"
+        if [[q.id for q in t.questions] for t in (again.discovery, again.heldout)] != [body["discovery"], body["heldout"]] or (
+            [q.id for q in again.control.questions] if again.control is not None else []
+        ) != body["control"]:
+            return f"its failure set {name!r} holds other questions under the new reader"
+    if not stored and mined_probe is not None:
+        try:
+            freeze(result, store, probe=mined_probe, name="re-graded")
+        except RnrLensError:
+            return ""
+        return "a failure set can now be frozen where there were too few failures for one"
+    return ""
 
 
 def _regrade_artifacts(
     payload: Mapping[str, Any], record: AuditRecord, config: DeploymentConfig, questions: Mapping[str, Question]
 ) -> tuple[list[list[Any]], int]:
     """The audit's artifacts with every sweep evaluation read again and renamed to the new
-    config's key; and how many answers in them changed correctness."""
+    config's key; and how many answers in them are read otherwise (their text or correctness:
+    a sweep's table shows both)."""
     out, flips = [], 0
     for kind, name, body, created in payload["artifacts"]:
         if kind == str(Artifact.SWEEP_EVAL):
             outcomes = [Outcome.from_dict(r) for r in json.loads(body)]
             read = [config.read_with(config.extractor, o.text, questions[o.question_id], record.answer_type) for o in outcomes]
-            flips += sum(correct != o.correct for o, (_, correct) in zip(outcomes, read))
-            if any((extracted, correct) != (o.extracted, o.correct) for o, (extracted, correct) in zip(outcomes, read)):
+            changed = sum((extracted, correct) != (o.extracted, o.correct) for o, (extracted, correct) in zip(outcomes, read))
+            flips += changed
+            if changed:
                 body = json.dumps([replace(o, extracted=e, correct=c).to_dict() for o, (e, c) in zip(outcomes, read)])
             name = str(replace(SweepKey.parse(name), config=config.hash()))
         out.append([kind, name, body, created])

@@ -833,7 +833,8 @@ def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | Deploymen
     document = evidence_.read(evidence)
     regrading = None
     if regrade is not False:
-        regrading = regrade_document(document, None if regrade is True else regrade)
+        grid = Grid.from_dict(document["manifest"]["grid"])  # its sampling probe chooses the failure sets
+        regrading = regrade_document(document, None if regrade is True else regrade, mined_probe=grid.sampling)
         recorded = Provenance.from_dict(regrading.document["manifest"].get("provenance", {}))
         provenance = recorded.with_run(RunSpan.begin().touched()).to_dict()
         document = {
