@@ -82,7 +82,9 @@ def test_sentences_about_results_are_rendered_from_the_committed_claims():
         for block, sentence in shown:
             if block == "regrade-verdicts" and block not in rendered:
                 continue  # compares with claims in git history, which a shallow or exported copy lacks
-            assert sentence == " ".join(rendered[block].split()), f"{name}: block {block} differs from the committed claims; rerun scripts/claims_tables.py --render"
+            assert sentence == " ".join(rendered[block].split()), (
+                f"{name}: block {block} differs from the committed claims; rerun scripts/claims_tables.py --render"
+            )
     findings = {b for b in rendered if b.startswith("findings:")} | {"ceiling-summary"}
     assert {b for b, _ in tables.blocks_in(readme)} == findings, "the README renders every grid's findings and the k = 128 summary"
     assert {"regrading-table", "regrade-verdicts"} <= {b for b, _ in tables.blocks_in(page)}, "the results page says what re-grading moved"
