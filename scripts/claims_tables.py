@@ -184,14 +184,28 @@ def _by_status(pairs: Sequence[tuple[Setting, str]], label: str, total: int) -> 
     return f"{label} is decided in {len(decided)} of {total} settings ({'; '.join(parts)})"
 
 
-def _rises(estimates: Sequence[Estimate]) -> str:
-    """Realized rises over runs: one with its interval, several as the range of their points
-    with the range their intervals span."""
-    if len(estimates) == 1:
-        return _e(estimates[0])
-    points = _span([e.value for e in estimates], "{:.2f}")
-    low, high = (_e(Estimate(v, v, v, 1, "")).split()[0] for v in (min(e.low for e in estimates), max(e.high for e in estimates)))
-    return f"{points} (95% intervals within {low} to {high})"
+def _realized_change(runs: Sequence[Any]) -> str:
+    """A task's realized change over its trained runs, worded by each run's own test: one run
+    with its interval ("rose by 0.68 [0.52, 0.80]", "changed by 0.03 [...], not resolved"),
+    several as the range of their points, their intervals' span and how many rose or fell
+    resolved; where a rise is not resolved, the questions that would resolve it."""
+    deltas = [c.probes[0].delta_realized for c in runs]
+    up, down = (sum(d.resolved == side for d in deltas) for side in ("above", "below"))
+    if len(deltas) == 1:
+        (d,) = deltas
+        said = f"realized accuracy {'rose' if up else 'fell' if down else 'changed'} by {_e(d)}" + ("" if up or down else ", not resolved")
+    else:
+        points = [_e(Estimate(v, v, v, 1, "")).split()[0] for v in (min(d.value for d in deltas), max(d.value for d in deltas))]
+        span = [_e(Estimate(v, v, v, 1, "")).split()[0] for v in (min(d.low for d in deltas), max(d.high for d in deltas))]
+        moved = [f"{word}, resolved, in {hits} of {len(deltas)} runs" for hits, word in ((up, "rose"), (down, "fell")) if hits]
+        said = f"realized accuracy changed by {points[0]} to {points[1]} (95% intervals within {span[0]} to {span[1]}), " + (
+            " and ".join(moved) if moved else f"resolved in none of the {len(deltas)} runs"
+        )
+    unresolved = [c for c, d in zip(runs, deltas) if d.resolved is None]
+    needed = [p.verdict.n_needed for c in unresolved for p in c.probes if p.verdict.n_needed is not None]
+    if needed:
+        said += f" (about {_span(needed)} questions would resolve {'it' if len(deltas) == 1 else 'an unresolved one'}; the task has {runs[0].probes[0].questions})"
+    return said
 
 
 def findings(claims: Claims) -> str:
@@ -211,15 +225,10 @@ def findings(claims: Claims) -> str:
         three = training_decided(claims)
         for task in dict.fromkeys(c.task for c in claims.training):
             runs = [c for c in claims.training if c.task == task]
+            three += f"; on `{_task(task)}` {_realized_change(runs)}"
             probes = [p for c in runs for p in c.probes]
-            rises = _rises([c.probes[0].delta_realized for c in runs])
             if any(p.verdict.status in ("support", "against") for p in probes):
-                three += f"; on `{_task(task)}` realized accuracy rose by {rises}"
                 continue
-            needed = [p.verdict.n_needed for p in probes if p.verdict.n_needed is not None]
-            three += f"; on `{_task(task)}` the realized change, {rises}, is not resolved"
-            if needed:
-                three += f" (about {_span(needed)} questions would resolve it; the task has {probes[0].questions})"
             moves = []
             for label in dict.fromkeys(probe_budget_label(p.probe) for p in probes):
                 deltas = [p.delta_reachable for p in probes if probe_budget_label(p.probe) == label]
