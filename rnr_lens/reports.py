@@ -833,8 +833,13 @@ def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | Deploymen
     document = evidence_.read(evidence)
     regrading = None
     if regrade is not False:
-        grid = Grid.from_dict(document["manifest"]["grid"])  # its sampling probe chooses the failure sets
-        regrading = regrade_document(document, None if regrade is True else regrade, mined_probe=grid.sampling)
+        try:
+            grid = Grid.from_dict(document["manifest"]["grid"])  # its sampling probe chooses the failure sets
+            regrading = regrade_document(document, None if regrade is True else regrade, mined_probe=grid.sampling)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise RnrLensError(
+                f"{evidence} could not be re-graded ({type(exc).__name__}: {quoted(str(exc))}); it is damaged or was not written by rnr_lens"
+            ) from None
         recorded = Provenance.from_dict(regrading.document["manifest"].get("provenance", {}))
         provenance = recorded.with_run(RunSpan.begin().touched()).to_dict()
         document = {

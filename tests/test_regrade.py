@@ -168,3 +168,18 @@ def test_a_sweep_key_reads_back_from_its_name(reference):
     assert SweepKey.parse(str(sharded)) == sharded
     with pytest.raises(RnrLensError, match="is not a sweep evaluation's name"):
         SweepKey.parse("sweep/report/not-a-hash/96c082f09104ef35/[]/clean")
+
+
+def test_evidence_whose_grid_was_altered_is_a_one_line_refusal_that_writes_nothing(document, tmp_path):
+    """The grid in evidence is a stranger's mapping: re-grading reads its sampling probe, and a
+    grid that is not one is refused like any damaged evidence, with nothing left in --out."""
+    import gzip
+
+    from rnr_lens.reports import rederive
+
+    altered = tmp_path / "evidence.json.gz"
+    grid = {k: v for k, v in document["manifest"]["grid"].items() if k != "models"}
+    altered.write_bytes(gzip.compress(json.dumps({**document, "manifest": {**document["manifest"], "grid": grid}}).encode()))
+    with pytest.raises(RnrLensError, match=r"could not be re-graded \(KeyError: .*models.*\); it is damaged"):
+        rederive(altered, tmp_path / "out", regrade=True)
+    assert not (tmp_path / "out").exists()
