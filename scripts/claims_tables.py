@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from rnr_lens.claims import BlockRates, Claims, Setting  # noqa: E402
 from rnr_lens.display import probe_budget_label  # noqa: E402
 from rnr_lens.phases import INNER_PHASES, Profile  # noqa: E402
-from rnr_lens.stats import Estimate  # noqa: E402
+from rnr_lens.stats import Estimate, wilson  # noqa: E402
 
 
 def _e(e: Estimate | None) -> str:
@@ -143,6 +143,11 @@ def _ks(values: Sequence[int | None], none: str) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
+def _and(words: Sequence[str]) -> str:
+    """Words as prose lists them ("1, 8 and 32"; one word alone)."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
 def _span(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
     """A range of values as prose gives it ("4,014–8,557"; signed: "+0.12 to +0.15"), one
     value alone."""
@@ -240,6 +245,49 @@ def findings(claims: Claims) -> str:
     return "; ".join(said) + "."
 
 
+def reasons(claims: Claims) -> str:
+    """Every verdict of a grid at its probes' budget, one bullet each, with the reason its rule
+    gives and, where undecided, what this n resolves and what n would decide it (the results
+    page's ``reasons:GRID`` block). The reasons are the verdicts' own sentences, written by
+    :mod:`rnr_lens.verdicts` from the estimates they read; the large-k verdicts are the
+    ceiling table's."""
+
+    def bullet(name: str, v: Any) -> str:
+        return f"- {name}: **{v.status}**: {v.text}" + (f"; {v.power_text}" if v.power_text else "")
+
+    out = []
+    for c in claims.routes_vs_search:
+        out.append(bullet(f"claim 1, {c.setting.model} `{_task(c.setting)}`", c.verdict))
+        out.append(bullet(f"claim 1's retention, {c.setting.model} `{_task(c.setting)}`", c.retention_verdict))
+    out += [bullet(f"claim 2, {c.setting.model} `{_task(c.setting)}`", c.verdict) for c in claims.bottleneck]
+    for c, run in zip(claims.training, claims.run_labels(claims.training)):
+        out += [bullet(f"claim 3, {run} `{_task(c.task)}` `{probe_budget_label(p.probe)}`", p.verdict) for p in c.probes]
+    return "\n".join(out)
+
+
+def summary_lines(claims: Claims) -> str:
+    """The report's own summary, one bullet per claim (``claims.json``'s ``summary``, as the
+    report page and this script's default output print it)."""
+    return "\n".join(f"- {claim}: {line}" for claim, line in claims.summary.items())
+
+
+def parity_table(parity: dict[str, Any]) -> str:
+    """lm-eval parity, from ``scripts/lm-eval-parity``'s ``parity.json``: per question, whether
+    the prompt, the greedy text and each filter's correctness are alike in both tools, then the
+    realized rate each filter gives (Wilson)."""
+    t, n = parity["totals"], parity["totals"]["n"]
+    filters = [f for f in t if isinstance(t[f], dict)]
+    rows = [["prompt (few-shot context)", "", "", f"{t['same_prompt']} of {n}"], ["greedy text", "", "", f"{t['same_text']} of {n}"]]
+    rows += [[f"`{f}` correct (realized)", str(t[f]["lm_eval_correct"]), str(t[f]["rnr_lens_correct"]), f"{t[f]['same_correctness']} of {n}"] for f in filters]
+    table = _table([f"per question, {n} questions", "`lm_eval`", "`rnr-lens audit`", "alike"], rows)
+    said = "; ".join(
+        f"`{f}`: `lm_eval` {t[f]['lm_eval_correct']} of {n} ({_e(wilson(t[f]['lm_eval_correct'], n))}), "
+        f"`rnr-lens audit` {t[f]['rnr_lens_correct']} of {n} ({_e(wilson(t[f]['rnr_lens_correct'], n))})"
+        for f in filters
+    )
+    return f"{table}\n\nRealized (Wilson 95%) under each filter: {said}."
+
+
 def ceiling_summary(claims: Claims) -> str:
     """Claim 3 at large k over a grid's runs, one paragraph per task: whether trained stays
     resolved above base, where the straight line in log k and each bounded model put the
@@ -256,6 +304,12 @@ def ceiling_summary(claims: Claims) -> str:
         if len(lead) == n:
             stays = sum(c.crossing.not_excluded is None for c in runs)
             said.append(f"the curves do not cross by k = {budget} in {n} of {n}, and trained stays resolved above base at every k in {stays} of {n}")
+            ks = [k for k, _ in runs[0].verdicts]
+            below = [str(sum(c.verdict(k).ceiling_vs_gain.resolved == "below" for c in runs)) for k in ks]
+            said.append(
+                f"the ceiling's rise exceeds half the realized rise (Δ realized / 2 − Δ reachable resolved below zero) in "
+                f"{_and(below)} of {n} at k = {_and([str(k) for k in ks])}"
+            )
             lines = [c.crossing for c in runs if c.crossing.extrapolated is not None]
             if lines:
                 lows = [x.extrapolated_interval[0] for x in lines if x.extrapolated_interval is not None]
@@ -265,10 +319,12 @@ def ceiling_summary(claims: Claims) -> str:
                     if None in highs
                     else _span(highs)
                 )
+                costs = [c.extrapolation_cost() for c in runs if c.extrapolation_cost() is not None]
                 said.append(
                     f"a straight line in log k through the top three octaves reaches zero near k = {_span([x.extrapolated for x in lines])} "
                     f"in {len(lines)} of {n}, an extrapolation, not a measurement (its bootstrap 95% intervals, conditional on the line "
-                    f"(sampling error only), run from {_span(lows)} at the low end to {top} at the high end)"
+                    f"(sampling error only), run from {_span(lows)} at the low end to {top} at the high end); measuring there would take "
+                    f"about {_span([c / 1e6 for c in costs], '{:.1f}')} million draws per pair on these questions"
                 )
             for name in dict.fromkeys(m.model for m in runs[0].crossing.models):
                 models = [m for c in runs for m in c.crossing.models if m.model == name]
@@ -467,8 +523,11 @@ def rendered_blocks() -> dict[str, str]:
         return Claims.from_dict(json.loads((results / grid / "claims.json").read_text()))
 
     blocks = {"ceiling-summary": ceiling_summary(claims("grid-seeds"))}
+    blocks["lm-eval-parity"] = parity_table(json.loads((results / "lm-eval-parity" / "parity.json").read_text()))
     for path in sorted(results.glob("grid-*/claims.json")):
         blocks[f"findings:{path.parent.name}"] = findings(claims(path.parent.name))
+        blocks[f"reasons:{path.parent.name}"] = reasons(claims(path.parent.name))
+        blocks[f"summary:{path.parent.name}"] = summary_lines(claims(path.parent.name))
     regraded = sorted(p.parent.name for p in results.glob("*/regrading.json"))
     blocks["regrading-table"] = regrading_table([results / g for g in regraded])
     earlier = {g: _claims_at(REGRADED_FROM, g) for g in regraded}
@@ -510,7 +569,7 @@ def render() -> None:
             indent, name = match.group(1), match.group(2)
             if name not in blocks:
                 raise SystemExit(f"{page}: block {name!r} has no rendering; known: {', '.join(blocks)}")
-            if blocks[name].startswith("|"):  # a table, as printed
+            if blocks[name].startswith(("|", "- ")):  # a table or a list, as printed
                 wrapped = textwrap.indent(blocks[name], indent)
             else:
                 wrapped = textwrap.fill(blocks[name], width=92, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
@@ -541,8 +600,7 @@ def main() -> None:
         print(across, end="\n\n")
     if claims.ceiling:
         print(ceiling_table(claims), end="\n\n")
-    for claim, line in claims.summary.items():
-        print(f"- {claim}: {line}")
+    print(summary_lines(claims))
     if args.profile:
         print("", profile_table(json.loads(args.profile.read_text()), args.stages), sep="\n")
 

@@ -64,3 +64,39 @@ def test_every_committed_try_reads_as_its_config_reads_it(folder):
         )
         (moved,) = again.audits
         assert moved.readings_changed == moved.correct_changed == 0 and moved.mined != "dropped", f"{folder.name}: {moved}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
+def test_an_independent_reading_agrees_with_every_stored_flag(folder):
+    """Issue 54's "Done when": an implementation of ``concluding-exact`` written from the
+    documentation alone (tests/independent_reader.py, sharing no code with the package) reads
+    every committed try and kept sweep evaluation as correct or not exactly as stored. Where its
+    answer differs at all, the output is the documented open edge: a thousands-grouped number
+    run into further digits ("42,2222")."""
+    import re
+
+    from rnr_lens.deploy import DeploymentConfig
+    from rnr_lens.evidence import read
+
+    from .independent_reader import correct, read as read_independently, value
+
+    run_on = re.compile(r"\d{1,3}(?:,\d{3})+\d")
+    checked = 0
+    for payload in read(folder / EVIDENCE_FILE)["audits"]:
+        config = DeploymentConfig.from_json(payload["audit"]["config_json"])
+        if config.extractor != "concluding-exact":
+            continue
+        gold = {q[0]: q[3] for q in payload["questions"]}
+        rows = [(t[0], t[3], t[4], t[5]) for t in payload["tries"]]
+        for kind, _, data, *_ in payload["artifacts"]:
+            if kind == "sweep_eval":
+                rows += [(r["question_id"], r["text"], r.get("answer", r.get("extracted")), r["correct"]) for r in json.loads(data) if "text" in r]
+        for question, text, stored, stored_correct in rows:
+            mine = read_independently(text, config.assistant_prefix or "")
+            assert correct(mine, gold[question]) == bool(stored_correct), f"{folder.name}: {text!r} (gold {gold[question]}): stored {stored!r}, read {mine!r}"
+            if (mine is None) != (stored is None) or (mine is not None and value(mine) != value(stored)):
+                assert run_on.search(text), f"{folder.name}: {text!r}: stored {stored!r}, read independently {mine!r}"
+            checked += 1
+    if folder.name in {"grid-default", "grid-deep", "grid-seeds"}:
+        assert checked, f"{folder.name}: its audits are read by concluding-exact"
