@@ -278,7 +278,10 @@ def parity_table(parity: dict[str, Any]) -> str:
     t, n = parity["totals"], parity["totals"]["n"]
     filters = [f for f in t if isinstance(t[f], dict)]
     rows = [["prompt (few-shot context)", "", "", f"{t['same_prompt']} of {n}"], ["greedy text", "", "", f"{t['same_text']} of {n}"]]
-    rows += [[f"`{f}` correct (realized)", str(t[f]["lm_eval_correct"]), str(t[f]["rnr_lens_correct"]), f"{t[f]['same_correctness']} of {n}"] for f in filters]
+    rows += [
+        [f"`{f}` correct (realized)", str(t[f]["lm_eval_correct"]), str(t[f]["rnr_lens_correct"]), f"{t[f]['same_correctness']} of {n}"]
+        for f in filters
+    ]
     table = _table([f"per question, {n} questions", "`lm_eval`", "`rnr-lens audit`", "alike"], rows)
     said = "; ".join(
         f"`{f}`: `lm_eval` {t[f]['lm_eval_correct']} of {n} ({_e(wilson(t[f]['lm_eval_correct'], n))}), "

@@ -79,7 +79,8 @@ def test_an_independent_reading_agrees_with_every_stored_flag(folder):
     from rnr_lens.deploy import DeploymentConfig
     from rnr_lens.evidence import read
 
-    from .independent_reader import correct, read as read_independently, value
+    from .independent_reader import correct, value
+    from .independent_reader import read as read_independently
 
     run_on = re.compile(r"\d{1,3}(?:,\d{3})+\d")
     checked = 0
@@ -94,7 +95,9 @@ def test_an_independent_reading_agrees_with_every_stored_flag(folder):
                 rows += [(r["question_id"], r["text"], r.get("answer", r.get("extracted")), r["correct"]) for r in json.loads(data) if "text" in r]
         for question, text, stored, stored_correct in rows:
             mine = read_independently(text, config.assistant_prefix or "")
-            assert correct(mine, gold[question]) == bool(stored_correct), f"{folder.name}: {text!r} (gold {gold[question]}): stored {stored!r}, read {mine!r}"
+            assert correct(mine, gold[question]) == bool(stored_correct), (
+                f"{folder.name}: {text!r} (gold {gold[question]}): stored {stored!r}, read {mine!r}"
+            )
             if (mine is None) != (stored is None) or (mine is not None and value(mine) != value(stored)):
                 assert run_on.search(text), f"{folder.name}: {text!r}: stored {stored!r}, read independently {mine!r}"
             checked += 1
