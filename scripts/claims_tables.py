@@ -14,6 +14,7 @@ claim, one row per setting: its estimates with their 95% intervals as the report
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -31,6 +32,11 @@ from rnr_lens.stats import Estimate, wilson  # noqa: E402
 
 def _e(e: Estimate | None) -> str:
     return "–" if e is None else e.text().replace(",", ", ").replace("-", "−")
+
+
+def _number(v: float) -> str:
+    """A rate or difference as the tables print one (two decimals, a true minus sign)."""
+    return f"{v:.2f}".replace("-", "−")
 
 
 def _p(e: Estimate) -> str:
@@ -200,8 +206,8 @@ def _realized_change(runs: Sequence[Any]) -> str:
         (d,) = deltas
         said = f"realized accuracy {'rose' if up else 'fell' if down else 'changed'} by {_e(d)}" + ("" if up or down else ", not resolved")
     else:
-        points = [_e(Estimate(v, v, v, 1, "")).split()[0] for v in (min(d.value for d in deltas), max(d.value for d in deltas))]
-        span = [_e(Estimate(v, v, v, 1, "")).split()[0] for v in (min(d.low for d in deltas), max(d.high for d in deltas))]
+        points = [_number(v) for v in (min(d.value for d in deltas), max(d.value for d in deltas))]
+        span = [_number(v) for v in (min(d.low for d in deltas), max(d.high for d in deltas))]
         moved = [f"{word}, resolved, in {hits} of {len(deltas)} runs" for hits, word in ((up, "rose"), (down, "fell")) if hits]
         said = f"realized accuracy changed by {points[0]} to {points[1]} (95% intervals within {span[0]} to {span[1]}), " + (
             " and ".join(moved) if moved else f"resolved in none of the {len(deltas)} runs"
@@ -436,16 +442,18 @@ def changes_table(old: Claims, new: Claims) -> str:
             shared = [k for k in numbers_c if k in numbers_o]
             data = sizes_o == sizes_c and same([numbers_o[k] for k in shared], [numbers_c[k] for k in shared])
             rows.append(["2", c.setting.model, _task(c.setting), o.verdict.status, c.verdict.status, "same" if data else "changed"])
-    before3 = {(t.trained, t.task, probe_budget_label(p.probe)): p for t in old.training for p in t.probes}
-    for t in new.training:
+    # a run is named as the report names it (its position among runs of one trained model), so
+    # several seeds of one checkpoint name are paired run by run, not collapsed onto the last
+    before3 = {(run, t.task, probe_budget_label(p.probe)): p for t, run in zip(old.training, old.run_labels(old.training)) for p in t.probes}
+    for t, run in zip(new.training, new.run_labels(new.training)):
         for p in t.probes:
-            o3 = before3.get((t.trained, t.task, probe_budget_label(p.probe)))
+            o3 = before3.get((run, t.task, probe_budget_label(p.probe)))
             if o3 is not None and o3.verdict.status != p.verdict.status:
                 data = same((o3.delta_realized, o3.delta_reachable), (p.delta_realized, p.delta_reachable))
                 rows.append(
                     [
                         "3",
-                        f"{t.trained} ({probe_budget_label(p.probe)})",
+                        f"{run} ({probe_budget_label(p.probe)})",
                         _task(t.task),
                         o3.verdict.status,
                         p.verdict.status,
@@ -480,6 +488,10 @@ def regrading_table(folders: Sequence[Path]) -> str:
     head = _table(["grid", "tries read again", "readings changed", "correctness changed", "mined stages mined again"], rows)
     return head + "\n\n" + _table(["grid", "model", "task", "tries", "whose correctness changed", "why its mined stage was mined again"], moved)
 
+
+CHANGES_FROM = {"grid-default": ("c6d78ee", ""), "grid-deep": ("a58fef3^", "grid-deep-training")}
+"""Where git history holds each grid's version-1 claims (the deep grid kept claim 3 in a folder
+of its own then), for the tables of verdicts that verdict rules version 2 changed."""
 
 REGRADED_FROM = "825a24b"
 """The commit whose committed claims were read under config version 3, before issue 54's re-grade."""
@@ -517,9 +529,12 @@ BLOCK = r"( *)<!-- ({name}) -->.*?<!-- /\2 -->"
 
 def rendered_blocks() -> dict[str, str]:
     """Every block name the pages may hold, with its text from the committed claims: the
-    grid-seeds k = 128 summary (``ceiling-summary``), each grid's findings
-    (``findings:GRID``), what re-grading moved (``regrading-table``) and, where git history
-    holds the claims it started from, which verdicts it moved (``regrade-verdicts``)."""
+    grid-seeds k = 128 summary (``ceiling-summary``), the lm-eval parity table
+    (``lm-eval-parity``), each grid's findings, every verdict's reason and the report's summary
+    (``findings:GRID``, ``reasons:GRID``, ``summary:GRID``), what re-grading moved
+    (``regrading-table``) and, where git history holds the earlier claims, which verdicts the
+    re-grade moved (``regrade-verdicts``) and which verdict rules version 2 changed
+    (``changes:GRID``)."""
     results = ROOT / "assets" / "results"
 
     def claims(grid: str) -> Claims:
@@ -533,6 +548,11 @@ def rendered_blocks() -> dict[str, str]:
         blocks[f"summary:{path.parent.name}"] = summary_lines(claims(path.parent.name))
     regraded = sorted(p.parent.name for p in results.glob("*/regrading.json"))
     blocks["regrading-table"] = regrading_table([results / g for g in regraded])
+    for grid, (rev, training) in CHANGES_FROM.items():  # which verdicts version 2's rules changed, where history holds version 1's
+        before = _claims_at(rev, grid)
+        before_training = _claims_at(rev, training) if training else before
+        if before is not None and before_training is not None:
+            blocks[f"changes:{grid}"] = changes_table(dataclasses.replace(before, training=before_training.training), claims(grid))
     earlier = {g: _claims_at(REGRADED_FROM, g) for g in regraded}
     if all(c is not None for c in earlier.values()):  # git history holds them (a bare export does not)
         blocks["regrade-verdicts"] = regrade_verdicts({g: c for g, c in earlier.items() if c is not None}, {g: claims(g) for g in regraded})
@@ -540,7 +560,8 @@ def rendered_blocks() -> dict[str, str]:
 
 
 def _claims_at(rev: str, grid: str) -> Claims | None:
-    """A grid's committed claims at an earlier commit (None: git history does not hold it)."""
+    """A grid's committed claims at an earlier commit (None: git history does not hold it).
+    ``rev`` is any revision git reads (``a58fef3^``)."""
     import subprocess
 
     shown = subprocess.run(["git", "show", f"{rev}:assets/results/{grid}/claims.json"], cwd=ROOT, capture_output=True, text=True)
