@@ -297,6 +297,24 @@ def parity_table(parity: dict[str, Any]) -> str:
     return f"{table}\n\nRealized (Wilson 95%) under each filter: {said}."
 
 
+def search_speedup(bench: dict[str, Any]) -> str:
+    """The prompt-state reuse's measured speedup on the search, from ``benchmarks``' JSON (the
+    ratio of the baseline's to the new code's time in the same run, its interval, and whether
+    every try came out identical)."""
+    low, high = bench["speedup_interval"]
+    same = "every try identical" if bench["identical"] == bench["tries"] else f"{bench['identical']} of {bench['tries']} tries identical"
+    return f"The search ran {bench['speedup']:.2f}x [{low:.2f}, {high:.2f}] as fast as the code before it, {same}."
+
+
+def gpu_summary(check: dict[str, Any]) -> str:
+    """What ``scripts/gpu-check`` found on a GPU, from its ``gpu-check.json``."""
+    s = check["summary"]
+    skipped = [c["name"] for c in check["checks"] if c["status"] == "skip"]
+    return (
+        f"On one {check['gpu'].removeprefix('NVIDIA ')} it passed {s['pass']} checks, {s['fail']} failed, {s['skip']} skipped ({'; '.join(skipped)})."
+    )
+
+
 def ceiling_summary(claims: Claims) -> str:
     """Claim 3 at large k over a grid's runs, one paragraph per task: whether trained stays
     resolved above base, where the straight line in log k and each bounded model put the
@@ -530,7 +548,8 @@ BLOCK = r"( *)<!-- ({name}) -->.*?<!-- /\2 -->"
 def rendered_blocks() -> dict[str, str]:
     """Every block name the pages may hold, with its text from the committed claims: the
     grid-seeds k = 128 summary (``ceiling-summary``), the lm-eval parity table
-    (``lm-eval-parity``), each grid's findings, every verdict's reason and the report's summary
+    (``lm-eval-parity``), the search's measured speedup (``search-speedup``), the GPU check
+    (``gpu-check``), each grid's findings, every verdict's reason and the report's summary
     (``findings:GRID``, ``reasons:GRID``, ``summary:GRID``), what re-grading moved
     (``regrading-table``) and, where git history holds the earlier claims, which verdicts the
     re-grade moved (``regrade-verdicts``) and which verdict rules version 2 changed
@@ -542,6 +561,8 @@ def rendered_blocks() -> dict[str, str]:
 
     blocks = {"ceiling-summary": ceiling_summary(claims("grid-seeds"))}
     blocks["lm-eval-parity"] = parity_table(json.loads((results / "lm-eval-parity" / "parity.json").read_text()))
+    blocks["search-speedup"] = search_speedup(json.loads((results / "bench-prefix-store" / "search-rounds.json").read_text()))
+    blocks["gpu-check"] = gpu_summary(json.loads((results / "gpu-h200" / "gpu-check.json").read_text()))
     for path in sorted(results.glob("grid-*/claims.json")):
         blocks[f"findings:{path.parent.name}"] = findings(claims(path.parent.name))
         blocks[f"reasons:{path.parent.name}"] = reasons(claims(path.parent.name))
