@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rnr_lens.deploy import DeploymentConfig, check_config_fits, deployment_for_task
+from rnr_lens.deploy import DeploymentConfig, deployment_for_task
 from rnr_lens.display import probe_labels, progress_bar, short_text
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import NoSpace
@@ -89,9 +89,7 @@ class AuditPlan:
     def deployed(self, model: Any) -> AuditPlan:
         """This plan with its config: the one given, else the default for ``model`` (a model or
         a tokenizer; :func:`~rnr_lens.deploy.deployment_for_task`), checked to fit the task."""
-        config = self.config if self.config is not None else deployment_for_task(model, self.task)
-        check_config_fits(config, self.task)
-        return self.with_config(config)
+        return self.with_config(deployment_for_task(model, self.task, self.config))
 
     @property
     def names(self) -> list[str]:

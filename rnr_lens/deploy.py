@@ -25,18 +25,28 @@ from rnr_lens.answers import extractors_for, get_extractor, is_correct_as
 from rnr_lens.errors import RnrLensError
 from rnr_lens.prompts import ChatPrompt, PromptLike
 from rnr_lens.records import short_hash
+from rnr_lens.shots import Shots, resolve
+from rnr_lens.tasks import train_split
 from rnr_lens.tasks.core import Question, Scoring, Task
 from rnr_lens.untrusted import load_yaml, read_small
 
 CONFIG_VERSION = 4
-"""Version 4 made ``concluding-exact`` the default extractor for numbers (the concluding rule on
-every output: an operand of any unevaluated expression states no answer, and numbers are graded
-exactly; issue 54), version 3 ``concluding-token`` (a digit glued to a word states no answer),
-version 2 ``concluding-number``; a config of an earlier version that names no extractor meant
-that version's default and is read so (its hash stays what it was)."""
-READABLE_VERSIONS = (1, 2, 3, 4)
-DEFAULT_EXTRACTOR = {1: "number", 2: "concluding-number", 3: "concluding-token", 4: "concluding-exact"}
+"""The version a config without worked examples is written at. Version 4 made
+``concluding-exact`` the default extractor for numbers (the concluding rule on every output: an
+operand of any unevaluated expression states no answer, and numbers are graded exactly; issue
+54), version 3 ``concluding-token`` (a digit glued to a word states no answer), version 2
+``concluding-number``; a config of an earlier version that names no extractor meant that
+version's default and is read so (its hash stays what it was)."""
+SHOTS_VERSION = 5
+"""Version 5 added ``shots``, worked examples before each question (:mod:`rnr_lens.shots`); a
+config with shots is written at it, one without keeps version 4 and the hash it always had."""
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
+DEFAULT_EXTRACTOR = {1: "number", 2: "concluding-number", 3: "concluding-token", 4: "concluding-exact", 5: "concluding-exact"}
 """The numeric extractor each config version defaults to."""
+BASE_SHOTS = 1
+"""Worked examples in a base model's default deployment (issue 55): the smallest N whose realized
+accuracy is not resolved below the best, measured on Gemma-3-270M over three train splits
+(docs/shots.md; ``tests/test_deploy.py`` keeps it equal to the committed measurement's decision)."""
 MAX_NEW_TOKENS = 8192
 """Longest generation budget a config may ask for (the model's context is checked per audit)."""
 
@@ -55,6 +65,11 @@ class DeploymentConfig:
         stop: Stop strings.
         extractor: Name of an extractor in :mod:`rnr_lens.answers`.
         temperature: 0 (greedy) for the default deployment.
+        shots: Worked examples before each question (:class:`rnr_lens.shots.Shots`; None:
+            zero-shot). Each is its question and its answer in this deployment's own format
+            (``The answer is 14.``), an earlier turn under a chat template.
+        version: The config's version: :data:`SHOTS_VERSION` with shots, else
+            :data:`CONFIG_VERSION` (None: chosen so).
         harness: Empty for rnr_lens's own prompt format; else the identity of the harness whose
             prompts and scoring this deployment uses (an lm-eval task's: its version and the
             task's resolved config, hashed): each question's prompt is used verbatim, raw, and
@@ -71,7 +86,8 @@ class DeploymentConfig:
     stop: tuple[str, ...] = ("\n",)
     extractor: str = DEFAULT_EXTRACTOR[CONFIG_VERSION]
     temperature: float = 0.0
-    version: int = field(default=CONFIG_VERSION)
+    shots: Shots | None = None
+    version: int | None = None
     harness: str = ""
     scoring: Scoring | None = field(default=None, compare=False, repr=False)
 
@@ -102,12 +118,22 @@ class DeploymentConfig:
             and self.temperature >= 0,
             "a finite number >= 0",
         )
+        if isinstance(self.shots, dict):
+            object.__setattr__(self, "shots", Shots.from_dict(self.shots))
+        need("shots", self.shots is None or isinstance(self.shots, Shots), "a mapping with n, source and seed, or null")
+        if self.version is None:
+            object.__setattr__(self, "version", SHOTS_VERSION if self.shots else CONFIG_VERSION)
         need("version", self.version in READABLE_VERSIONS, f"one of {READABLE_VERSIONS} (the deployment config versions this rnr_lens reads)")
+        if self.shots is not None and self.version < SHOTS_VERSION:  # type: ignore[operator]
+            raise RnrLensError(
+                f"worked examples (shots) need deployment config version {SHOTS_VERSION}; set version: {SHOTS_VERSION} or leave version out"
+            )
         need("harness", isinstance(self.harness, str), "text")
         if not self.harness:
             get_extractor(self.extractor)  # validates the name
             return
         need("chat", not self.chat, "false for a harness's task (its prompts are raw text)")
+        need("shots", self.shots is None, "null for a harness's task (it keeps its harness's own few-shot context)")
         if self.scoring is not None and self.extractor not in self.scoring.readers:
             raise RnrLensError(
                 f"deployment config extractor {self.extractor!r} is not a filter of its task; choose one of {', '.join(self.scoring.readers)}"
@@ -144,14 +170,28 @@ class DeploymentConfig:
 
     # -- use ------------------------------------------------------------------------------
     def prompt(self, question: Question) -> PromptLike:
-        """The prompt the model sees for ``question``."""
+        """The prompt the model sees for ``question``: its worked examples first (raw text: each
+        a question and its answer, a blank line apart; chat: earlier user and assistant turns),
+        then the question and the assistant prefix. The one owner of the prompt's shape."""
         if self.harness:
             return question.prompt  # the harness built it whole (few-shot context and all)
         user = f"{self.instruction}{question.prompt}"
+        examples = self.shots.examples_for(question.prompt) if self.shots else ()
+        solved = tuple((f"{self.instruction}{e.question}", f"{self.assistant_prefix}{e.answer}.") for e in examples)
         if self.chat:
-            return ChatPrompt(user, system=self.system_prompt, assistant_prefix=self.assistant_prefix)
+            return ChatPrompt(user, system=self.system_prompt, assistant_prefix=self.assistant_prefix, turns=solved)
         head = f"{self.system_prompt}\n\n" if self.system_prompt else ""
-        return f"{head}{user}\n{self.assistant_prefix}"
+        context = "".join(f"{asked}\n{answered}\n\n" for asked, answered in solved)
+        return f"{head}{context}{user}\n{self.assistant_prefix}"
+
+    def for_task(self, task: Task, shots_file: Task | None = None) -> DeploymentConfig:
+        """This deployment fitted to ``task``: refused where it cannot score it
+        (:func:`check_config_fits`), its worked examples drawn from their source for ``task``
+        (:func:`rnr_lens.shots.resolve`; ``shots_file``: the task a ``file:NAME`` source names)."""
+        check_config_fits(self, task)
+        if shots_file is not None:
+            check_shots_file(self)
+        return self if self.shots is None else replace(self, shots=resolve(self.shots, task, shots_file))
 
     def extract(self, generated: str) -> str | None:
         """The answer in a generated continuation (read after the assistant prefix).
@@ -210,6 +250,10 @@ class DeploymentConfig:
         data["stop"] = list(self.stop)
         if not self.harness:
             del data["harness"]
+        if self.shots is None:
+            del data["shots"]  # a zero-shot config keeps the hash it always had
+        else:
+            data["shots"] = self.shots.to_dict()
         return data
 
     def to_json(self) -> str:
@@ -225,7 +269,7 @@ class DeploymentConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise RnrLensError(f"unknown deployment config field {unknown[0]!r}; known fields: {', '.join(sorted(known))}")
-        version = data.get("version", CONFIG_VERSION)
+        version = data.get("version", SHOTS_VERSION if data.get("shots") else CONFIG_VERSION)
         if "extractor" not in data and version in DEFAULT_EXTRACTOR:
             data = {**data, "extractor": DEFAULT_EXTRACTOR[version]}  # that version's default: the file means what it meant
         return cls(**data)
@@ -250,6 +294,10 @@ class DeploymentConfig:
         return cls.from_dict(data)
 
     def with_(self, **changes: Any) -> DeploymentConfig:
+        """A copy with ``changes``; adding shots to a zero-shot config raises its version to
+        :data:`SHOTS_VERSION`, removing them lowers it back."""
+        if "shots" in changes and "version" not in changes and self.version in (CONFIG_VERSION, SHOTS_VERSION):
+            changes["version"] = SHOTS_VERSION if changes["shots"] else CONFIG_VERSION
         return replace(self, **changes)
 
 
@@ -265,13 +313,39 @@ def deployment_for(model_or_tokenizer: Any, answer_type: str) -> DeploymentConfi
     return DeploymentConfig.default_for(answer_type, chat=chat)
 
 
-def deployment_for_task(model_or_tokenizer: Any, task: Task) -> DeploymentConfig:
-    """The default deployment of ``task`` for this model: the one its harness prescribes (an
-    ``lm-eval:`` task: the task's own prompts, stops and scoring), else
-    :func:`deployment_for` its answer type. Every caller that holds a task chooses here."""
+def deployment_for_task(
+    model_or_tokenizer: Any, task: Task, config: DeploymentConfig | None = None, shots_file: Task | None = None
+) -> DeploymentConfig:
+    """The deployment of ``task`` for this model, fitted to the task: ``config`` where given
+    (:meth:`DeploymentConfig.for_task`: checked, its shots drawn), else the default: the one
+    its harness prescribes (an ``lm-eval:`` task: the task's own prompts, stops and scoring), a
+    chat model's :func:`deployment_for` its answer type, and for a model without a chat
+    template (a base model) the same as raw text with :data:`BASE_SHOTS` worked examples
+    (:func:`default_shots`). Every caller that holds a task chooses here."""
+    if config is not None:
+        return config.for_task(task, shots_file)
     if task.scoring is not None:
         return DeploymentConfig.for_harness(task.scoring)
-    return deployment_for(model_or_tokenizer, task.answer_type)
+    chosen = deployment_for(model_or_tokenizer, task.answer_type)
+    if not chosen.chat:
+        chosen = chosen.with_(shots=default_shots(task))
+    return chosen.for_task(task, shots_file)
+
+
+def default_shots(task: Task) -> Shots:
+    """A base model's default worked examples for ``task``: :data:`BASE_SHOTS` of them, from
+    the built-in task's train split, else from the task itself (each question left out of its
+    own context), seed 0."""
+    return Shots(BASE_SHOTS, "train" if train_split(task) is not None else "self")
+
+
+def check_shots_file(config: DeploymentConfig | None) -> None:
+    """Refuse a shots file for a deployment that does not read one (no config, or shots from
+    another source): it would be ignored."""
+    if config is None or config.shots is None or not config.shots.source.startswith("file:"):
+        raise RnrLensError(
+            "a shots file is read only for a deployment whose shots source is file:NAME; set shots: {n: N, source: file:NAME} in --config"
+        )
 
 
 def check_config_fits(config: DeploymentConfig, task: Task) -> None:

@@ -85,7 +85,7 @@ def check_format(model: LensModel, task: Task, config: DeploymentConfig | None =
         >>> check = check_format(load_model(), tasks.get("add-small", n=20))  # doctest: +SKIP
         >>> [(r.extractor, r.correct) for r in check.readings]  # doctest: +SKIP
     """
-    config = config or deployment_for_task(model, task)
+    config = deployment_for_task(model, task, config)
     ctx = ProbeContext(model, config, task.answer_type, batch_size=batch_size)
     generated = [g.text for g in ctx.generate(list(task))]
     texts = [config.assistant_prefix + g for g in generated]

@@ -1,8 +1,9 @@
 """Prompts: raw text, or a user message rendered with the model's chat template.
 
-A :class:`ChatPrompt` carries an optional system prompt and an optional assistant prefix
-(for instance ``"The answer is "``) that is appended after the template's generation prompt,
-so the model continues the assistant's turn from it.
+A :class:`ChatPrompt` carries an optional system prompt, earlier turns (worked examples: a user
+message and the assistant's answer each, lm-eval's ``--fewshot_as_multiturn``) and an optional
+assistant prefix (for instance ``"The answer is "``) that is appended after the template's
+generation prompt, so the model continues the assistant's turn from it.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ class ChatPrompt:
 
     Example:
         >>> ChatPrompt("What is 2 + 3?", assistant_prefix="The answer is ")
-        ChatPrompt(user='What is 2 + 3?', system=None, assistant_prefix='The answer is ')
+        ChatPrompt(user='What is 2 + 3?', system=None, assistant_prefix='The answer is ', turns=())
     """
 
     user: str
     system: str | None = None
     assistant_prefix: str = ""
+    turns: tuple[tuple[str, str], ...] = ()
+    """Earlier ``(user, assistant)`` turns, oldest first, before ``user``."""
 
 
 PromptLike = Union[str, ChatPrompt]  # noqa: UP007  # a runtime alias: `|` on a class needs 3.10 semantics at import
@@ -49,6 +52,8 @@ def render(tokenizer: Any, prompt: PromptLike) -> tuple[str, bool]:
     messages = []
     if prompt.system is not None:
         messages.append({"role": "system", "content": prompt.system})
+    for asked, answered in prompt.turns:
+        messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered}]
     messages.append({"role": "user", "content": prompt.user})
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return text + prompt.assistant_prefix, False

@@ -149,7 +149,7 @@ def train(
         ``grad_norm`` and ``seconds``.
     """
     config = config or TrainConfig()
-    deployment = deployment or deployment_for_task(model, task)
+    deployment = deployment_for_task(model, task, deployment)
     budget = _check_run(task, config, deployment)
     layers = parse_layers(config.layers, model.n_layers)
     params = trainable_parameters(model, layers, config.components)

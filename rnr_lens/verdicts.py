@@ -92,7 +92,8 @@ class Verdict:
         detectable: The smallest effect (distance from the null or margin) this ``n``
             resolves at the stated level with 80% power.
         n_needed: Questions (per arm's shared set) that would resolve the observed effect with
-            80% power; None where no ``n`` would (an observed effect of zero).
+            80% power; None where no ``n`` would (an observed effect of zero, or one pointing
+            away from the claim's direction).
         rules: The version of the rules that decided it (:data:`RULES`).
     """
 
@@ -112,7 +113,7 @@ class Verdict:
         if self.status in (SUPPORT, AGAINST) or self.detectable is None:
             return ""
         need = (
-            "no n resolves an observed effect of zero"
+            "no n resolves the effect observed: it is zero or points the other way"
             if self.n_needed is None
             else f"about {self.n_needed} questions would resolve the effect observed"
         )

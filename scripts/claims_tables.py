@@ -91,9 +91,11 @@ def bottleneck_table(claims: Claims, model: str) -> str:
         if c.screen_vs_exhaustive is not None:
             a = c.screen_vs_exhaustive
             rho = "–" if a.spearman is None else f"{a.spearman:.2f}"
-            agree = f"{'same' if a.same_block else f'{a.screen_block} vs {a.exhaustive_block}'}; regret {a.regret:.2f}; ρ {rho}"
+            agree = f"{f'same, MLP {a.screen_block}' if a.same_block else f'MLP {a.screen_block} vs {a.exhaustive_block}'}; regret {a.regret:.2f}; ρ {rho}"
         verdict = f"**{c.verdict.status}**" + (f" (n≈{c.verdict.n_needed})" if c.verdict.n_needed else "")
         rows.append([_task(c.setting), halves, _block(c.bottleneck), null, agree, verdict])
+    if not rows:
+        return ""  # the grid mines no failure set
     cols = [
         "task",
         "failures (discovery/held-out; controls)",
@@ -149,6 +151,11 @@ def _ks(values: Sequence[int | None], none: str) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
+def _n(count: int, noun: str) -> str:
+    """``1 setting``, ``3 settings``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _and(words: Sequence[str]) -> str:
     """Words as prose lists them ("1, 8 and 32"; one word alone)."""
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
@@ -168,12 +175,16 @@ def training_decided(claims: Claims) -> str:
     rows = [(c.task, p.verdict.status) for c in claims.training for p in c.probes]
     decided = [(task, status) for task, status in rows if status in ("support", "against")]
     if not decided:
-        return f"claim 3 is decided in none of its {len(rows)} comparisons"
+        return f"claim 3 is decided in none of its {_n(len(rows), 'comparison')}"
     statuses = sorted({s for _, s in decided})
     tasks = list(dict.fromkeys(task for task, _ in decided))
     per_task = ", ".join(f"`{_task(t)}` {sum(1 for task, _ in decided if task == t)} of {sum(1 for task, _ in rows if task == t)}" for t in tasks)
-    verdict = f"all **{statuses[0]}**" if len(statuses) == 1 else " and ".join(f"{sum(1 for _, s in decided if s == st)} **{st}**" for st in statuses)
-    return f"claim 3 is decided in {len(decided)} of {len(rows)} comparisons, {verdict} ({per_task}; the rest unresolved or uninformative)"
+    if len(statuses) > 1:
+        verdict = " and ".join(f"{sum(1 for _, s in decided if s == st)} **{st}**" for st in statuses)
+    else:
+        verdict = f"{'all ' if len(decided) > 1 else ''}**{statuses[0]}**"
+    rest = "; the rest unresolved or uninformative" if len(decided) < len(rows) else ""
+    return f"claim 3 is decided in {len(decided)} of {_n(len(rows), 'comparison')}, {verdict} ({per_task}{rest})"
 
 
 def _where(settings: Sequence[Setting]) -> str:
@@ -192,7 +203,7 @@ def _by_status(pairs: Sequence[tuple[Setting, str]], label: str, total: int) -> 
     rest = total - len(decided) - len(unresolved)
     if rest:
         parts.append(f"uninformative or not evaluated in the other {rest}" if parts else "uninformative or not evaluated in every one")
-    return f"{label} is decided in {len(decided)} of {total} settings ({'; '.join(parts)})"
+    return f"{label} is decided in {len(decided)} of {_n(total, 'setting')} ({'; '.join(parts)})"
 
 
 def _realized_change(runs: Sequence[Any]) -> str:
@@ -204,11 +215,14 @@ def _realized_change(runs: Sequence[Any]) -> str:
     up, down = (sum(d.resolved == side for d in deltas) for side in ("above", "below"))
     if len(deltas) == 1:
         (d,) = deltas
-        said = f"realized accuracy {'rose' if up else 'fell' if down else 'changed'} by {_e(d)}" + ("" if up or down else ", not resolved")
+        said = f"realized accuracy changed by {_p(d)}, " + ("a resolved rise" if up else "a resolved fall" if down else "not resolved")
     else:
         points = [_number(v) for v in (min(d.value for d in deltas), max(d.value for d in deltas))]
         span = [_number(v) for v in (min(d.low for d in deltas), max(d.high for d in deltas))]
         moved = [f"{word}, resolved, in {hits} of {len(deltas)} runs" for hits, word in ((up, "rose"), (down, "fell")) if hits]
+        clear = [d.p for d in deltas if d.resolved is None and (d.low > 0 or d.high < 0) and d.p is not None]
+        if clear:  # an interval clear of 0 whose exact test does not agree
+            moved.append(f"an interval clear of 0 with exact McNemar p {_span(clear, '{:.2g}')} in {len(clear)}")
         said = f"realized accuracy changed by {points[0]} to {points[1]} (95% intervals within {span[0]} to {span[1]}), " + (
             " and ".join(moved) if moved else f"resolved in none of the {len(deltas)} runs"
         )
@@ -228,7 +242,7 @@ def findings(claims: Claims) -> str:
     said = [_by_status(routes, "claim 1", len(routes))]
     if claims.bottleneck:
         with_set = [c for c in claims.bottleneck if c.failures >= 2]
-        sizes = f" (failure sets of {_span([c.failures for c in with_set])} questions in {len(with_set)} settings)" if with_set else ""
+        sizes = f" (failure sets of {_span([c.failures for c in with_set])} questions in {_n(len(with_set), 'setting')})" if with_set else ""
         said.append(_by_status([(c.setting, c.verdict.status) for c in claims.bottleneck], "claim 2" + sizes, len(claims.bottleneck)))
     else:
         said.append("claim 2 is not evaluated (the grid mines no failure set)")
@@ -245,9 +259,11 @@ def findings(claims: Claims) -> str:
                 deltas = [p.delta_reachable for p in probes if probe_budget_label(p.probe) == label]
                 for side, word in (("below", "fell"), ("above", "rose")):
                     if hits := sum(d.resolved == side for d in deltas):
-                        moves.append(f"`{label}`'s ceiling {word}, resolved, in {hits} of {len(deltas)} run{'s' if len(deltas) > 1 else ''}")
+                        moves.append(f"`{label}`'s ceiling {word}, resolved, in {hits} of {_n(len(deltas), 'run')}")
             three += "; there " + ", ".join(moves) if moves else ""
         said.append(three)
+    else:
+        said.append("claim 3 is not evaluated (the grid names no trained pair)")
     return "; ".join(said) + "."
 
 
@@ -303,16 +319,18 @@ def search_speedup(bench: dict[str, Any]) -> str:
     every try came out identical)."""
     low, high = bench["speedup_interval"]
     same = "every try identical" if bench["identical"] == bench["tries"] else f"{bench['identical']} of {bench['tries']} tries identical"
-    return f"The search ran {bench['speedup']:.2f}x [{low:.2f}, {high:.2f}] as fast as the code before it, {same}."
+    return f"The search ran {bench['speedup']:.3f}x [{low:.3f}, {high:.3f}] as fast as the code before it, {same}."
 
 
 def gpu_summary(check: dict[str, Any]) -> str:
     """What ``scripts/gpu-check`` found on a GPU, from its ``gpu-check.json``."""
     s = check["summary"]
-    skipped = [c["name"] for c in check["checks"] if c["status"] == "skip"]
-    return (
-        f"On one {check['gpu'].removeprefix('NVIDIA ')} it passed {s['pass']} checks, {s['fail']} failed, {s['skip']} skipped ({'; '.join(skipped)})."
-    )
+    said = [f"passed {_n(s['pass'], 'check')}", f"{s['fail']} failed"]
+    for status, word in (("fail", "failed"), ("skip", "skipped")):
+        named = [f"{c['name']} ({c['detail']})" if c.get("detail") else c["name"] for c in check["checks"] if c["status"] == status]
+        if named:
+            said.append(f"{word}: {'; '.join(named)}")
+    return f"On one {check['gpu'].removeprefix('NVIDIA ')} it {', '.join(said)}."
 
 
 def ceiling_summary(claims: Claims) -> str:
@@ -332,11 +350,12 @@ def ceiling_summary(claims: Claims) -> str:
             stays = sum(c.crossing.not_excluded is None for c in runs)
             said.append(f"the curves do not cross by k = {budget} in {n} of {n}, and trained stays resolved above base at every k in {stays} of {n}")
             ks = [k for k, _ in runs[0].verdicts]
-            below = [str(sum(c.verdict(k).ceiling_vs_gain.resolved == "below" for c in runs)) for k in ks]
-            said.append(
-                f"the ceiling's rise exceeds half the realized rise (Δ realized / 2 − Δ reachable resolved below zero) in "
-                f"{_and(below)} of {n} at k = {_and([str(k) for k in ks])}"
-            )
+            if ks:
+                below = [str(sum(c.verdict(k).ceiling_vs_gain.resolved == "below" for c in runs)) for k in ks]
+                said.append(
+                    f"the ceiling's rise exceeds half the realized rise (Δ realized / 2 − Δ reachable resolved below zero) in "
+                    f"{_and(below)} of {n} at k = {_and([str(k) for k in ks])}"
+                )
             lines = [c.crossing for c in runs if c.crossing.extrapolated is not None]
             if lines:
                 lows = [x.extrapolated_interval[0] for x in lines if x.extrapolated_interval is not None]
@@ -346,12 +365,12 @@ def ceiling_summary(claims: Claims) -> str:
                     if None in highs
                     else _span(highs)
                 )
-                costs = [c.extrapolation_cost() for c in runs if c.extrapolation_cost() is not None]
+                costs = [cost / 1e6 for c in runs if (cost := c.extrapolation_cost()) is not None]
                 said.append(
                     f"a straight line in log k through the top three octaves reaches zero near k = {_span([x.extrapolated for x in lines])} "
                     f"in {len(lines)} of {n}, an extrapolation, not a measurement (its bootstrap 95% intervals, conditional on the line "
                     f"(sampling error only), run from {_span(lows)} at the low end to {top} at the high end); measuring there would take "
-                    f"about {_span([c / 1e6 for c in costs], '{:.1f}')} million draws per pair on these questions"
+                    f"about {_span(costs, '{:.1f}')} million draws per pair on these questions"
                 )
             for name in dict.fromkeys(m.model for m in runs[0].crossing.models):
                 models = [m for c in runs for m in c.crossing.models if m.model == name]
@@ -459,13 +478,25 @@ def changes_table(old: Claims, new: Claims) -> str:
             (sizes_o, numbers_o), (sizes_c, numbers_c) = _claim2_numbers(o), _claim2_numbers(c)
             shared = [k for k in numbers_c if k in numbers_o]
             data = sizes_o == sizes_c and same([numbers_o[k] for k in shared], [numbers_c[k] for k in shared])
-            rows.append(["2", c.setting.model, _task(c.setting), o.verdict.status, c.verdict.status, "same" if data else "changed"])
+            said = ("same" if data else "changed") if shared else f"sizes {'same' if sizes_o == sizes_c else 'changed'}; no block in both"
+            rows.append(["2", c.setting.model, _task(c.setting), o.verdict.status, c.verdict.status, said])
+
     # a run is named as the report names it (its position among runs of one trained model), so
     # several seeds of one checkpoint name are paired run by run, not collapsed onto the last
-    before3 = {(run, t.task, probe_budget_label(p.probe)): p for t, run in zip(old.training, old.run_labels(old.training)) for p in t.probes}
-    for t, run in zip(new.training, new.run_labels(new.training)):
+    def runs(claims: Claims) -> list[tuple[tuple[str, str, int], Any]]:
+        """Each pair's claim keyed by its trained model, task and place among that model's runs
+        of the task (seeds share a checkpoint name: paired run by run, never collapsed)."""
+        seen: dict[tuple[str, str], int] = {}
+        keyed = []
+        for t in claims.training:
+            place = seen[(t.trained, t.task)] = seen.get((t.trained, t.task), -1) + 1
+            keyed.append(((t.trained, t.task, place), t))
+        return keyed
+
+    before3 = {(*key, probe_budget_label(p.probe)): p for key, t in runs(old) for p in t.probes}
+    for (key, t), run in zip(runs(new), new.run_labels(new.training)):
         for p in t.probes:
-            o3 = before3.get((run, t.task, probe_budget_label(p.probe)))
+            o3 = before3.get((*key, probe_budget_label(p.probe)))
             if o3 is not None and o3.verdict.status != p.verdict.status:
                 data = same((o3.delta_realized, o3.delta_reachable), (p.delta_realized, p.delta_reachable))
                 rows.append(
@@ -499,12 +530,22 @@ def regrading_table(folders: Sequence[Path]) -> str:
             ]
         )
         moved += [
-            [f"`{folder.name}`", a["model"], f"`{_task(a['task'])}`", f"{a['tries']:,}", str(a["correct_changed"]), a["reason"] or "–"]
+            [
+                f"`{folder.name}`",
+                a["model"],
+                f"`{_task(a['task'])}`",
+                f"`{a['new_id']}`",
+                f"{a['tries']:,}",
+                str(a["correct_changed"]),
+                a["reason"] or "–",
+            ]
             for a in audits
             if a["correct_changed"] or a["mined"] == "dropped"
         ]
     head = _table(["grid", "tries read again", "readings changed", "correctness changed", "mined stages mined again"], rows)
-    return head + "\n\n" + _table(["grid", "model", "task", "tries", "whose correctness changed", "why its mined stage was mined again"], moved)
+    return (
+        head + "\n\n" + _table(["grid", "model", "task", "audit", "tries", "whose correctness changed", "why its mined stage was mined again"], moved)
+    )
 
 
 CHANGES_FROM = {"grid-default": ("c6d78ee", ""), "grid-deep": ("a58fef3^", "grid-deep-training")}
@@ -542,6 +583,8 @@ def regrade_verdicts(before: dict[str, Claims], after: dict[str, Claims]) -> str
 
 
 BLOCK = r"( *)<!-- ({name}) -->.*?<!-- /\2 -->"
+PAGES = (ROOT / "README.md", ROOT / "docs" / "results.md", ROOT / "docs" / "shots.md")
+"""The pages whose blocks :func:`render` fills."""
 """A rendered block in a page: ``<!-- NAME -->`` ... ``<!-- /NAME -->``, indented as its marker."""
 
 
@@ -549,7 +592,7 @@ def rendered_blocks() -> dict[str, str]:
     """Every block name the pages may hold, with its text from the committed claims: the
     grid-seeds k = 128 summary (``ceiling-summary``), the lm-eval parity table
     (``lm-eval-parity``), the search's measured speedup (``search-speedup``), the GPU check
-    (``gpu-check``), each grid's findings, every verdict's reason and the report's summary
+    (``gpu-check``), the few-shot measurement (``shots-study``), each grid's findings, every verdict's reason and the report's summary
     (``findings:GRID``, ``reasons:GRID``, ``summary:GRID``), what re-grading moved
     (``regrading-table``) and, where git history holds the earlier claims, which verdicts the
     re-grade moved (``regrade-verdicts``) and which verdict rules version 2 changed
@@ -563,6 +606,8 @@ def rendered_blocks() -> dict[str, str]:
     blocks["lm-eval-parity"] = parity_table(json.loads((results / "lm-eval-parity" / "parity.json").read_text()))
     blocks["search-speedup"] = search_speedup(json.loads((results / "bench-prefix-store" / "search-rounds.json").read_text()))
     blocks["gpu-check"] = gpu_summary(json.loads((results / "gpu-h200" / "gpu-check.json").read_text()))
+    table, n = _shots_study().decide(json.loads((results / "shots-study" / "study.json").read_text()))
+    blocks["shots-study"] = f"{table}\n\nBy the rule, a base model's default deployment gets {n} worked example{'s' if n != 1 else ''}."
     for path in sorted(results.glob("grid-*/claims.json")):
         blocks[f"findings:{path.parent.name}"] = findings(claims(path.parent.name))
         blocks[f"reasons:{path.parent.name}"] = reasons(claims(path.parent.name))
@@ -578,6 +623,17 @@ def rendered_blocks() -> dict[str, str]:
     if all(c is not None for c in earlier.values()):  # git history holds them (a bare export does not)
         blocks["regrade-verdicts"] = regrade_verdicts({g: c for g, c in earlier.items() if c is not None}, {g: claims(g) for g in regraded})
     return blocks
+
+
+def _shots_study() -> Any:
+    """``scripts/shots_study.py``, the owner of the few-shot measurement's table and rule."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("shots_study", ROOT / "scripts" / "shots_study.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _claims_at(rev: str, grid: str) -> Claims | None:
@@ -607,7 +663,7 @@ def render() -> None:
     import textwrap
 
     blocks = rendered_blocks()
-    for page in (ROOT / "README.md", ROOT / "docs" / "results.md"):
+    for page in PAGES:
         text = page.read_text()
 
         def fill(match: re.Match[str], page: Path = page) -> str:

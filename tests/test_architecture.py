@@ -44,7 +44,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         "model",
         ["adapters", "prefix_states", "reuse", "engine", "interventions", "generation", "reuse_check", "lens", "model_cache", "models", "tiny"],
     ),
-    ("questions", ["tasks", "deploy"]),
+    ("questions", ["tasks", "shots", "deploy"]),
     ("store", ["store", "evidence"]),
     ("measurement", ["selectors", "probes", "results", "audits", "formats", "attribution", "checkpoints", "training"]),
     ("analysis", ["comparison", "failures", "executors", "miner", "regrade"]),

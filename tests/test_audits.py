@@ -114,11 +114,16 @@ def test_kill_9_then_resume_gives_exactly_the_uninterrupted_rows(tmp_path):
 
 def test_a_model_without_a_chat_template_is_deployed_on_raw_text():
     """A base model (Gemma-3-270M's GGUF has no chat template) gets the default deployment as
-    raw text; a config that asks for chat names the fix."""
+    raw text with its measured worked examples (issue 55); a config that asks for chat names
+    the fix."""
+    from rnr_lens.deploy import default_shots
+    from rnr_lens.shots import resolve
+
     model = R.tiny_model(n_layers=2, seed=0)
     model.tokenizer.chat_template = None
-    result = R.audit(model, tasks.get("add-small", n=3), ["sampling:k=2,t=1.0"], progress=False)
-    config = R.DeploymentConfig.default_for("number", chat=False)
+    task = tasks.get("add-small", n=3)
+    result = R.audit(model, task, ["sampling:k=2,t=1.0"], progress=False)
+    config = R.DeploymentConfig.default_for("number", chat=False).with_(shots=resolve(default_shots(task), task))
     assert result.info.config_hash == config.hash() and len(result.tries) == 3 * 3
     with pytest.raises(R.RnrLensError, match="chat: false"):
         R.audit(model, tasks.get("add-small", n=3), [], R.DeploymentConfig.default_for("number"), progress=False)

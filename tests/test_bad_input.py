@@ -70,6 +70,52 @@ CLI_CASES = [
     ("show-empty-file", ["show", "{tmp}/empty.db"], {"empty.db": b""}, "is not an rnr_lens run store (an empty file)"),
     ("export-missing-store", ["export", "{tmp}/none.db"], {}, "does not exist"),
     ("check-format-missing-task", ["check-format", "--task", "{tmp}/none.jsonl"], {}, "does not exist"),
+    (
+        "shots-more-than-the-source",
+        _audit("--config", "{tmp}/c.yaml", "--shots-file", "{tmp}/ex.jsonl"),
+        {"c.yaml": "shots: {n: 3, source: 'file:ex'}\n", "ex.jsonl": '{"question": "What is 50 + 1?", "answer": "51"}\n'},
+        "3 shots need 3 questions; the source ex holds 1",
+    ),
+    (
+        "shots-file-of-another-answer-type",
+        _audit("--config", "{tmp}/c.yaml", "--shots-file", "{tmp}/ex.jsonl"),
+        {"c.yaml": "shots: {n: 1, source: 'file:ex'}\n", "ex.jsonl": '{"question": "Capital of Peru?", "answer": "Lima"}\n'},
+        "gold answer 'Lima' cannot be read as a number answer",
+    ),
+    (
+        "shots-from-a-task-too-small",
+        ["audit", "--model", NO_MODEL, "--task", "{tmp}/t.jsonl", "--config", "{tmp}/c.yaml", "--out", "{tmp}/run.db"],
+        {"c.yaml": "shots: {n: 2, source: self}\n", "t.jsonl": '{"question": "2 + 2?", "answer": "4"}\n{"question": "3 + 3?", "answer": "6"}\n'},
+        "has 2 questions, too few to be its own source of 2 shots",
+    ),
+    (
+        "shots-file-holding-a-test-question",
+        [
+            "audit",
+            "--model",
+            NO_MODEL,
+            "--task",
+            "{tmp}/t.jsonl",
+            "--config",
+            "{tmp}/c.yaml",
+            "--shots-file",
+            "{tmp}/ex.jsonl",
+            "--out",
+            "{tmp}/run.db",
+        ],
+        {
+            "c.yaml": "shots: {n: 1, source: 'file:ex'}\n",
+            "t.jsonl": '{"question": "What is 2 + 2?", "answer": "4"}\n',
+            "ex.jsonl": '{"question": "what is 2 + 2", "answer": "4"}\n{"question": "What is 5 + 5?", "answer": "10"}\n',
+        },
+        "a worked example must not be a test question",
+    ),
+    (
+        "shots-file-without-a-file-source",
+        _audit("--shots-file", "{tmp}/ex.jsonl"),
+        {"ex.jsonl": '{"question": "What is 50 + 1?", "answer": "51"}\n'},
+        "source is file:NAME",
+    ),
 ]
 
 

@@ -70,5 +70,6 @@ def test_earlier_config_versions_read_as_they_always_did():
     assert three.extractor == "concluding-token" and three.hash() == "96c082f09104ef35"
     assert DeploymentConfig.from_dict({}).extractor == "concluding-exact"
     assert DeploymentConfig.from_json(old.to_json()) == old and DeploymentConfig.from_json(two.to_json()) == two
+    assert DeploymentConfig().hash() == "02e2413a34ed9454", "version 4's zero-shot default (SmolLM2's audit ids) keeps its hash"
     with pytest.raises(RnrLensError, match="version must be one of"):
-        DeploymentConfig.from_dict({"version": 5})
+        DeploymentConfig.from_dict({"version": 6})

@@ -89,14 +89,18 @@ def load_config(args: argparse.Namespace, task: Task) -> DeploymentConfig:
     """--config, else the task's default deployment for the model: raw text where its
     tokenizer has no chat template (read without loading the weights, as the library and Ray
     workers do), the harness's own for an lm-eval task."""
-    from rnr_lens.deploy import DeploymentConfig, check_config_fits, deployment_for_task
+    from rnr_lens import tasks
+    from rnr_lens.deploy import DeploymentConfig, check_shots_file, deployment_for_task
     from rnr_lens.models import load_tokenizer
 
-    if args.config:
-        config = DeploymentConfig.load(args.config)
-        check_config_fits(config, task)
-        return config
-    return deployment_for_task(load_tokenizer(args.model, trust_remote_code=getattr(args, "trust_remote_code", False)), task)
+    config = DeploymentConfig.load(args.config) if args.config else None
+    if getattr(args, "shots_file", None):
+        check_shots_file(config)
+    # read as the task's answer type: a shots file whose answers are of another type is refused by its line
+    shots_file = tasks.load_file(args.shots_file, answer_type=task.answer_type) if getattr(args, "shots_file", None) else None
+    if config is not None:
+        return deployment_for_task(None, task, config, shots_file)
+    return deployment_for_task(load_tokenizer(args.model, trust_remote_code=getattr(args, "trust_remote_code", False)), task, None, shots_file)
 
 
 def existing_store(path: str, hint: str = "", mode: str = "read") -> RunStore:
@@ -201,6 +205,10 @@ def add_task_args(p: argparse.ArgumentParser) -> None:
     add_task_trust_arg(p)
     p.add_argument("--limit", type=positive_int, help="only the first N questions (a quick look)")
     p.add_argument("--config", help="deployment config file (.json or .yaml)")
+    p.add_argument(
+        "--shots-file",
+        help="a task file whose questions are the worked examples of a config with shots source file:NAME (never a test question)",
+    )
     p.add_argument("--batch-size", type=positive_int, help="rows per forward (default: from free memory)")
 
 

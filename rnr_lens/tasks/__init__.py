@@ -18,7 +18,7 @@ from typing import Any
 
 from rnr_lens.errors import RnrLensError
 from rnr_lens.tasks import lm_eval
-from rnr_lens.tasks.builtin import BUILTINS, build, split_size
+from rnr_lens.tasks.builtin import BUILTINS, build, split_size, train_split
 from rnr_lens.tasks.core import ANSWER_TYPES, Question, Scoring, Task
 from rnr_lens.tasks.loaders import FORMATS, guess_format, load_file
 
@@ -37,6 +37,7 @@ __all__ = [
     "list_builtins",
     "load_file",
     "split_size",
+    "train_split",
 ]
 
 

@@ -144,3 +144,13 @@ def build(name: str, n: int | str | None = None, seed: int = 0, split: str = "te
         qid = f"{name}-" + "-".join(str(x) for x in item)
         questions.append(Question(qid, text, str(answer), metadata={"item": list(item), "split": split}))
     return Task(name if split == "test" else f"{name}-train", tuple(questions), "number", f"builtin:{name}?n={n}&seed={seed}&split={split}")
+
+
+def train_split(task: Task) -> Task | None:
+    """The whole ``train`` split of the built-in task ``task`` was drawn from (its test split,
+    or any subset of it), the source of its worked examples; None for any other task. Reads
+    the ``source`` that :func:`build` writes, its one owner."""
+    head, _, query = task.source.partition("?")
+    if not head.startswith("builtin:") or "split=test" not in query.split("&"):
+        return None
+    return build(head.removeprefix("builtin:"), "all", split="train")
