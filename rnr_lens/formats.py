@@ -41,7 +41,8 @@ class ExtractorReading:
 
 @dataclass(frozen=True)
 class FormatCheck:
-    """What ``check_format`` measured (``to_dict`` for ``--json``)."""
+    """What ``check_format`` measured (``to_dict`` for ``--json``): ``shots`` names the
+    deployment's worked examples, ``prompt`` is the first question's prompt as the model sees it."""
 
     n: int
     distinct_prompts: int
@@ -52,6 +53,8 @@ class FormatCheck:
     readings: tuple[ExtractorReading, ...]
     unextractable_examples: tuple[str, ...]
     disagreements: tuple[dict[str, Any], ...]
+    shots: str = "zero-shot"
+    prompt: str = ""
     """Answers some extractor reads differently: ``text``, ``gold`` and each reading."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,6 +68,8 @@ class FormatCheck:
             "readings": [vars(r) for r in self.readings],
             "unextractable_examples": list(self.unextractable_examples),
             "disagreements": list(self.disagreements),
+            "shots": self.shots,
+            "prompt": self.prompt,
         }
 
 
@@ -109,4 +114,6 @@ def check_format(model: LensModel, task: Task, config: DeploymentConfig | None =
         readings=readings,
         unextractable_examples=tuple(t for t, v in zip(texts, mine) if v is None)[:N_EXAMPLES],
         disagreements=tuple({"text": texts[i], "gold": task[i].answer, **{n: read[n][i] for n in names}} for i in contested[:N_EXAMPLES]),
+        shots=config.shots.label if config.shots else "zero-shot",
+        prompt=model.render(config.prompt(task[0]))[0],
     )

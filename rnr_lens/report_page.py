@@ -13,8 +13,10 @@ import json
 from typing import Any
 
 from rnr_lens.claims import Claims, RoutesClaim, ScreenAgreement
+from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.display import estimate_text, html_table, probe_budget_label
 from rnr_lens.provenance import Provenance
+from rnr_lens.tasks.core import Question
 from rnr_lens.verdicts import Verdict
 
 HOW_TO_READ = (
@@ -354,9 +356,25 @@ def _ceiling_html(claims: Claims, shown: _Figures) -> str:
 def _configs_html(claims: Claims) -> str:
     """The deployment configs the audits ran under, then the provenance."""
     configs = "<h2>Deployment configs</h2>" + "".join(
-        f"<h3>{html.escape(h)}</h3><pre>{html.escape(json.dumps(c, indent=1))}</pre>" for h, c in claims.configs.items()
+        f"<h3>{html.escape(h)}</h3><pre>{html.escape(json.dumps(c, indent=1))}</pre>"
+        f"<p>A question's prompt under it, before any chat template:</p><pre>{html.escape(_prompt_shape(c))}</pre>"
+        for h, c in claims.configs.items()
     )
     return configs + (_provenance_html(claims.provenance) if claims.provenance is not None else "")
+
+
+def _prompt_shape(config: dict[str, Any]) -> str:
+    """The prompt a config gives a question, worked examples included, with ``{question}`` for
+    the question (the one owner of the shape, :meth:`DeploymentConfig.prompt`, asked here)."""
+    deployment = DeploymentConfig.from_dict(config)
+    if deployment.harness:
+        return "(the harness's own prompt, verbatim)"
+    prompt = deployment.prompt(Question("shape", "{question}", ""))
+    if isinstance(prompt, str):
+        return prompt
+    turns = [f"system: {prompt.system}"] if prompt.system is not None else []
+    turns += [f"{role}: {text}" for asked, answered in prompt.turns for role, text in (("user", asked), ("assistant", answered))]
+    return "\n".join([*turns, f"user: {prompt.user}", f"assistant: {prompt.assistant_prefix}"])
 
 
 def _provenance_html(p: Provenance) -> str:

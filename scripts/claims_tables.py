@@ -606,7 +606,9 @@ def rendered_blocks() -> dict[str, str]:
     blocks["lm-eval-parity"] = parity_table(json.loads((results / "lm-eval-parity" / "parity.json").read_text()))
     blocks["search-speedup"] = search_speedup(json.loads((results / "bench-prefix-store" / "search-rounds.json").read_text()))
     blocks["gpu-check"] = gpu_summary(json.loads((results / "gpu-h200" / "gpu-check.json").read_text()))
-    table, n = _shots_study().decide(json.loads((results / "shots-study" / "study.json").read_text()))
+    study = _shots_study()
+    table, n = study.decide(json.loads((results / "shots-study" / "study.json").read_text()))
+    blocks["shots-on-test"] = study.on_test_sentence(json.loads((results / "shots-study" / "add-small-test.json").read_text()))
     blocks["shots-study"] = f"{table}\n\nBy the rule, a base model's default deployment gets {n} worked example{'s' if n != 1 else ''}."
     for path in sorted(results.glob("grid-*/claims.json")):
         blocks[f"findings:{path.parent.name}"] = findings(claims(path.parent.name))

@@ -11,8 +11,13 @@ The rule, fixed before the run: the default N is the smallest N whose realized a
 over the three tasks and paired per question, is not resolved below the best N's (exact McNemar
 at 5%, two-sided). ``--table`` prints the page's table and the rule's decision from the JSON.
 
+After the decision, and never feeding it, ``--on-test`` audits the model on the whole test
+split of ``add-small`` under its default deployment (the decided shots) beside zero-shot, the
+number issue 55 asks to report:
+
     python scripts/shots_study.py --out assets/results/shots-study/study.json   # resumes
     python scripts/shots_study.py --table assets/results/shots-study/study.json
+    python scripts/shots_study.py --on-test assets/results/shots-study/add-small-test.json
 """
 
 from __future__ import annotations
@@ -63,6 +68,48 @@ def measure(out: Path) -> None:
             }
             write_atomic(out, json.dumps(done, indent=1) + "\n")
             print(f"{key}: {int(rows.realized.sum())} of {len(rows)}", flush=True)
+
+
+def on_test(out: Path) -> None:
+    """Every ``add-small`` test question under the model's default deployment and zero-shot."""
+    import rnr_lens as R
+    from rnr_lens import tasks
+    from rnr_lens.deploy import deployment_for_task
+    from rnr_lens.files import write_atomic
+
+    model = R.load_model(MODEL)
+    task = tasks.get("add-small", n="all")
+    runs = {}
+    for label, config in (("default", deployment_for_task(model, task)), ("zero-shot", R.DeploymentConfig.default_for("number", chat=False))):
+        rows = R.audit(model, task, [], config, progress=False).questions
+        runs[label] = {
+            "config": config.to_dict(),
+            "questions": [
+                {"id": r.question_id, "text": r.default_text, "answer": r.default_extracted, "correct": bool(r.realized)} for r in rows.itertuples()
+            ],
+        }
+        print(f"{label}: {int(rows.realized.sum())} of {len(rows)}", flush=True)
+    write_atomic(out, json.dumps({"model": MODEL, "task": task.name, "runs": runs}, indent=1) + "\n")
+
+
+def on_test_sentence(check: dict[str, Any]) -> str:
+    """What ``--on-test`` found, as the page's sentence: each deployment's realized accuracy and
+    their paired difference."""
+    from rnr_lens.stats import paired_difference, wilson
+
+    def correct(label: str) -> list[int]:
+        return [int(q["correct"]) for q in check["runs"][label]["questions"]]
+
+    shots = check["runs"]["default"]["config"].get("shots", {}).get("n", 0)
+    default, zero = correct("default"), correct("zero-shot")
+    d = paired_difference(default, zero)
+    return (
+        f"On the {len(default)} test questions of `{check['task']}`, {check['model']} realizes {sum(default)} of {len(default)} "
+        f"under its default deployment ({shots} worked example{'s' if shots != 1 else ''} from the train split), "
+        f"{wilson(sum(default), len(default)).text().replace(',', ', ')}, and {sum(zero)} of {len(zero)} zero-shot, "
+        f"{wilson(sum(zero), len(zero)).text().replace(',', ', ')}; the paired difference is "
+        f"{d.text().replace(',', ', ').replace('-', '−')}, exact McNemar p {d.p:.2g}."
+    )
 
 
 def repeats(name: str, n: int, questions: list[dict[str, Any]]) -> int:
@@ -123,10 +170,15 @@ def main() -> None:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--out", type=Path, help="measure, writing (and resuming) this JSON")
     group.add_argument("--table", type=Path, help="print the table and the decision from this JSON")
+    group.add_argument("--on-test", type=Path, help="audit add-small's test split under the default and zero-shot, writing this JSON")
     args = parser.parse_args()
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         measure(args.out)
+        return
+    if args.on_test:
+        on_test(args.on_test)
+        print(on_test_sentence(json.loads(args.on_test.read_text())))
         return
     table, n = decide(json.loads(args.table.read_text()))
     print(table, f"\ndefault: {n} shots", sep="\n")

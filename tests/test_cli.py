@@ -334,12 +334,14 @@ def test_a_base_model_audits_from_the_cli_without_a_config(tiny_base_folder, tmp
     assert load_tokenizer(tiny_base_folder).chat_template is None
     db = tmp_path / "base.db"
     assert main(["audit", "--model", str(tiny_base_folder), "--limit", "3", "--probe", "sampling:k=2,t=1.0", "--out", str(db)]) == 0
-    capsys.readouterr()
+    assert "worked examples: 1-shot from train (seed 0)" in capsys.readouterr().out, "the header names a base model's few-shot default"
     assert main(["show", str(db), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)[0]
-    assert shown["config"]["chat"] is False and shown["rendered_prompt"]["text"].endswith("The answer is ")
+    text = shown["rendered_prompt"]["text"]
+    assert shown["config"]["chat"] is False and text.endswith("The answer is ") and text.count("The answer is ") == 2, "one worked example"
     assert main(["check-format", "--model", str(tiny_base_folder), "--limit", "3", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["config_hash"] == shown["config_hash"]
+    checked = json.loads(capsys.readouterr().out)
+    assert checked["config_hash"] == shown["config_hash"] and checked["prompt"] == text and checked["shots"].startswith("1-shot")
 
 
 @pytest.mark.slow

@@ -182,3 +182,14 @@ def test_every_path_renders_the_audits_prompt(tmp_path, monkeypatch):
     assert set(seen) == {"audit", "mine", "check-format", "train"}
     stored = DeploymentConfig.from_json(store.audit(result.info.id).config_json)
     assert stored == config and all(stored.prompt(q) == config.prompt(q) for q in task), "a store (and its evidence) renders the same prompts"
+
+
+def test_the_committed_test_split_run_used_todays_base_model_default():
+    """docs/shots.md reports Gemma-3-270M on add-small's test split under its default
+    deployment; the file must hold the config today's default gives (else it reports another)."""
+    check = json.loads((ROOT / "assets" / "results" / "shots-study" / "add-small-test.json").read_text())
+    base = R.tiny_model(n_layers=2)
+    base.tokenizer.chat_template = None
+    today = deployment_for_task(base, tasks.get("add-small", n="all"))
+    assert DeploymentConfig.from_dict(check["runs"]["default"]["config"]) == today
+    assert DeploymentConfig.from_dict(check["runs"]["zero-shot"]["config"]) == DeploymentConfig.default_for("number", chat=False)

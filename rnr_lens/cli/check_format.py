@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 
 from rnr_lens.cli.shell import add_task_args, add_trust_arg, load_config, load_kwargs, load_task, note_repeats, print_table
 
@@ -33,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(check.to_dict(), indent=2))
         return 0
     print(f"model {args.model}  task {task.name} ({check.n} questions)  config {check.config_hash}  extractor {check.extractor!r}")
+    print(f"deployment: {check.shots}; the first question's prompt, as the model sees it:")
+    print(textwrap.indent(check.prompt, "  | "))
     print(f"answer extracted: {check.extractable.text()}")
     print(f"correct:          {check.accuracy.text()}")
     for example in check.unextractable_examples:

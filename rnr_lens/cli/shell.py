@@ -143,6 +143,8 @@ def print_audit(result: AuditResult, header: str, store: str) -> None:
     summaries = result.probe_summaries()
     labels = probe_labels([s.probe for s in summaries])
     print(header)
+    if result.config.shots is not None:
+        print(f"worked examples: {result.config.shots.label}, before every question (show --json: rendered_prompt)")
     if not result.finished:
         done = result.progress()
         stored, expected = sum(d for d, _ in done.values()), sum(e for _, e in done.values())
