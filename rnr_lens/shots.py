@@ -12,12 +12,14 @@ Invariants:
 
 - the pool is drawn by one seeded rule (:func:`draw`) and never redrawn once resolved;
 - no example is a test question: a built-in ``train`` split is disjoint from ``test`` by
-  construction, and every other source is checked by normalized question text
-  (:func:`normalize`); ``self`` draws N + 1 examples and each question sees the first N that
-  are not itself.
+  construction, and a named file is checked by normalized question text (:func:`normalize`);
+- ``train`` and ``self`` draw N + 1 examples and each question sees the first N that are not
+  itself: a question of the source (a training question under DAPO, a question of a task that
+  is its own source) never sees itself, and every other question sees the same N, so the
+  audit of a task's test split and training on its train split share one context.
 
 Example:
-    >>> s = Shots(n=1, source="train", pool=(Example("What is 2 + 3?", "5"),))
+    >>> s = Shots(n=1, source="train", pool=(Example("What is 2 + 3?", "5"), Example("What is 1 + 1?", "2")))
     >>> s.examples_for("What is 8 + 6?")
     (Example(question='What is 2 + 3?', answer='5'),)
 """
@@ -61,7 +63,7 @@ class Shots:
         n: Examples before each question (1 to :data:`MAX_SHOTS`).
         source: ``train``, ``self`` or ``file:NAME``.
         seed: The draw's seed.
-        pool: The examples drawn, in draw order (``n``; ``n + 1`` for ``self``).
+        pool: The examples drawn, in draw order (``n + 1``; ``n`` for a file).
     """
 
     n: int
@@ -85,8 +87,9 @@ class Shots:
 
     @property
     def pool_size(self) -> int:
-        """How many examples the source's draw holds: ``n``, one more for ``self``."""
-        return self.n + 1 if self.source == "self" else self.n
+        """How many examples the source's draw holds: one more than ``n`` for a source whose
+        own questions may be asked (``train``, ``self``), ``n`` for a file."""
+        return self.n if self.source.startswith("file:") else self.n + 1
 
     def examples_for(self, question: str) -> tuple[Example, ...]:
         """The ``n`` examples placed before ``question``: the pool's first ``n`` that are not
@@ -136,7 +139,7 @@ def draw(shots: Shots, source: Task, test: Task) -> Shots:
         )
     if len(source) < shots.pool_size:
         raise RnrLensError(f"{shots.n} shots need {shots.pool_size} questions; the source {source.name} holds {len(source)}; ask for fewer")
-    if shots.source != "self":
+    if shots.source.startswith("file:"):
         tested = {normalize(q.prompt) for q in test}
         overlap = [q for q in source if normalize(q.prompt) in tested]
         if overlap:
@@ -153,7 +156,7 @@ def resolve(shots: Shots, test: Task, file: Task | None = None) -> Shots:
     again). ``file``: the task a ``file:NAME`` source names, loaded by the caller from the
     user's own path (a config's names never become paths)."""
     if shots.pool:
-        if shots.source != "self":
+        if shots.source.startswith("file:"):
             tested = {normalize(q.prompt) for q in test}
             if any(normalize(e.question) in tested for e in shots.pool):
                 raise RnrLensError(f"the deployment's worked examples include a question of task {test.name}; draw them from a source without it")

@@ -20,7 +20,7 @@ def test_train_shots_come_from_the_train_split_and_fix_the_config_hash():
     test = tasks.get("add-small", n=10)
     drawn = resolve(Shots(3), test)
     train = {q.prompt for q in tasks.get("add-small", n="all", split="train")}
-    assert len(drawn.pool) == 3 and {e.question for e in drawn.pool} <= train
+    assert len(drawn.pool) == 4 and {e.question for e in drawn.pool} <= train, "n + 1: a train question never sees itself"
     assert not {normalize(e.question) for e in drawn.pool} & {normalize(q.prompt) for q in test}
     assert resolve(Shots(3), test) == drawn, "one seeded rule: the same draw again"
     other = resolve(Shots(3, seed=1), test)
@@ -43,7 +43,7 @@ def test_a_question_never_sees_itself_as_an_example():
 def test_the_prompt_holds_the_examples_in_the_deployments_answer_format():
     test = tasks.get("add-small", n=2)
     q = test[0]
-    shots = Shots(2, pool=(Example("What is 1 + 2?", "3"), Example("What is 4 + 4?", "8")))
+    shots = Shots(2, "file:ex", pool=(Example("What is 1 + 2?", "3"), Example("What is 4 + 4?", "8")))
     raw = DeploymentConfig(chat=False, system_prompt="Be exact.").with_(shots=shots).prompt(q)
     assert raw == f"Be exact.\n\nWhat is 1 + 2?\nThe answer is 3.\n\nWhat is 4 + 4?\nThe answer is 8.\n\n{q.prompt}\nThe answer is "
     chat = DeploymentConfig(instruction="Add. ").with_(shots=shots).prompt(q)
@@ -64,6 +64,21 @@ def test_a_base_model_gets_the_measured_default_and_a_chat_model_keeps_its_own()
     own = Task("mine", tuple(Question(f"q{i}", f"What is {i} + {i}?", str(2 * i)) for i in range(6)))
     assert deployment_for_task(base, own).shots.source == "self", "a task file is its own source, each question left out"
     assert deployment_for_task(R.tiny_model(n_layers=2), test).hash() == DeploymentConfig().hash(), "a chat model's default is unchanged"
+
+
+def test_training_on_the_train_split_sees_the_audits_worked_examples():
+    """DAPO trains on a task's train split and the audit asks its test split: a base model's
+    default gives both the same examples, and a training question that is one of them sees the
+    others instead of itself."""
+    base = R.tiny_model(n_layers=2)
+    base.tokenizer.chat_template = None
+    audited = deployment_for_task(base, tasks.get("add-two-digit", n=20))
+    trained = deployment_for_task(base, tasks.get("add-two-digit", n=30, split="train"))
+    assert audited == trained, "one config, one context"
+    shown = audited.shots.examples_for(tasks.get("add-two-digit", n=1)[0].prompt)
+    own = Question("x", audited.shots.pool[0].question, audited.shots.pool[0].answer)
+    assert audited.shots.examples_for(own.prompt) == audited.shots.pool[1 : 1 + BASE_SHOTS] and audited.prompt(own).count(own.prompt) == 1
+    assert shown == audited.shots.pool[:BASE_SHOTS]
 
 
 def test_the_default_number_of_shots_is_the_committed_measurements_decision():
@@ -109,6 +124,7 @@ def test_a_source_holding_a_test_question_is_refused_by_its_text():
     "data, message",
     [
         ({"shots": {"n": 0}}, "shots n must be an integer from 1"),
+        ({"shots": {"n": 1}, "chat": False, "harness": "lm-eval x"}, "shots must be null for a harness's task"),
         ({"shots": {"n": 2, "source": "web"}}, "shots source must be one of"),
         ({"shots": {"n": 2, "where": "x"}}, "unknown shots field 'where'"),
         ({"shots": {"n": 2}, "version": 4}, "need deployment config version 5"),

@@ -147,10 +147,10 @@ def build(name: str, n: int | str | None = None, seed: int = 0, split: str = "te
 
 
 def train_split(task: Task) -> Task | None:
-    """The whole ``train`` split of the built-in task ``task`` was drawn from (its test split,
-    or any subset of it), the source of its worked examples; None for any other task. Reads
-    the ``source`` that :func:`build` writes, its one owner."""
-    head, _, query = task.source.partition("?")
-    if not head.startswith("builtin:") or "split=test" not in query.split("&"):
+    """The whole ``train`` split of the built-in task ``task`` was drawn from (either split, or
+    any subset of one), the source of its worked examples; None for any other task. Reads the
+    ``source`` that :func:`build` writes, its one owner."""
+    head, _, _ = task.source.partition("?")
+    if not head.startswith("builtin:"):
         return None
     return build(head.removeprefix("builtin:"), "all", split="train")
