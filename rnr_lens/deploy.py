@@ -124,7 +124,7 @@ class DeploymentConfig:
         if self.version is None:
             object.__setattr__(self, "version", SHOTS_VERSION if self.shots else CONFIG_VERSION)
         need("version", self.version in READABLE_VERSIONS, f"one of {READABLE_VERSIONS} (the deployment config versions this rnr_lens reads)")
-        if self.shots is not None and self.version < SHOTS_VERSION:  # type: ignore[operator]
+        if self.shots is not None and (self.version or 0) < SHOTS_VERSION:
             raise RnrLensError(
                 f"worked examples (shots) need deployment config version {SHOTS_VERSION}; set version: {SHOTS_VERSION} or leave version out"
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from rnr_lens.claims import Claims, RoutesClaim, ScreenAgreement
@@ -363,10 +364,10 @@ def _configs_html(claims: Claims) -> str:
     return configs + (_provenance_html(claims.provenance) if claims.provenance is not None else "")
 
 
-def _prompt_shape(config: dict[str, Any]) -> str:
+def _prompt_shape(config: Mapping[str, Any]) -> str:
     """The prompt a config gives a question, worked examples included, with ``{question}`` for
     the question (the one owner of the shape, :meth:`DeploymentConfig.prompt`, asked here)."""
-    deployment = DeploymentConfig.from_dict(config)
+    deployment = DeploymentConfig.from_dict(dict(config))
     if deployment.harness:
         return "(the harness's own prompt, verbatim)"
     prompt = deployment.prompt(Question("shape", "{question}", ""))
