@@ -26,6 +26,7 @@ from rnr_lens.probes import Default, Probe, ProbeContext, legacy_name_note, pars
 from rnr_lens.records import COMPLETE, DEFAULT_PROBE, AuditRecord, audit_key
 from rnr_lens.results import AuditResult
 from rnr_lens.shards import Shard
+from rnr_lens.shots import Shots
 from rnr_lens.store import Artifact, RunStore, open_store
 from rnr_lens.tasks.core import Question, Task
 
@@ -172,6 +173,15 @@ _IDENTITY_FIELDS = (
 )
 
 
+def _field_change(name: str, there: Any, now: Any) -> str:
+    """One config field that differs, as a resume refusal names it (worked examples by their
+    label, not their text)."""
+    if name == "shots":
+        said = [Shots.from_dict(v).label if isinstance(v, dict) else "none" for v in (there, now)]
+        return f"shots {said[0]} there, {said[1]} now" if said[0] != said[1] else f"shots {said[0]}, other examples drawn"
+    return f"{name} {there!r} there, {now!r} now"
+
+
 def resume_mismatch(store: RunStore, settings: dict[str, Any]) -> str | None:
     """Why no audit in ``store`` matches ``settings`` (:class:`AuditRecord` fields of a
     ``--resume`` run), or None when one does. Compares only the fields ``settings`` holds, so it
@@ -193,7 +203,7 @@ def resume_mismatch(store: RunStore, settings: dict[str, Any]) -> str | None:
             return f"{label} differ"
         if key == "config_hash" and "config_json" in record:  # name the fields, not two hashes
             there, now = DeploymentConfig.from_json(closest.config_json).to_dict(), json.loads(str(record["config_json"]))
-            fields = [f"{f} {there.get(f)!r} there, {now.get(f)!r} now" for f in sorted(set(there) | set(now)) if there.get(f) != now.get(f)]
+            fields = [_field_change(f, there.get(f), now.get(f)) for f in sorted(set(there) | set(now)) if there.get(f) != now.get(f)]
             return f"{label} ({', '.join(fields)})"
         return f"{label} {getattr(closest, key)!r} there, {record[key]!r} now"
 

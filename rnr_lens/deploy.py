@@ -46,7 +46,7 @@ DEFAULT_EXTRACTOR = {1: "number", 2: "concluding-number", 3: "concluding-token",
 BASE_SHOTS = 1
 """Worked examples in a base model's default deployment (issue 55): the smallest N whose realized
 accuracy is not resolved below the best, measured on Gemma-3-270M over three train splits
-(docs/shots.md; ``tests/test_deploy.py`` keeps it equal to the committed measurement's decision)."""
+(docs/shots.md; ``tests/test_shots.py`` keeps it equal to the committed measurement's decision)."""
 MAX_NEW_TOKENS = 8192
 """Longest generation budget a config may ask for (the model's context is checked per audit)."""
 

@@ -209,3 +209,21 @@ def test_the_committed_test_split_run_used_todays_base_model_default():
     today = deployment_for_task(base, tasks.get("add-small", n="all"))
     assert DeploymentConfig.from_dict(check["runs"]["default"]["config"]) == today
     assert DeploymentConfig.from_dict(check["runs"]["zero-shot"]["config"]) == DeploymentConfig.default_for("number", chat=False)
+
+
+def test_resume_refuses_other_worked_examples_in_one_line(tmp_path, capsys):
+    """Two audits with other examples never share a table: --resume under another draw names
+    the shots that differ, by label, before the model loads."""
+    from rnr_lens.cli import main
+
+    tiny_folder = R.tiny_model(n_layers=2, seed=0).save_pretrained(tmp_path / "tiny")
+    db = tmp_path / "run.db"
+    for seed, name in ((0, "a.yaml"), (1, "b.yaml")):
+        (tmp_path / name).write_text(f"shots: {{n: 1, seed: {seed}}}\n")
+    assert main(["audit", "--model", str(tiny_folder), "--limit", "2", "--config", str(tmp_path / "a.yaml"), "--out", str(db)]) == 0
+    capsys.readouterr()
+    argv = ["audit", "--model", "/no/such/model", "--limit", "2", "--config", str(tmp_path / "b.yaml"), "--out", str(db), "--resume"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --resume found no audit") and "\n" not in err
+    assert "shots 1-shot from train (seed 0) there, 1-shot from train (seed 1) now" in err
