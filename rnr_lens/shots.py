@@ -124,9 +124,10 @@ class Shots:
 
 def draw(shots: Shots, source: Task, test: Task) -> Shots:
     """``shots`` with its pool drawn from ``source`` for an audit of ``test``: a seeded sample
-    of :attr:`Shots.pool_size` questions in draw order. Refuses, in one line, a source of
-    another answer type, one too small, and one holding a test question (``self`` excepted:
-    each question is left out of its own context)."""
+    of :attr:`Shots.pool_size` of the source's distinct questions (by :func:`normalize`), in
+    draw order. Refuses, in one line, a source of another answer type, one too small, and a
+    file holding a test question (``train`` is disjoint by construction; under ``train`` and
+    ``self`` each question is left out of its own context)."""
     if source.answer_type != test.answer_type:
         raise RnrLensError(
             f"the shots source {source.name} holds {source.answer_type} answers, task {test.name} {test.answer_type}; "
@@ -137,8 +138,14 @@ def draw(shots: Shots, source: Task, test: Task) -> Shots:
             f"task {test.name} has {len(test)} questions, too few to be its own source of {shots.n} shots "
             f"(each question is left out of its own context); name a shots file or ask for fewer shots"
         )
-    if len(source) < shots.pool_size:
-        raise RnrLensError(f"{shots.n} shots need {shots.pool_size} questions; the source {source.name} holds {len(source)}; ask for fewer")
+    distinct: dict[str, Any] = {}
+    for q in source:  # a repeated question would leave a question that repeats it short of n examples
+        distinct.setdefault(normalize(q.prompt), q)
+    questions = list(distinct.values())
+    if len(questions) < shots.pool_size:
+        raise RnrLensError(
+            f"{shots.n} shots need {shots.pool_size} distinct questions; the source {source.name} holds {len(questions)}; ask for fewer"
+        )
     if shots.source.startswith("file:"):
         tested = {normalize(q.prompt) for q in test}
         overlap = [q for q in source if normalize(q.prompt) in tested]
@@ -147,8 +154,8 @@ def draw(shots: Shots, source: Task, test: Task) -> Shots:
                 f"the shots source {source.name} holds {len(overlap)} question(s) of task {test.name} (e.g. {overlap[0].prompt[:60]!r}); "
                 "a worked example must not be a test question: remove them from the shots file"
             )
-    chosen = random.Random(shots.seed).sample(range(len(source)), shots.pool_size)
-    return Shots(shots.n, shots.source, shots.seed, tuple(Example(source[i].prompt, source[i].answer) for i in chosen))
+    chosen = random.Random(shots.seed).sample(range(len(questions)), shots.pool_size)
+    return Shots(shots.n, shots.source, shots.seed, tuple(Example(questions[i].prompt, questions[i].answer) for i in chosen))
 
 
 def resolve(shots: Shots, test: Task, file: Task | None = None) -> Shots:

@@ -232,9 +232,17 @@ def question_html(result: AuditResult, question_id: str, probes: Sequence[str] |
         )
     default = tries[tries.probe == DEFAULT_PROBE]
     realized = "yes" if bool(q.realized) else "no" if len(default) else "not yet run"
+    shots, prefix = result.config.shots, result.config.assistant_prefix
+    context = (
+        ""
+        if shots is None
+        else f"<p class='rnr-shots'>asked after {html.escape(shots.label)}: "
+        + "; ".join(html.escape(f"{e.question} {prefix}{e.answer}.") for e in shots.examples_for(str(q.prompt)))
+        + "</p>"
+    )
     return (
         f"<div class='rnr-question' data-question='{html.escape(question_id)}'>"
-        f"<p><b>{html.escape(question_id)}</b>: {html.escape(str(q.prompt))}</p>"
+        f"<p><b>{html.escape(question_id)}</b>: {html.escape(str(q.prompt))}</p>{context}"
         f"<p>gold <b class='rnr-gold'>{html.escape(str(q.gold))}</b>; default answer <span class='rnr-default'>"
         f"{html.escape(_answer(q.default_text, q.default_extracted) if isinstance(q.default_text, str) else '-')}</span>; realized {realized}</p>"
         + html_table(rows, ["probe", "try", "route / ablation / seed", "text", "extracted", "correct"])

@@ -74,7 +74,7 @@ CLI_CASES = [
         "shots-more-than-the-source",
         _audit("--config", "{tmp}/c.yaml", "--shots-file", "{tmp}/ex.jsonl"),
         {"c.yaml": "shots: {n: 3, source: 'file:ex'}\n", "ex.jsonl": '{"question": "What is 50 + 1?", "answer": "51"}\n'},
-        "3 shots need 3 questions; the source ex holds 1",
+        "3 shots need 3 distinct questions; the source ex holds 1",
     ),
     (
         "shots-file-of-another-answer-type",

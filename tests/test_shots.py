@@ -100,7 +100,7 @@ def _file(*pairs, answer_type="number"):
 @pytest.mark.parametrize(
     "shots, source, message",
     [
-        (Shots(5, "file:ex"), _file(("What is 1 + 1?", "2")), "5 shots need 5 questions; the source examples holds 1"),
+        (Shots(5, "file:ex"), _file(("What is 1 + 1?", "2")), "5 shots need 5 distinct questions; the source examples holds 1"),
         (Shots(1, "file:ex"), _file(("What is 1 + 1?", "2"), answer_type="string"), "holds string answers, task add-small number"),
         (Shots(1, "file:ex"), None, "pass that file"),
     ],
@@ -227,3 +227,14 @@ def test_resume_refuses_other_worked_examples_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --resume found no audit") and "\n" not in err
     assert "shots 1-shot from train (seed 0) there, 1-shot from train (seed 1) now" in err
+
+
+def test_the_drill_down_shows_the_worked_examples_a_question_saw():
+    from rnr_lens.widgets import question_html
+
+    task = tasks.get("add-small", n=3)
+    config = DeploymentConfig(chat=False).with_(shots=Shots(2)).for_task(task)
+    result = R.audit(R.tiny_model(n_layers=2), task, [], config, progress=False)
+    shown = question_html(result, task[0].id)
+    assert "asked after 2-shot from train (seed 0)" in shown
+    assert all(f"{e.question} The answer is {e.answer}." in shown for e in config.shots.examples_for(task[0].prompt))
