@@ -121,7 +121,7 @@ class DeploymentConfig:
         if isinstance(self.shots, dict):
             object.__setattr__(self, "shots", Shots.from_dict(self.shots))
         need("shots", self.shots is None or isinstance(self.shots, Shots), "a mapping with n, source and seed, or null")
-        if self.version is None:
+        if self.version is None or (self.version == SHOTS_VERSION and self.shots is None):  # one zero-shot config, one hash
             object.__setattr__(self, "version", SHOTS_VERSION if self.shots else CONFIG_VERSION)
         need("version", self.version in READABLE_VERSIONS, f"one of {READABLE_VERSIONS} (the deployment config versions this rnr_lens reads)")
         if self.shots is not None and (self.version or 0) < SHOTS_VERSION:

@@ -139,11 +139,14 @@ def run_audit(
         return AuditResult.load(rs, aid)
     if isinstance(model, LensModel):  # refused above; this narrows the type
         raise RnrLensError("run_audit on Ray needs the model as a name or path")
-    # the driver holds no model: its tokenizer says whether the workers deploy on a chat template
+    # the driver holds no model: its tokenizer says whether the workers deploy on a chat template;
+    # a given config is fitted to the task here (its shots drawn), so the id is the workers' id
     if planned.config is None:
         from rnr_lens.models import load_tokenizer
 
         planned = planned.deployed(load_tokenizer(os.fspath(model), trust_remote_code=bool((load or {}).get("trust_remote_code"))))
+    else:
+        planned = planned.deployed(None)
     return _run_on_ray(os.fspath(model), planned, rs, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries, label)
 
 

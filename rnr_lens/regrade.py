@@ -122,7 +122,7 @@ def regrade(document: Mapping[str, Any], config: DeploymentConfig | None = None,
     for payload in document["audits"]:
         record = AuditRecord.from_dict(payload["audit"])
         old = DeploymentConfig.from_json(record.config_json)
-        new = config if config is not None else DeploymentConfig.default_for(record.answer_type, chat=old.chat)
+        new = config if config is not None else DeploymentConfig.default_for(record.answer_type, chat=old.chat).with_(shots=old.shots)
         _check(record, old, new)
         was_mined = record.id in mined or any(a[0] == str(Artifact.FAILURE_SET) for a in payload["artifacts"])
         new_payload, summary = _regrade_audit(payload, record, new, mined_probe if was_mined else None, was_mined)

@@ -598,7 +598,7 @@ def report(
 
     check_executor(executor, shards)
     out = Path(out)
-    document, config, tasks_, model_specs = _prepare(grid, out, evidence, trust_task_code)
+    document, configs, tasks_, model_specs = _prepare(grid, out, evidence, trust_task_code)
     run = _ReportRun(grid, _open_store(out, document, evidence), _report_files(out))
     run.stage_done()
 
@@ -623,7 +623,7 @@ def report(
         with phase("load model"):
             model = load_model(spec) if executor == "local" or grid.mines(spec) else None
         for task_spec, task in tasks_.items():
-            cfg = config or deployment_for_task(model if model is not None else load_tokenizer(spec), task)
+            cfg = configs[task_spec] if configs else deployment_for_task(model if model is not None else load_tokenizer(spec), task)
             result = audited(model if executor == "local" and model is not None else spec, task, grid.probes, cfg)
             run.finish_setting(spec, task_spec, model if executor == "local" else None, model, result, progress)
         del model
@@ -687,11 +687,12 @@ def _ceiling_task(task: Any, grid: Grid) -> Any:
 
 def _prepare(
     grid: Grid, out: Path, evidence: str | Path | None, trust_task_code: bool = False
-) -> tuple[Any, DeploymentConfig | None, dict[str, Any], list[str]]:
+) -> tuple[Any, dict[str, DeploymentConfig] | None, dict[str, Any], list[str]]:
     """Everything a report checks before hours of work, in one pass: the evidence to resume
     from (read, and of this grid), the config, every task, every model and checkpoint, and
     that ``out`` holds no other grid's report. Returns the evidence document (or None), the
-    grid's config, its tasks by spec and the models in run order."""
+    grid's config fitted to each task by spec (None: each model's default), its tasks by spec
+    and the models in run order."""
     from rnr_lens import evidence as evidence_
     from rnr_lens.models import check_spec
 
@@ -702,6 +703,8 @@ def _prepare(
         _check_same_grid(document["manifest"]["grid"], grid, f"{evidence} is the evidence of another grid", "resume it with the grid it ran")
     config = DeploymentConfig.load(grid.config) if grid.config else None
     tasks_ = {spec: _load_task(spec, grid, trust_task_code) for spec in grid.tasks}
+    # the grid's config fitted to each task before any store or model: bad shots are refused now
+    configs = {spec: config.for_task(task) for spec, task in tasks_.items()} if config is not None else None
     model_specs = _run_order(grid)
     for spec in model_specs:  # before hours of work: a missing checkpoint fails now
         try:
@@ -714,7 +717,7 @@ def _prepare(
         here.close()
         if stored is not None:
             _check_same_grid(stored.grid, grid, f"{out} holds the report of another grid", "use a new --out folder, or the grid it ran")
-    return document, config, tasks_, model_specs
+    return document, configs, tasks_, model_specs
 
 
 def _open_store(out: Path, document: Any, evidence: str | Path | None) -> RunStore:

@@ -41,9 +41,9 @@ MAX_SHOTS = 64
 
 
 def normalize(text: str) -> str:
-    """A question's text as the test-overlap check compares it: case-folded, whitespace
-    collapsed, surrounding punctuation and spaces stripped."""
-    return re.sub(r"\s+", " ", text.casefold()).strip(" \t\n.?!:;,")
+    """A question's text as the test-overlap check compares it: case-folded, without
+    whitespace (``2+2`` is ``2 + 2``), surrounding punctuation stripped."""
+    return re.sub(r"\s+", "", text.casefold()).strip(".?!:;,")
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def draw(shots: Shots, source: Task, test: Task) -> Shots:
     if shots.source == "self" and len(test) <= shots.n:
         raise RnrLensError(
             f"task {test.name} has {len(test)} questions, too few to be its own source of {shots.n} shots "
-            f"(each question is left out of its own context); name a shots file or ask for fewer shots"
+            f"(each question is left out of its own context); name a shots file, ask for fewer shots, or deploy zero-shot (a --config without shots)"
         )
     distinct: dict[str, Any] = {}
     for q in source:  # a repeated question would leave a question that repeats it short of n examples
@@ -162,11 +162,18 @@ def resolve(shots: Shots, test: Task, file: Task | None = None) -> Shots:
     """``shots`` drawn for an audit of ``test`` (already drawn: checked against ``test``
     again). ``file``: the task a ``file:NAME`` source names, loaded by the caller from the
     user's own path (a config's names never become paths)."""
-    if shots.pool:
+    if shots.pool:  # drawn before (a config from a store, evidence or another task): checked against this task
+        pooled = {normalize(e.question) for e in shots.pool}
         if shots.source.startswith("file:"):
-            tested = {normalize(q.prompt) for q in test}
-            if any(normalize(e.question) in tested for e in shots.pool):
+            if pooled & {normalize(q.prompt) for q in test}:
                 raise RnrLensError(f"the deployment's worked examples include a question of task {test.name}; draw them from a source without it")
+        else:
+            source = test if shots.source == "self" else train_split(test)
+            if source is None or not pooled <= {normalize(q.prompt) for q in source}:
+                raise RnrLensError(
+                    f"the deployment's worked examples were drawn from another task's {shots.source} than task {test.name}'s; "
+                    "leave the pool out of the config to draw them for this task"
+                )
         return shots
     if shots.source == "train":
         source = train_split(test)

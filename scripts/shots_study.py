@@ -152,7 +152,7 @@ def decide(study: dict[str, Any]) -> tuple[str, int]:
         else:
             d = paired_difference([int(x) for x in pooled[n]], [int(x) for x in pooled[best]])
             versus = f"{d.text().replace(',', ', ').replace('-', '−')}, p {d.p:.2g}"
-            if not (d.p is not None and d.p < 0.05 and d.high < 0):
+            if not (d.p is not None and d.p < 0.05 and d.value < 0):  # the rule: exact McNemar at 5%, two-sided
                 not_below.append(n)
         copied = sum(repeats(name, n, qs) for name, qs in zip(TASKS, per_task))
         rows.append(f"| {n} | " + " | ".join(cells) + f" | {total.text().replace(',', ', ')} | {versus} | {copied} of {len(pooled[n])} |")

@@ -238,3 +238,28 @@ def test_the_drill_down_shows_the_worked_examples_a_question_saw():
     shown = question_html(result, task[0].id)
     assert "asked after 2-shot from train (seed 0)" in shown
     assert all(f"{e.question} The answer is {e.answer}." in shown for e in config.shots.examples_for(task[0].prompt))
+
+
+def test_a_grid_config_with_bad_shots_is_refused_before_any_store_or_model(tmp_path):
+    """A report fits its grid's config to every task before it opens a store or loads a model:
+    shots a task cannot give are one line, with nothing written."""
+    from rnr_lens.reports import Grid, report
+
+    (tmp_path / "t.jsonl").write_text('{"question": "What is 2 + 2?", "answer": "4"}\n{"question": "What is 3 + 3?", "answer": "6"}\n')
+    (tmp_path / "c.yaml").write_text("shots: {n: 2, source: self}\n")
+    grid = Grid(models=("/no/such/model",), tasks=(str(tmp_path / "t.jsonl"),), n=2, config=str(tmp_path / "c.yaml"))
+    with pytest.raises(R.RnrLensError, match="too few to be its own source of 2 shots"):
+        report(grid, tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_drawn_pool_is_checked_against_the_task_it_is_used_on():
+    """A pool drawn for one task, reused in a config for another, is refused: its examples were
+    never checked against that task's questions."""
+    small = DeploymentConfig(chat=False).with_(shots=Shots(1)).for_task(tasks.get("add-small", n=4))
+    with pytest.raises(R.RnrLensError, match="drawn from another task's train"):
+        small.for_task(tasks.get("sub", n=4))
+    own = Task("mine", tuple(Question(f"q{i}", q.question, q.answer) for i, q in enumerate(small.shots.pool)))
+    with pytest.raises(R.RnrLensError, match="drawn from another task's train"):
+        small.for_task(own)
+    assert DeploymentConfig.from_dict({"shots": None, "version": 5}).hash() == DeploymentConfig().hash(), "one zero-shot config, one hash"
