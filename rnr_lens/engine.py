@@ -485,10 +485,11 @@ class Engine:
             self.reuses.ran("shared-identity")
         state = _RowRouting(rows, len(routes), shared)
         if self._prefixes is not None and inputs is not None and all(isinstance(i, tuple) for i in inputs) and self.reuses.on("prefix-store"):
-            window = adapters.attention_window(self.bridge)
-            if (
-                window is None or max(len(i) for i in inputs if isinstance(i, tuple)) < window - 1
-            ):  # a sliding layer's cache keeps window - 1 positions
+            # not on a model with sliding layers (Gemma-2 and -3, a windowed Mistral): their masks,
+            # built per layer kind, do not fit the store's rows, and the search crashed there
+            # (Gemma-3-270M and a tiny Gemma-3, tests/test_prefix_states.py); it then computes more,
+            # never other bits
+            if adapters.attention_window(self.bridge) is None:
                 self._prefixes.validate(self._intervention_state())
                 state.prefixes = _prefix_keys(routes, inputs, ticks)  # type: ignore[arg-type]  # checked: token tuples
                 state.store = self._prefixes

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import rnr_lens as R
+from rnr_lens import adapters
 from rnr_lens.tiny import greedy_without_cache, random_causal_lm, tiny_tokenizer
 from tests.conftest import reuse_holds
 
@@ -184,6 +185,9 @@ def test_prompt_states_kept_across_forwards_give_the_same_bits(arch_model):
     for got, want in zip(sum(kept, []), sum(plain, [])):
         assert got[0] == want[0]
         assert got[1] + got[2] == pytest.approx(want[1] + want[2], abs=1e-5)
+    if adapters.attention_window(arch_model.engine.bridge) is not None:  # sliding layers run without the store (engine.routed_rows)
+        assert store.hits == 0
+        return
     assert store.hits == 6, "a and b each take three blocks' states from the first step: (0), (0, 1) and (0, 1, 3) or (0, 1, 1)"
     if reuses.verdict("prefix-store").on:
         assert kept == plain, "to the bit where the store's check passed"

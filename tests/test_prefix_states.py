@@ -48,3 +48,24 @@ def test_an_ablation_between_forwards_empties_the_models_store(tiny):
         with tiny.intervene(ablations=[R.Ablation(0, "mlp")]):
             tiny.generate(prompts, route=routes, max_new_tokens=2)
         assert store.hits == hits, "no state from before the ablation serves a forward under it"
+
+
+def test_the_search_runs_on_a_model_with_sliding_layers_and_keeps_every_bit(tmp_path):
+    """Gemma-3 (sliding and global layers) once crashed in the route search: with the reuse
+    ``prefix-store`` on, its per-layer-kind attention masks did not fit the store's rows
+    (Gemma-3-270M and this tiny Gemma-3 alike). Such a model runs without the store, and its
+    tries are those of a run with the store off."""
+    from rnr_lens import tasks
+    from rnr_lens.store import RunStore
+    from tests.test_adapters import _build
+
+    model = _build("gemma3_text", tmp_path / "gemma3")
+    task = tasks.get("add-small", n=3)
+
+    def tries(store_on: bool):
+        with model.engine.reuses.forced("prefix-store", store_on):
+            result = R.audit(model, task, ["search:k=3"], store=RunStore(":memory:"), progress=False)
+        return result.tries[["question_id", "try_index", "route", "text", "mean_logprob"]].to_dict("records")
+
+    assert tries(True) == tries(False)
+    assert model.engine.reuses.used["prefix-store"] == 0, "no store on a model with sliding layers"
