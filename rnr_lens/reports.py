@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -246,8 +247,9 @@ class Grid:
             if lm_eval.is_spec(spec):
                 return lm_eval.rebase(spec, path.parent)
             candidate = path.parent / spec
-            try:
-                here = not Path(spec).is_absolute() and candidate.exists()
+            try:  # a path written as relative (./, ../) is one even where it is absent, so a
+                # grid names the same checkpoint on a machine that lacks it (--keep-absent)
+                here = not Path(spec).is_absolute() and (candidate.exists() or spec.startswith(("./", "../")))
             except OSError:  # a component too long to be a file name: a name, not a path
                 here = False
             return str(candidate) if here else spec
@@ -565,6 +567,7 @@ def report(
     num_cpus: int | None = None,
     evidence: str | Path | None = None,
     trust_task_code: bool = False,
+    keep_absent: bool = False,
 ) -> Report:
     """Run (or resume) every setting of ``grid`` into ``out/runs.db`` and write
     ``out/claims.json``, ``out/report.html`` and ``out/evidence.json.gz``.
@@ -588,6 +591,11 @@ def report(
             continues.
         trust_task_code: Run the grid's lm-eval task YAMLs of the user's, which are code
             (:func:`rnr_lens.tasks.lm_eval.load`); off, such a task is refused before any model loads.
+        keep_absent: A model whose weights are not on this machine (a trained checkpoint made
+            on another) keeps its settings as the store or evidence records them, neither loaded
+            nor audited again, where every one of them is finished; off, such a model is refused
+            before any work. Its deployment is the recorded one: with no weights here, the
+            default it would get today cannot be checked.
 
     Example:
         >>> r = report(Grid(models=("smollm2-135m-instruct",), tasks=("add-small",)), "report")  # doctest: +SKIP
@@ -598,9 +606,11 @@ def report(
 
     check_executor(executor, shards)
     out = Path(out)
-    document, configs, tasks_, model_specs = _prepare(grid, out, evidence, trust_task_code)
+    document, configs, tasks_, model_specs, kept = _prepare(grid, out, evidence, trust_task_code, keep_absent)
     run = _ReportRun(grid, _open_store(out, document, evidence), _report_files(out))
     run.stage_done()
+    for spec in kept:  # said even under --json (stderr): what this run did not redo
+        print(f"kept as recorded: every setting of {spec!r}, all finished (its weights are not here)", file=sys.stderr)
 
     def audited(model_or_spec: Any, task: Any, probes: list[str], cfg: DeploymentConfig) -> AuditResult:
         return run_audit(
@@ -627,7 +637,7 @@ def report(
             result = audited(model if executor == "local" and model is not None else spec, task, grid.probes, cfg)
             run.finish_setting(spec, task_spec, model if executor == "local" else None, model, result, progress)
         del model
-    for spec in _ceiling_order(grid):  # claim 3 at large k, once every setting is done
+    for spec in (m for m in _ceiling_order(grid) if m not in kept):  # claim 3 at large k, once every setting is done
         with phase("load model"):
             model = load_model(spec) if executor == "local" else None
         for task_spec, task in tasks_.items():
@@ -686,13 +696,13 @@ def _ceiling_task(task: Any, grid: Grid) -> Any:
 
 
 def _prepare(
-    grid: Grid, out: Path, evidence: str | Path | None, trust_task_code: bool = False
-) -> tuple[Any, dict[str, DeploymentConfig] | None, dict[str, Any], list[str]]:
+    grid: Grid, out: Path, evidence: str | Path | None, trust_task_code: bool = False, keep_absent: bool = False
+) -> tuple[Any, dict[str, DeploymentConfig] | None, dict[str, Any], list[str], list[str]]:
     """Everything a report checks before hours of work, in one pass: the evidence to resume
     from (read, and of this grid), the config, every task, every model and checkpoint, and
     that ``out`` holds no other grid's report. Returns the evidence document (or None), the
-    grid's config fitted to each task by spec (None: each model's default), its tasks by spec
-    and the models in run order."""
+    grid's config fitted to each task by spec (None: each model's default), its tasks by spec,
+    the models to run in run order, and the absent models kept as recorded (``keep_absent``)."""
     from rnr_lens import evidence as evidence_
     from rnr_lens.models import check_spec
 
@@ -705,19 +715,37 @@ def _prepare(
     tasks_ = {spec: _load_task(spec, grid, trust_task_code) for spec in grid.tasks}
     # the grid's config fitted to each task before any store or model: bad shots are refused now
     configs = {spec: config.for_task(task) for spec, task in tasks_.items()} if config is not None else None
-    model_specs = _run_order(grid)
-    for spec in model_specs:  # before hours of work: a missing checkpoint fails now
-        try:
-            check_spec(spec)
-        except RnrLensError as exc:
-            raise RnrLensError(f"grid model {spec!r}: {exc} (a trained pair's checkpoint must exist before the report runs)") from None
+    stored = evidence_.Manifest.from_dict(document["manifest"]) if document is not None else None
     if (out / "runs.db").exists():
         here = RunStore(out / "runs.db", mode="read")
         stored = evidence_.Manifest.load(here)
         here.close()
         if stored is not None:
             _check_same_grid(stored.grid, grid, f"{out} holds the report of another grid", "use a new --out folder, or the grid it ran")
-    return document, configs, tasks_, model_specs
+    model_specs, kept = [], []
+    for spec in _run_order(grid):  # before hours of work: a missing checkpoint fails now
+        try:
+            check_spec(spec)
+        except RnrLensError as exc:
+            if keep_absent and stored is not None and _finished(stored, grid, spec):
+                kept.append(spec)
+                continue
+            fix = (
+                "; none of its settings is finished in this report, so it cannot be kept"
+                if keep_absent
+                else "; or pass --keep-absent to keep its settings as recorded, where every one is finished"
+            )
+            raise RnrLensError(f"grid model {spec!r}: {exc} (a trained pair's checkpoint must exist before the report runs{fix})") from None
+        model_specs.append(spec)
+    return document, configs, tasks_, model_specs, kept
+
+
+def _finished(manifest: Any, grid: Grid, spec: str) -> bool:
+    """Whether every setting of ``spec`` in ``grid`` is finished in ``manifest``: audited, mined
+    where the grid mines it, and its ceiling audited where the grid's ceiling needs it."""
+    ceiling = spec in _ceiling_order(grid)
+    records = [manifest.setting(spec, task) for task in grid.tasks]
+    return all(r is not None and r.done(grid.mines(spec)) and (r.ceiling is not None or not ceiling) for r in records)
 
 
 def _open_store(out: Path, document: Any, evidence: str | Path | None) -> RunStore:

@@ -35,7 +35,7 @@ def grid_file(tmp_path_factory):
         "k": 3,
         "temperature": 1.0,
         "edits": 1,
-        "pairs": [{"base": "base", "trained": "tuned"}],
+        "pairs": [{"base": "base", "trained": "./tuned"}],  # ./: a path even where it is absent
     }
     (folder / "grid.yaml").write_text(yaml.safe_dump(grid))
     return folder / "grid.yaml"
@@ -180,6 +180,34 @@ def test_a_report_rederives_from_its_evidence_alone_and_resumes_from_it(first_re
     assert "evidence of another grid (its k is 3, this grid's 4)" in capsys.readouterr().err and not (tmp_path / "wrong").exists()
     assert main(["report", str(other), "--out", str(elsewhere)]) == 2, "a folder's report continues under its own grid only"
     assert "holds the report of another grid (its k is 3, this grid's 4)" in capsys.readouterr().err
+
+
+def test_a_model_absent_here_keeps_its_finished_settings_only_when_asked(first_report, grid_file, tmp_path, capsys):
+    """Issue 55's re-run: a machine without a trained checkpoint resumes a report from its
+    evidence; the absent model is refused in one line naming the way out, and with
+    --keep-absent its finished settings stand as recorded (claims equal to the run's) while
+    the models that are here run as usual."""
+    out, _, _ = first_report
+    evidence = out / "evidence.json.gz"
+    tuned, away = grid_file.parent / "tuned", grid_file.parent / "tuned-away"
+    tuned.rename(away)
+    try:
+        assert main(["report", str(grid_file), "--out", str(tmp_path / "refused"), "--from-evidence", str(evidence)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "or pass --keep-absent" in err and str(tuned) in err
+        assert not (tmp_path / "refused").exists(), "refused before anything is written"
+        kept = tmp_path / "kept"
+        assert main(["report", str(grid_file), "--out", str(kept), "--from-evidence", str(evidence), "--keep-absent", "--json"]) == 0
+        captured = capsys.readouterr()
+        assert f"kept as recorded: every setting of {str(tuned)!r}" in captured.err
+        resumed, claims = json.loads(captured.out), json.loads((out / "claims.json").read_text())
+        for key in ("routes_vs_search", "bottleneck", "training", "summary"):
+            assert resumed[key] == claims[key], key
+        # a folder without a store has nothing finished to keep
+        assert main(["report", str(grid_file), "--out", str(tmp_path / "bare"), "--keep-absent"]) == 2
+        assert "none of its settings is finished in this report" in capsys.readouterr().err
+    finally:
+        away.rename(tuned)
 
 
 @pytest.mark.slow

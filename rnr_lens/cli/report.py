@@ -43,6 +43,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="alone with --out: mine the settings of that report folder that were audited but not mined (a re-grade's dropped stages), "
         "loading only their models and reusing every kept evaluation",
     )
+    p.add_argument(
+        "--keep-absent",
+        action="store_true",
+        help="with a grid: a model whose weights are not here (a trained checkpoint made elsewhere) keeps its settings as the "
+        "store or --from-evidence records them, where every one is finished; it is neither loaded nor audited again",
+    )
     p.add_argument("--batch-size", type=positive_int)
     add_task_trust_arg(p)
     add_executor_args(p, audits="every audit's shards")
@@ -65,14 +71,16 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise RnrLensError(f"--out {out} is a file; the report writes a folder (runs.db, claims.json, report.html, evidence.json.gz)")
     if args.mine_again:
-        if args.grid is not None or args.from_evidence is not None or args.regrade is not None:
-            raise RnrLensError("--mine-again continues the report folder --out names: give no grid, --from-evidence or --regrade")
+        if args.grid is not None or args.from_evidence is not None or args.regrade is not None or args.keep_absent:
+            raise RnrLensError("--mine-again continues the report folder --out names: give no grid, --from-evidence, --regrade or --keep-absent")
         return _print_report(mine_again(out, progress=not args.json), args, rederived=False)
     if args.grid is None and args.from_evidence is None:
         raise RnrLensError("give a grid file to run, or --from-evidence FILE to re-derive a report without a model")
     if args.grid is None:
-        if args.shards is not None or args.executor or args.profile:
-            raise RnrLensError("--from-evidence alone runs no model, so it takes no --executor, --shards or --profile; give the grid too to resume")
+        if args.shards is not None or args.executor or args.profile or args.keep_absent:
+            raise RnrLensError(
+                "--from-evidence alone runs no model, so it takes no --executor, --shards, --profile or --keep-absent; give the grid too to resume"
+            )
         result = rederive(args.from_evidence, out, regrade=_regrade_to(args.regrade))
         return _print_report(result, args, rederived=True)
     if args.regrade is not None:
@@ -94,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
             num_cpus=args.num_cpus,
             evidence=args.from_evidence,
             trust_task_code=args.trust_task_code,
+            keep_absent=args.keep_absent,
         )
     if profile is not None and not args.json:
         print(profile.text() + f"\nprofile: {saved}\n")
