@@ -176,13 +176,19 @@ class DeploymentConfig:
         if self.harness:
             return question.prompt  # the harness built it whole (few-shot context and all)
         user = f"{self.instruction}{question.prompt}"
-        examples = self.shots.examples_for(question.prompt) if self.shots else ()
-        solved = tuple((f"{self.instruction}{e.question}", f"{self.assistant_prefix}{e.answer}.") for e in examples)
+        solved = self.worked(question.prompt)
         if self.chat:
             return ChatPrompt(user, system=self.system_prompt, assistant_prefix=self.assistant_prefix, turns=solved)
         head = f"{self.system_prompt}\n\n" if self.system_prompt else ""
         context = "".join(f"{asked}\n{answered}\n\n" for asked, answered in solved)
         return f"{head}{context}{user}\n{self.assistant_prefix}"
+
+    def worked(self, question: str) -> tuple[tuple[str, str], ...]:
+        """The worked examples placed before ``question``, each as (asked, answered) in this
+        deployment's own format: the instruction, the example's question, then the assistant
+        prefix and its answer (``The answer is 14.``). The one owner of an example's wording."""
+        examples = self.shots.examples_for(question) if self.shots else ()
+        return tuple((f"{self.instruction}{e.question}", f"{self.assistant_prefix}{e.answer}.") for e in examples)
 
     def for_task(self, task: Task, shots_file: Task | None = None) -> DeploymentConfig:
         """This deployment fitted to ``task``: refused where it cannot score it

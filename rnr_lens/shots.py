@@ -122,6 +122,11 @@ class Shots:
         return cls(n=data["n"], source=data.get("source", "train"), seed=data.get("seed", 0), pool=tuple(Example(*p) for p in pool))
 
 
+def _questions(task: Task) -> set[str]:
+    """The task's questions as the overlap checks compare them (:func:`normalize`)."""
+    return {normalize(q.prompt) for q in task}
+
+
 def draw(shots: Shots, source: Task, test: Task) -> Shots:
     """``shots`` with its pool drawn from ``source`` for an audit of ``test``: a seeded sample
     of :attr:`Shots.pool_size` of the source's distinct questions (by :func:`normalize`), in
@@ -147,7 +152,7 @@ def draw(shots: Shots, source: Task, test: Task) -> Shots:
             f"{shots.n} shots need {shots.pool_size} distinct questions; the source {source.name} holds {len(questions)}; ask for fewer"
         )
     if shots.source.startswith("file:"):
-        tested = {normalize(q.prompt) for q in test}
+        tested = _questions(test)
         overlap = [q for q in source if normalize(q.prompt) in tested]
         if overlap:
             raise RnrLensError(
@@ -165,11 +170,11 @@ def resolve(shots: Shots, test: Task, file: Task | None = None) -> Shots:
     if shots.pool:  # drawn before (a config from a store, evidence or another task): checked against this task
         pooled = {normalize(e.question) for e in shots.pool}
         if shots.source.startswith("file:"):
-            if pooled & {normalize(q.prompt) for q in test}:
+            if pooled & _questions(test):
                 raise RnrLensError(f"the deployment's worked examples include a question of task {test.name}; draw them from a source without it")
         else:
             source = test if shots.source == "self" else train_split(test)
-            if source is None or not pooled <= {normalize(q.prompt) for q in source}:
+            if source is None or not pooled <= _questions(source):
                 raise RnrLensError(
                     f"the deployment's worked examples were drawn from another task's {shots.source} than task {test.name}'s; "
                     "leave the pool out of the config to draw them for this task"

@@ -232,12 +232,12 @@ def question_html(result: AuditResult, question_id: str, probes: Sequence[str] |
         )
     default = tries[tries.probe == DEFAULT_PROBE]
     realized = "yes" if bool(q.realized) else "no" if len(default) else "not yet run"
-    shots, prefix, instruction = result.config.shots, result.config.assistant_prefix, result.config.instruction
+    shots = result.config.shots
     context = (
         ""
         if shots is None
         else f"<p class='rnr-shots'>asked after {html.escape(shots.label)}: "
-        + "; ".join(html.escape(f"{instruction}{e.question} {prefix}{e.answer}.") for e in shots.examples_for(str(q.prompt)))
+        + "; ".join(html.escape(f"{asked} {answered}") for asked, answered in result.config.worked(str(q.prompt)))
         + "</p>"
     )
     return (
