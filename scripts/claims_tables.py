@@ -512,6 +512,15 @@ def changes_table(old: Claims, new: Claims) -> str:
     return _table(["claim", "model", "task", "before", "now", "the numbers it reads"], rows)
 
 
+def _audits_of(folder: Path) -> set[str]:
+    """Every audit a report folder's evidence holds for its settings (their ceilings too)."""
+    import gzip
+
+    with gzip.open(folder / "evidence.json.gz", "rt") as f:
+        settings = json.load(f)["manifest"]["settings"]
+    return {a for s in settings for a in (s["audit"], s.get("ceiling")) if a}
+
+
 def regrading_table(folders: Sequence[Path]) -> str:
     """What re-grading each committed grid under today's reader moved (its ``regrading.json``):
     per grid, the tries read again, the readings and correctness flags that changed and the
@@ -519,6 +528,7 @@ def regrading_table(folders: Sequence[Path]) -> str:
     rows, moved = [], []
     for folder in folders:
         audits = json.loads((folder / "regrading.json").read_text())["audits"]
+        cited = _audits_of(folder)
         dropped = [a for a in audits if a["mined"] == "dropped"]
         rows.append(
             [
@@ -537,7 +547,7 @@ def regrading_table(folders: Sequence[Path]) -> str:
                 f"`{a['new_id']}`",
                 f"{a['tries']:,}",
                 str(a["correct_changed"]),
-                a["reason"] or "–",
+                (a["reason"] or "–") + ("" if a["new_id"] in cited else " (since replaced: its setting was run again)"),
             ]
             for a in audits
             if a["correct_changed"] or a["mined"] == "dropped"
@@ -547,6 +557,33 @@ def regrading_table(folders: Sequence[Path]) -> str:
         head + "\n\n" + _table(["grid", "model", "task", "audit", "tries", "whose correctness changed", "why its mined stage was mined again"], moved)
     )
 
+
+def rerun_table(old: Claims, new: Claims, model: str) -> str:
+    """One model's settings before and after a re-run of them in one grid (issue 55: Gemma's rows
+    re-run under its few-shot default), on the same questions: realized and claim 1's verdict,
+    the failure set and claim 2's verdict, each side by side."""
+    before1 = {c.setting.task: c for c in old.routes_vs_search if c.setting.model == model}
+    before2 = {c.setting.task: c for c in old.bottleneck if c.setting.model == model}
+    now2 = {c.setting.task: c for c in new.bottleneck if c.setting.model == model}
+    rows = []
+    for c in (c for c in new.routes_vs_search if c.setting.model == model):
+        o, o2, c2 = before1[c.setting.task], before2.get(c.setting.task), now2.get(c.setting.task)
+        rows.append(
+            [
+                _task(c.setting),
+                _e(o.realized),
+                _e(c.realized),
+                f"{o.verdict.status} → {c.verdict.status}",
+                f"{o2.failures if o2 else '–'} → {c2.failures if c2 else '–'}",
+                f"{o2.verdict.status if o2 else '–'} → {c2.verdict.status if c2 else '–'}",
+            ]
+        )
+    return _table(["task", "realized before", "realized now", "claim 1", "failure set", "claim 2"], rows)
+
+
+FEW_SHOT_FROM = "3bceda4"
+"""The commit whose ``grid-default`` holds Gemma-3-270M's zero-shot rows, before issue 55 re-ran
+them under its few-shot default (the table of what the re-run changed)."""
 
 CHANGES_FROM = {"grid-default": ("c6d78ee", ""), "grid-deep": ("a58fef3^", "grid-deep-training")}
 """Where git history holds each grid's version-1 claims (the deep grid kept claim 3 in a folder
@@ -595,8 +632,8 @@ def rendered_blocks() -> dict[str, str]:
     (``gpu-check``), the few-shot measurement (``shots-study``), each grid's findings, every verdict's reason and the report's summary
     (``findings:GRID``, ``reasons:GRID``, ``summary:GRID``), what re-grading moved
     (``regrading-table``) and, where git history holds the earlier claims, which verdicts the
-    re-grade moved (``regrade-verdicts``) and which verdict rules version 2 changed
-    (``changes:GRID``)."""
+    re-grade moved (``regrade-verdicts``), which verdict rules version 2 changed
+    (``changes:GRID``) and what re-running Gemma's rows few-shot changed (``few-shot-rerun``)."""
     results = ROOT / "assets" / "results"
 
     def claims(grid: str) -> Claims:
@@ -621,6 +658,9 @@ def rendered_blocks() -> dict[str, str]:
         before_training = _claims_at(rev, training) if training else before
         if before is not None and before_training is not None:
             blocks[f"changes:{grid}"] = changes_table(dataclasses.replace(before, training=before_training.training), claims(grid))
+    zero_shot = _claims_at(FEW_SHOT_FROM, "grid-default")
+    if zero_shot is not None:  # git history holds the zero-shot rows
+        blocks["few-shot-rerun"] = rerun_table(zero_shot, claims("grid-default"), "gemma3-270m")
     earlier = {g: _claims_at(REGRADED_FROM, g) for g in regraded}
     if all(c is not None for c in earlier.values()):  # git history holds them (a bare export does not)
         blocks["regrade-verdicts"] = regrade_verdicts({g: c for g, c in earlier.items() if c is not None}, {g: claims(g) for g in regraded})

@@ -473,6 +473,39 @@ def test_the_deep_grid_is_valid_and_takes_small_tasks_whole():
     assert _load_task("add-small", grid).questions == tasks.get("add-small", n="all").questions
 
 
+def test_the_gemma_deep_grid_is_the_smollm2_deep_grid_on_another_model():
+    """Issue 56's matched design: every field of the second architecture's deep grid equals the
+    SmolLM2 deep grid's (tasks, n, k, temperature, edits, seed, sweeps, margins), save the model
+    and the trained pair (a grid of its own); its deployment is the model's default."""
+    from pathlib import Path
+
+    assets = Path(__file__).resolve().parents[1] / "assets"
+    smollm2, gemma = (Grid.load(assets / name).to_dict() for name in ("grid-deep.yaml", "grid-deep-gemma.yaml"))
+    assert gemma.pop("models") == ["gemma3-270m"] and gemma.pop("pairs") == [] and gemma["config"] is None
+    assert {k: v for k, v in smollm2.items() if k not in ("models", "pairs")} == gemma
+
+
+def test_the_gemma_dapo_grid_is_the_seeds_grid_on_another_model():
+    """Issue 56's claim 3 on Gemma: the seeds grid's tasks, sizes and ceiling, one pair trained
+    from Gemma by the command in its comment, whose layers are the top half of the blocks (the
+    stated rule: SmolLM2's recipe trains 15-29 of 30)."""
+    import re
+    from pathlib import Path
+
+    from rnr_lens.models import KNOWN_MODELS
+
+    path = Path(__file__).resolve().parents[1] / "assets" / "grid-dapo-gemma.yaml"
+    gemma, seeds = Grid.load(path).to_dict(), Grid.load(path.parent / "grid-seeds.yaml").to_dict()
+    assert gemma.pop("models") == ["gemma3-270m"] and seeds.pop("models") == ["smollm2-135m-instruct"]
+    (pair,) = gemma.pop("pairs")
+    assert pair["base"] == "gemma3-270m" and {k: v for k, v in seeds.items() if k != "pairs"} == gemma
+    (command,) = re.findall(r"rnr-lens train .*", path.read_text())
+    assert command.split("--out ")[1] + "/final" == pair["trained"].split("../", 1)[1]
+    first, last = map(int, re.search(r"--layers (\d+)-(\d+)", command).groups())
+    blocks = int(re.search(r"\((\d+) blocks\)", KNOWN_MODELS["gemma3-270m"].description).group(1))  # 18, without loading it
+    assert (first, last) == (blocks // 2, blocks - 1)
+
+
 def test_trained_checkpoints_run_right_after_their_base():
     """So a partial report answers claim 3 for a pair as soon as both its audits are done."""
     from rnr_lens.reports import _run_order
