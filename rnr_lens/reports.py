@@ -716,9 +716,12 @@ def _prepare(
     # the grid's config fitted to each task before any store or model: bad shots are refused now
     configs = {spec: config.for_task(task) for spec, task in tasks_.items()} if config is not None else None
     stored = evidence_.Manifest.from_dict(document["manifest"]) if document is not None else None
+    # each recorded audit's task fingerprint and config hash, to check a kept model's settings
+    recorded = {a["audit"]["id"]: (a["audit"]["task_fingerprint"], a["audit"]["config_hash"]) for a in document["audits"]} if document else {}
     if (out / "runs.db").exists():
         here = RunStore(out / "runs.db", mode="read")
         stored = evidence_.Manifest.load(here)
+        recorded = {a.id: (a.task_fingerprint, a.config_hash) for a in here.audits()}
         here.close()
         if stored is not None:
             _check_same_grid(stored.grid, grid, f"{out} holds the report of another grid", "use a new --out folder, or the grid it ran")
@@ -727,25 +730,44 @@ def _prepare(
         try:
             check_spec(spec)
         except RnrLensError as exc:
-            if keep_absent and stored is not None and _finished(stored, grid, spec):
-                kept.append(spec)
-                continue
-            fix = (
-                "; none of its settings is finished in this report, so it cannot be kept"
-                if keep_absent
-                else "; or pass --keep-absent to keep its settings as recorded, where every one is finished"
-            )
-            raise RnrLensError(f"grid model {spec!r}: {exc} (a trained pair's checkpoint must exist before the report runs{fix})") from None
+            if not keep_absent or Path(spec).exists():  # a folder with broken weights is not absent
+                fix = "; or pass --keep-absent to keep its settings as recorded, where every one is finished" if not Path(spec).exists() else ""
+                raise RnrLensError(f"grid model {spec!r}: {exc} (a trained pair's checkpoint must exist before the report runs{fix})") from None
+            why = _not_keepable(stored, recorded, grid, spec, tasks_, configs)
+            if why is not None:
+                raise RnrLensError(f"grid model {spec!r} is not here and --keep-absent cannot keep it: {why}; run it where its weights are") from None
+            kept.append(spec)
+            continue
         model_specs.append(spec)
     return document, configs, tasks_, model_specs, kept
 
 
-def _finished(manifest: Any, grid: Grid, spec: str) -> bool:
-    """Whether every setting of ``spec`` in ``grid`` is finished in ``manifest``: audited, mined
-    where the grid mines it, and its ceiling audited where the grid's ceiling needs it."""
+def _not_keepable(
+    manifest: Any,
+    recorded: Mapping[str, tuple[str, str]],
+    grid: Grid,
+    spec: str,
+    tasks_: Mapping[str, Any],
+    configs: Mapping[str, DeploymentConfig] | None,
+) -> str | None:
+    """Why an absent model's recorded settings cannot stand for this grid (None: they can):
+    a setting not finished (audited, mined where the grid mines it, its ceiling audited where
+    the grid asks for one), or audited on other questions than the grid's task gives, or under
+    another deployment than the grid's config. (Without the model's weights, the default
+    deployment it would get today cannot be checked: the recorded one stands.)"""
     ceiling = spec in _ceiling_order(grid)
-    records = [manifest.setting(spec, task) for task in grid.tasks]
-    return all(r is not None and r.done(grid.mines(spec)) and (r.ceiling is not None or not ceiling) for r in records)
+    for task_spec, task in tasks_.items():
+        r = manifest.setting(spec, task_spec) if manifest is not None else None
+        if r is None:
+            return f"its setting on {task_spec} is not in this report"
+        if not r.done(grid.mines(spec)) or (ceiling and r.ceiling is None):
+            return f"its setting on {task_spec} is not finished ({'not mined' if not r.done(grid.mines(spec)) else 'no ceiling audit'})"
+        task_fingerprint, config_hash = recorded.get(r.audit, (None, None))
+        if task_fingerprint != task.fingerprint():
+            return f"its setting on {task_spec} was audited on other questions than this grid's task gives"
+        if configs is not None and config_hash != configs[task_spec].hash():
+            return f"its setting on {task_spec} ran under another deployment than the grid's config"
+    return None
 
 
 def _open_store(out: Path, document: Any, evidence: str | Path | None) -> RunStore:

@@ -562,6 +562,8 @@ def rerun_table(old: Claims, new: Claims, model: str) -> str:
     """One model's settings before and after a re-run of them in one grid (issue 55: Gemma's rows
     re-run under its few-shot default), on the same questions: realized and claim 1's verdict,
     the failure set and claim 2's verdict, each side by side."""
+    if old.rules != new.rules or [c.setting.task for c in old.routes_vs_search] != [c.setting.task for c in new.routes_vs_search]:
+        raise SystemExit("a re-run compares the same grid under the same verdict rules: these two claims differ in rules or tasks")
     before1 = {c.setting.task: c for c in old.routes_vs_search if c.setting.model == model}
     before2 = {c.setting.task: c for c in old.bottleneck if c.setting.model == model}
     now2 = {c.setting.task: c for c in new.bottleneck if c.setting.model == model}
@@ -662,8 +664,10 @@ def rendered_blocks() -> dict[str, str]:
     if zero_shot is not None:  # git history holds the zero-shot rows
         blocks["few-shot-rerun"] = rerun_table(zero_shot, claims("grid-default"), "gemma3-270m")
     earlier = {g: _claims_at(REGRADED_FROM, g) for g in regraded}
-    if all(c is not None for c in earlier.values()):  # git history holds them (a bare export does not)
-        blocks["regrade-verdicts"] = regrade_verdicts({g: c for g, c in earlier.items() if c is not None}, {g: claims(g) for g in regraded})
+    if all(c is not None for c in earlier.values()) and zero_shot is not None:  # git history holds them (a bare export does not)
+        # the re-grade's own result: the default grid as re-graded, before issue 55 re-ran its Gemma rows
+        regraded_claims = {g: zero_shot if g == "grid-default" else claims(g) for g in regraded}
+        blocks["regrade-verdicts"] = regrade_verdicts({g: c for g, c in earlier.items() if c is not None}, regraded_claims)
     return blocks
 
 

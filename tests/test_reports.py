@@ -182,6 +182,7 @@ def test_a_report_rederives_from_its_evidence_alone_and_resumes_from_it(first_re
     assert "holds the report of another grid (its k is 3, this grid's 4)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_model_absent_here_keeps_its_finished_settings_only_when_asked(first_report, grid_file, tmp_path, capsys):
     """Issue 55's re-run: a machine without a trained checkpoint resumes a report from its
     evidence; the absent model is refused in one line naming the way out, and with
@@ -189,7 +190,7 @@ def test_a_model_absent_here_keeps_its_finished_settings_only_when_asked(first_r
     the models that are here run as usual."""
     out, _, _ = first_report
     evidence = out / "evidence.json.gz"
-    tuned, away = grid_file.parent / "tuned", grid_file.parent / "tuned-away"
+    tuned, away, task_file, saved = grid_file.parent / "tuned", grid_file.parent / "tuned-away", grid_file.parent / "mine.jsonl", None
     tuned.rename(away)
     try:
         assert main(["report", str(grid_file), "--out", str(tmp_path / "refused"), "--from-evidence", str(evidence)]) == 2
@@ -205,9 +206,17 @@ def test_a_model_absent_here_keeps_its_finished_settings_only_when_asked(first_r
             assert resumed[key] == claims[key], key
         # a folder without a store has nothing finished to keep
         assert main(["report", str(grid_file), "--out", str(tmp_path / "bare"), "--keep-absent"]) == 2
-        assert "none of its settings is finished in this report" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "--keep-absent cannot keep it: its setting on add-small is not in this report" in err and not (tmp_path / "bare").exists()
+        # a kept setting must still be this grid's: a task file edited since is refused, not kept stale
+        saved = task_file.read_text()
+        task_file.write_text(saved.replace("What is 0 + 0?", "What is 0 + 0 + 0?"))
+        assert main(["report", str(grid_file), "--out", str(tmp_path / "stale"), "--from-evidence", str(evidence), "--keep-absent"]) == 2
+        assert "audited on other questions than this grid's task gives" in capsys.readouterr().err and not (tmp_path / "stale").exists()
     finally:
         away.rename(tuned)
+        if saved is not None:
+            task_file.write_text(saved)
 
 
 @pytest.mark.slow
@@ -355,7 +364,7 @@ def test_report_refuses_shards_without_an_executor(grid_file, tmp_path, capsys):
     assert main(["report", "--out", str(tmp_path / "out")]) == 2
     assert "give a grid file to run, or --from-evidence FILE" in capsys.readouterr().err
     assert main(["report", "--out", str(tmp_path / "out"), "--from-evidence", "x.json.gz", "--shards", "2"]) == 2
-    assert "takes no --executor, --shards or --profile" in capsys.readouterr().err
+    assert "takes no --executor, --shards, --profile or --keep-absent" in capsys.readouterr().err
     assert main(["report", "--out", str(tmp_path / "out"), "--from-evidence", str(grid_file)]) == 2
     assert "is not rnr_lens evidence" in capsys.readouterr().err
     assert main(["report", str(grid_file), "--out", str(tmp_path / "out"), "--shards", "2"]) == 2
@@ -375,7 +384,7 @@ def test_report_refuses_shards_without_an_executor(grid_file, tmp_path, capsys):
         ("models: [x]\ntasks: [add-small]\nceiling_k: 0\n", "grid field ceiling_k must be a whole number of at least 1"),
         (
             "models: [smollm2-135m-instruct]\ntasks: [add-small]\npairs: [{base: smollm2-135m-instruct, trained: ./no-such-run/final}]\n",
-            "grid model './no-such-run/final': unknown model",
+            "no-such-run/final': unknown model",  # named as resolved against the grid's folder
         ),
         ("models: [smollm2-135m-instruct]\ntasks: [no-such-task.jsonl]\n", "no-such-task.jsonl"),
         ("[1, 2]\n", "must hold a mapping"),
@@ -500,7 +509,7 @@ def test_the_gemma_dapo_grid_is_the_seeds_grid_on_another_model():
     (pair,) = gemma.pop("pairs")
     assert pair["base"] == "gemma3-270m" and {k: v for k, v in seeds.items() if k != "pairs"} == gemma
     (command,) = re.findall(r"rnr-lens train .*", path.read_text())
-    assert command.split("--out ")[1] + "/final" == pair["trained"].split("../", 1)[1]
+    assert command.split("--out ")[1] + "/final" == pair["trained"].split("../", 1)[1] and f"--model {pair['base']} " in command
     first, last = map(int, re.search(r"--layers (\d+)-(\d+)", command).groups())
     blocks = int(re.search(r"\((\d+) blocks\)", KNOWN_MODELS["gemma3-270m"].description).group(1))  # 18, without loading it
     assert (first, last) == (blocks // 2, blocks - 1)
