@@ -23,6 +23,7 @@ from rnr_lens.probes import AblationProbe, Probe, RandomRoutes, RouteSearch, Sam
 from rnr_lens.prompts import ChatPrompt
 from rnr_lens.reports import Grid, Report, rederive, report
 from rnr_lens.results import AuditResult
+from rnr_lens.route_trace import RouteTrace
 from rnr_lens.routes import Route
 from rnr_lens.stats import Estimate
 from rnr_lens.sweeps import Bottleneck
@@ -55,6 +56,7 @@ __all__ = [
     "RnrLensError",
     "Route",
     "RouteSearch",
+    "RouteTrace",
     "Sampling",
     "SweepResult",
     "TrainConfig",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -54,6 +54,23 @@ def attention_window(bridge: Any) -> int | None:
     if not window or getattr(config, "use_sliding_window", True) is False or (types is not None and "sliding_attention" not in types):
         return None
     return int(window)
+
+
+def readout(bridge: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+    """What turns a residual stream into logits in the wrapped model: its final norm and
+    unembedding (TransformerLens' ``ln_final`` and ``unembed``), then the final logit
+    soft-capping of the architectures that have it (Gemma-2: ``tanh(x / c) * c``). The logit
+    lens reads a stream through it."""
+    mapping = bridge.adapter.component_mapping
+    model = bridge.original_model
+    norm, unembed = model.get_submodule(mapping["ln_final"].name), model.get_submodule(mapping["unembed"].name)
+    cap = getattr(text_config(bridge), "final_logit_softcapping", None)
+
+    def read(stream: torch.Tensor) -> torch.Tensor:
+        logits = unembed(norm(stream))
+        return logits if not cap else torch.tanh(logits / cap) * cap
+
+    return read
 
 
 def hf_state_dict(bridge: Any) -> dict[str, torch.Tensor]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from rnr_lens.deploy import DeploymentConfig, deployment_for_task
 from rnr_lens.display import probe_labels, progress_bar, short_text
-from rnr_lens.errors import RnrLensError
+from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.files import NoSpace
 from rnr_lens.lens import LensModel
 from rnr_lens.phases import phase
@@ -294,7 +294,7 @@ def audit(
         # another shard finishing is no reason to refuse; this run's own unfinished rows are
         started = {qid for qid, _ in rs.done_keys(aid, DEFAULT_PROBE)}
         if part is None or (str(part) not in rs.artifacts(aid, Artifact.SHARD) and any(q.id in started for _, q in selected)):
-            raise RnrLensError(f"audit {aid} already exists in {rs.path} unfinished; pass --resume to continue it")
+            raise RnrLensError(f"audit {aid} already exists in {rs.path} unfinished; pass {arg('resume')} to continue it")
     planned_tries = len(selected) * sum(p.budget_for(model.n_layers) for p in [Default(), *probe_objs])
     try:
         rs.create_audit(record, [(i, q.id, q.prompt, q.answer) for i, q in selected])
@@ -305,7 +305,7 @@ def audit(
         rs.put_artifact(aid, Artifact.DEPLOYMENT, "rendered", rendered, overwrite=True)
         questions = [q for _, q in selected]
         ctx = ProbeContext(model, config, task.answer_type, seed=seed, batch_size=batch_size)
-        desc = short_text(f"{model.name} / {task.name}", 32) + (f" [{part}]" if part else "")
+        desc = f"{short_text(model.name, 28)} / {task.name}" + (f" [{part}]" if part else "")  # the task whole: it says what runs
         _run_probes(rs, aid, ctx, [Default(), *probe_objs], questions, probe_labels(names), desc if progress else None, planned_tries)
         if part is None:
             rs.set_status(aid, COMPLETE)

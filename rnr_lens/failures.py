@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rnr_lens.deploy import DeploymentConfig
-from rnr_lens.errors import RnrLensError
+from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.records import Outcome
 from rnr_lens.results import AuditResult
 from rnr_lens.store import Artifact, RunStore
@@ -136,7 +136,10 @@ def freeze(
     if selection == "reachable-not-realized":
         if probe is None:
             if len(result.probes) != 1:
-                raise RnrLensError(f"audit {result.id[:12]} has {len(result.probes)} probes; name one with --probe for reachable-not-realized")
+                raise RnrLensError(
+                    f"audit {result.id[:12]} has {len(result.probes)} probes; name one with {arg('probe')} for reachable-not-realized "
+                    f"(one of {', '.join(result.probes)})"
+                )
             probe = result.probes[0]
         probe = result.probe_name(probe)
         chosen = result.reachable_not_realized(probe)

@@ -24,7 +24,7 @@ import psutil
 import torch
 from jaxtyping import Float, Int
 
-from rnr_lens import adapters, generation, reuse_check
+from rnr_lens import adapters, generation, reuse_check, route_trace
 from rnr_lens.engine import Engine
 from rnr_lens.errors import RnrLensError
 from rnr_lens.faults import point
@@ -32,6 +32,7 @@ from rnr_lens.files import refused_writes
 from rnr_lens.generation import ContinuationScore, Generation
 from rnr_lens.interventions import Ablation, parse_ablations
 from rnr_lens.prompts import PromptLike, render
+from rnr_lens.route_trace import RouteTrace
 from rnr_lens.routes import Route, as_route
 
 MAX_AUTO_BATCH = 64  # rows per forward when the batch size is chosen from free memory
@@ -224,6 +225,12 @@ class LensModel:
             for h in handles:
                 h.remove()
         return [captured[i] for i in range(self.n_layers)]
+
+    def route_trace(self, input_ids: Int[torch.Tensor, "batch pos"], attention_mask: Int[torch.Tensor, "batch pos"] | None = None) -> RouteTrace:
+        """One forward under the current route and interventions, with the residual stream
+        around every pass of every block recorded by route step, a repeated block's passes
+        each their own (:mod:`rnr_lens.route_trace`)."""
+        return route_trace.trace(self, input_ids, attention_mask)
 
     def auto_batch_size(self, seq_len: int) -> int:
         """A batch size whose KV cache (one slot per route position) and activations for

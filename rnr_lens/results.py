@@ -21,7 +21,7 @@ import pandas as pd
 from rnr_lens import selectors as sel
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.display import estimate_text, html_table, probe_labels
-from rnr_lens.errors import RnrLensError
+from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.probes import parse_probe
 from rnr_lens.records import DEFAULT_PROBE, TRY_ANSWERS, TRY_KEYS, AuditRecord, first_hit_column, reachable_column, try_from_row
 from rnr_lens.stats import Estimate, above_chance, pass_at_k, permutation_chance, rate
@@ -171,7 +171,7 @@ class AuditResult:
         if audit_id is None:
             audits = rs.audits()
             if len(audits) != 1:
-                raise RnrLensError(f"{rs.path} holds {len(audits)} audits; name one with --audit ID (see 'rnr-lens show')")
+                raise RnrLensError(f"{rs.path} holds {len(audits)} audits; name one with {arg('audit_id', 'ID')} (see 'rnr-lens show')")
             audit_id = audits[0].id
         info = rs.audit(audit_id)
         tries = rs.tries(info.id)

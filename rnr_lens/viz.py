@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from rnr_lens.comparison import Comparison
     from rnr_lens.miner import SweepResult
     from rnr_lens.results import AuditResult
+    from rnr_lens.route_trace import RouteTrace
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 SIGNED = "RdBu"
@@ -606,6 +607,43 @@ def route_diagram(routes: Sequence[Route | str], labels: Sequence[str] | None = 
         legend=dict(orientation="h", x=0, y=-0.3),
     )
     return captioned(fig, "Each route (row) over the blocks (columns): skipped (red), kept (white) or repeated (blue; darker: more visits).")
+
+
+def route_passes(traces: dict[str, RouteTrace], gold_logits: dict[str, Sequence[float]], row: int = 0, position: int = -1) -> go.Figure:
+    """Per route step, the residual stream's norm leaving the step (top) and the gold answer's
+    logit read from it through the logit lens (bottom), one line per named route: the default
+    route beside a chosen one. ``gold_logits[name]`` is that route's row of
+    :func:`rnr_lens.route_trace.logit_lens`; hovering a point names the block the step ran.
+
+    Example:
+        >>> lens = {n: R.route_trace.logit_lens(model, t, gold)[0] for n, t in traces.items()}  # doctest: +SKIP
+        >>> route_passes(traces, lens)  # doctest: +SKIP
+    """
+    if not traces or set(traces) != set(gold_logits):
+        raise RnrLensError("give one trace and one row of gold logits per route, under the same names")
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    longest = 1
+    for i, (name, t) in enumerate(traces.items()):
+        logits = [float(v) for v in gold_logits[name]]
+        if len(logits) != len(t.route):
+            raise RnrLensError(f"route {name!r} has {len(t.route)} steps but {len(logits)} gold logits; pass its row of logit_lens")
+        steps, blocks = list(range(len(t.route))), [f"block {b}" for b in t.route.layers]
+        longest = max(longest, len(steps))
+        style = dict(color=OKABE_ITO[i % 8], dash="solid" if i == 0 else "dash")
+        norms = t.norms(position)[row].tolist()
+        fig.add_scatter(x=steps, y=norms, text=blocks, mode="lines+markers", name=name, line=style, legendgroup=name, row=1, col=1)
+        fig.add_scatter(x=steps, y=logits, text=blocks, mode="lines+markers", name=name, line=style, legendgroup=name, showlegend=False, row=2, col=1)
+    fig.update_traces(hovertemplate="step %{x}: %{text}<br>%{y:.3g}<extra>%{fullData.name}</extra>")
+    fig.update_layout(template=PAPER, title="The residual stream along each route", legend=dict(orientation="h", x=0, y=-0.18))
+    fig.update_yaxes(title_text="stream norm (L2)", row=1, col=1)
+    fig.update_yaxes(title_text="gold logit (logit lens)", row=2, col=1)
+    fig.update_xaxes(title_text="route step", tickmode="linear", tick0=0, dtick=1 if longest <= 16 else 5, row=2, col=1)
+    return captioned(
+        fig,
+        "For each route (line), after each step (x: its position in the route; hover names the block it ran): the L2 norm of the "
+        "residual stream at the answer position (top), and the gold answer's logit read from it through the model's final norm "
+        "and unembedding, the logit lens (bottom; after the last step, the model's own logit). A skipped block has no step; a repeated one has one per pass.",
+    )
 
 
 def comparison(result: Comparison, probe: str | None = None) -> go.Figure:

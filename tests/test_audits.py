@@ -47,7 +47,7 @@ def test_unfinished_audit_needs_resume(tiny, tmp_path):
     t = tasks.get("add-small", n=3)
     first = audit(tiny, t, ["routes:k=2"], store=db, progress=False)
     RunStore(db).set_status(first.id, "running")
-    with pytest.raises(R.RnrLensError, match="pass --resume"):
+    with pytest.raises(R.RnrLensError, match="pass resume=True"):
         audit(tiny, t, ["routes:k=2"], store=db, progress=False, resume=False)
     assert audit(tiny, t, ["routes:k=2"], store=db, progress=False, resume="only").id == first.id
     with pytest.raises(R.RnrLensError, match="resume must be one of True, False, 'only', got 'yes'"):
@@ -127,3 +127,12 @@ def test_a_model_without_a_chat_template_is_deployed_on_raw_text():
     assert result.info.config_hash == config.hash() and len(result.tries) == 3 * 3
     with pytest.raises(R.RnrLensError, match="chat: false"):
         R.audit(model, tasks.get("add-small", n=3), [], R.DeploymentConfig.default_for("number"), progress=False)
+
+
+def test_the_progress_bar_names_the_task_whole(tmp_path, capsys):
+    """Issue 59: "smollm2-135m-instruct / add-small" was cut to "… / add-sma…"; a long model
+    name is shortened instead, the task's name never."""
+    model = R.tiny_model(n_layers=4, name="smollm2-135m-instruct+a-long-checkpoint-name")
+    audit(model, tasks.get("add-small", n=2), ["routes:k=1"], store=tmp_path / "r.db", progress=True)
+    shown = capsys.readouterr().err
+    assert " / add-small" in shown and "add-sma…" not in shown and "smollm2-135m-instruct+a-lon… / add-small" in shown

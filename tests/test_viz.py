@@ -2,6 +2,7 @@
 
 import plotly.graph_objects as go
 import pytest
+import torch
 
 import rnr_lens as R
 from rnr_lens import failures, tasks, viz
@@ -244,6 +245,32 @@ def _text_collisions(page) -> list[str]:
     return out
 
 
+def _route_passes(model):
+    """The default route beside one that skips block 1 and runs block 2 twice, on one prompt."""
+    from rnr_lens.route_trace import logit_lens
+
+    ids, mask = model.pad([model.tokenizer("What is 2 + 3? The answer is")["input_ids"]])
+    gold = torch.tensor(model.tokenizer(" 5", add_special_tokens=False)["input_ids"][:1])
+    traces = {"default": model.route_trace(ids, mask)}
+    with model.intervene(route=R.Route.skip(model.n_layers, 1).then_repeat(2)):
+        traces["skip 1, repeat 2"] = model.route_trace(ids, mask)
+    return viz.route_passes(traces, {name: logit_lens(model, t, gold)[0] for name, t in traces.items()})
+
+
+def test_route_passes_draws_every_pass_of_each_route(tiny):
+    fig = _route_passes(tiny)
+    lines = {(t.name, t.yaxis): t for t in fig.data}
+    assert set(lines) == {("default", "y"), ("default", "y2"), ("skip 1, repeat 2", "y"), ("skip 1, repeat 2", "y2")}
+    chosen = lines[("skip 1, repeat 2", "y2")]
+    assert list(chosen.x) == [0, 1, 2, 3] and list(chosen.text) == ["block 0", "block 2", "block 2", "block 3"]
+    assert len(lines[("default", "y")].x) == tiny.n_layers and "logit lens" in viz.caption(fig)
+    trace = tiny.route_trace(*tiny.pad([[1, 2, 3]]))
+    with pytest.raises(R.RnrLensError, match="under the same names"):
+        viz.route_passes({"a": trace}, {"b": [0.0] * 4})
+    with pytest.raises(R.RnrLensError, match="has 4 steps but 3 gold logits"):
+        viz.route_passes({"a": trace}, {"a": [0.0] * 3})
+
+
 def test_every_figure_at_column_size_keeps_its_text_apart_and_on_the_page(tiny, sweep_and_result, tmp_path):
     """At a paper column's width, "bottleneck: block 4" once sat on the y tick "1", the x-axis
     title of realized_vs_reachable ran off the page, and the comparison's row labels ran into
@@ -269,6 +296,7 @@ def test_every_figure_at_column_size_keeps_its_text_apart_and_on_the_page(tiny, 
         "reward_curve": viz.reward_curve(history, window=4),
         "comparison": viz.comparison(compare(a, b)),
         "ceiling_curves": viz.ceiling_curves(_ceiling()),
+        "route_passes": _route_passes(tiny),
     }
     for name, fig in figures.items():
         assert len(viz.caption(fig)) > 40, f"{name} carries a caption"

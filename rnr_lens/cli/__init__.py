@@ -22,7 +22,7 @@ from typing import TextIO
 
 from rnr_lens.cli import audit, check_format, compare, export, merge, mine, models, report, show, train
 from rnr_lens.cli.shell import Parser, UsageError
-from rnr_lens.errors import RnrLensError
+from rnr_lens.errors import RnrLensError, cli_spelling
 from rnr_lens.files import refusal, release_all
 from rnr_lens.untrusted import MESSAGE_CHARS, one_line, printable, quoted
 
@@ -73,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
     try:
         args = parser.parse_args(argv)
-        with contextlib.redirect_stdout(_Printable(sys.stdout)):  # names from a store or a file may hold terminal control sequences
+        # names from a store or a file may hold terminal control sequences; fixes name the CLI's flags
+        with contextlib.redirect_stdout(_Printable(sys.stdout)), cli_spelling():
             return COMMANDS[args.command](args)
     except (RnrLensError, UsageError) as exc:
         print(f"error: {one_line(str(exc), MESSAGE_CHARS)}", file=sys.stderr)

@@ -1,0 +1,148 @@
+"""Route traces: every pass of the residual stream through a route's blocks, by route step.
+
+Under a route a block may run twice or not at all. TransformerLens' cache is keyed by block
+(``blocks.10.hook_resid_post``), so it keeps only a repeated block's last pass and has no entry
+for a skipped one. A :class:`RouteTrace` is keyed by route **step** instead: step ``i`` runs
+block ``route[i]``; its ``resid_pre`` is the stream entering that pass and its ``resid_post``
+the stream leaving it (after any ablation of the pass).
+
+Invariant: every pass is recorded, in route order, and step ``i``'s ``resid_pre`` holds the
+bits of step ``i - 1``'s ``resid_post`` (one pass's output is the next pass's input; nothing
+stands between them), which ``tests/test_route_trace.py`` checks on every tiny architecture. A
+plain block name is answered only where it names one pass (the block runs exactly once); a
+skipped or repeated block is refused in one line that names the route and what to ask instead.
+
+Example:
+    >>> with model.intervene(route=Route.skip(30, 3).then_repeat(10)):  # doctest: +SKIP
+    ...     trace = model.route_trace(ids)
+    >>> trace["steps.10.hook_resid_post"].shape  # doctest: +SKIP
+    torch.Size([1, 7, 576])
+    >>> trace["blocks.3.hook_resid_post"]  # doctest: +SKIP
+    RnrLensError: blocks.3 is skipped by route 30:0-2,4-10,10-29; it has no pass to read
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from jaxtyping import Float, Int
+
+from rnr_lens import adapters
+from rnr_lens.engine import Engine
+from rnr_lens.errors import RnrLensError
+from rnr_lens.routes import Route
+
+Tensor = torch.Tensor
+
+HOOKS = ("hook_resid_pre", "hook_resid_post")
+"""What a trace holds for each step."""
+
+_NAME = re.compile(r"(steps|blocks)\.(\d+)\.(\w+)")
+
+
+class TracedModel(Protocol):
+    """What a trace needs from a model (:class:`rnr_lens.lens.LensModel`, which sits above)."""
+
+    engine: Engine
+    bridge: Any
+
+    @property
+    def route(self) -> Route: ...
+
+    def forward_tokens(self, input_ids: Tensor, attention_mask: Tensor | None = None, **kwargs: Any) -> Tensor: ...
+
+
+@dataclass(frozen=True)
+class RouteTrace:
+    """The residual stream around every pass of one forward under ``route``.
+
+    Attributes:
+        route: The route the forward ran.
+        resid_pre: Per step, the stream entering its block.
+        resid_post: Per step, the stream leaving it.
+    """
+
+    route: Route
+    resid_pre: tuple[Float[Tensor, "batch pos d_model"], ...]
+    resid_post: tuple[Float[Tensor, "batch pos d_model"], ...]
+
+    def steps_of(self, block: int) -> tuple[int, ...]:
+        """The route steps at which ``block`` runs (empty where the route skips it)."""
+        return tuple(i for i, b in enumerate(self.route.layers) if b == block)
+
+    def names(self) -> list[str]:
+        """Every name :meth:`__getitem__` answers: each step's, then each block's that runs once."""
+        steps = [f"steps.{i}.{hook}" for i in range(len(self.route)) for hook in HOOKS]
+        once = [b for b in range(self.route.n_layers) if len(self.steps_of(b)) == 1]
+        return steps + [f"blocks.{b}.{hook}" for b in once for hook in HOOKS]
+
+    def __getitem__(self, name: str) -> Float[Tensor, "batch pos d_model"]:
+        """``steps.{i}.hook_resid_pre`` / ``hook_resid_post``, or the TransformerLens name
+        ``blocks.{b}.…`` where block ``b`` runs exactly once under the route."""
+        match = _NAME.fullmatch(name)
+        if match is None or match.group(3) not in HOOKS:
+            raise RnrLensError(
+                f"a route trace holds steps.I.hook_resid_pre and steps.I.hook_resid_post (or blocks.B.… for a block that runs once), "
+                f"not {name[:80]!r}; read other hooks with model.bridge.run_with_cache inside model.intervene"
+            )
+        kind, index, hook = match.group(1), int(match.group(2)), match.group(3)
+        if kind == "steps":
+            if index >= len(self.route):
+                raise RnrLensError(f"route {self.route} has {len(self.route)} steps (0 to {len(self.route) - 1}); there is no step {index}")
+            step = index
+        else:
+            if index >= self.route.n_layers:
+                raise RnrLensError(f"blocks.{index} is not a block of this {self.route.n_layers}-block model")
+            steps = self.steps_of(index)
+            if not steps:
+                raise RnrLensError(f"blocks.{index} is skipped by route {self.route}; it has no pass to read")
+            if len(steps) > 1:
+                raise RnrLensError(
+                    f"blocks.{index} runs {len(steps)} times under route {self.route} (steps {', '.join(map(str, steps))}); "
+                    f"name one pass, e.g. steps.{steps[-1]}.{hook}"
+                )
+            step = steps[0]
+        return (self.resid_pre if hook == "hook_resid_pre" else self.resid_post)[step]
+
+    def norms(self, position: int = -1) -> Float[Tensor, "batch steps"]:
+        """The L2 norm of the stream leaving each step, at ``position``."""
+        return torch.stack([post[:, position].float().norm(dim=-1) for post in self.resid_post], dim=-1)
+
+
+def trace(model: TracedModel, input_ids: Int[Tensor, "batch pos"], attention_mask: Int[Tensor, "batch pos"] | None = None) -> RouteTrace:
+    """One forward of ``input_ids`` under the model's current route and interventions, with the
+    residual stream around every pass recorded (:class:`RouteTrace`)."""
+    route = model.route
+    entering: dict[int, list[Tensor]] = {b: [] for b in set(route.layers)}
+    leaving: dict[int, list[Tensor]] = {b: [] for b in set(route.layers)}
+    handles = []
+    try:
+        for b in sorted(entering):  # each pass of a block fires its hooks once, in route order
+            handles.append(model.engine.block_input(b).read(lambda x, b=b: entering[b].append(x.detach())))
+            handles.append(model.engine.component(b, "block").read(lambda x, b=b: leaving[b].append(x.detach())))
+        with torch.no_grad():
+            model.forward_tokens(input_ids, attention_mask, logits_to_keep=1)
+    finally:
+        for handle in handles:
+            handle.remove()
+    seen: Counter[int] = Counter()
+    pre, post = [], []
+    for b in route.layers:
+        pre.append(entering[b][seen[b]])
+        post.append(leaving[b][seen[b]])
+        seen[b] += 1
+    return RouteTrace(route, tuple(pre), tuple(post))
+
+
+def logit_lens(model: TracedModel, route_trace: RouteTrace, token_ids: Int[Tensor, " batch"], position: int = -1) -> Float[Tensor, "batch steps"]:
+    """Each row's logit of ``token_ids[row]`` read from the stream leaving every step at
+    ``position``, through the model's own readout (:func:`rnr_lens.adapters.readout`: final
+    norm, unembedding, soft-capping): the logit lens. After the last step it is the model's logit."""
+    read = adapters.readout(model.bridge)
+    rows = torch.arange(len(token_ids))
+    with torch.no_grad():
+        return torch.stack([read(post[:, position])[rows, token_ids].float() for post in route_trace.resid_post], dim=-1)

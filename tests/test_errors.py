@@ -1,0 +1,35 @@
+"""Fix-it messages name an argument as the caller spells it (issue 59): after a multi-probe
+audit, freezing a failure set without a probe tells a Python caller ``probe=`` and a CLI user
+``--probe``, from one owner of both spellings (``errors.arg``)."""
+
+from __future__ import annotations
+
+import pytest
+
+import rnr_lens as R
+from rnr_lens.cli import main
+from rnr_lens.errors import SPELLINGS, arg, cli_spelling
+from rnr_lens.store import RunStore
+
+
+def test_each_argument_has_one_spelling_per_caller():
+    for name, (flag, takes_value) in SPELLINGS.items():
+        assert arg(name).startswith(f"{name}=") and not arg(name).startswith("--")
+        with cli_spelling():
+            assert arg(name, "X") == (f"{flag} X" if takes_value else flag)
+    assert arg("probe", "sampling:k=8") == "probe='sampling:k=8'" and arg("resume") == "resume=True"
+
+
+def test_freeze_after_a_multi_probe_audit_names_probe_in_python_and_the_flag_in_the_cli(tiny, tmp_path, capsys):
+    db = tmp_path / "run.db"
+    result = R.audit(tiny, R.tasks.get("add-small", n=3), ["sampling:k=2,t=1.0", "routes:k=2"], store=db, progress=False)
+    with pytest.raises(R.RnrLensError) as err:
+        R.failures.freeze(result, RunStore(db))
+    said = str(err.value)
+    assert "has 2 probes; name one with probe= for reachable-not-realized (one of sampling:k=2" in said and "--probe" not in said
+    assert main(["mine", str(db)]) == 2  # refused before any model loads
+    said = capsys.readouterr().err
+    assert "name one with --probe for reachable-not-realized" in said and "probe=" not in said.replace("--probe", "")
+    # named, the probe is read (the README's call passes the sampling probe): what remains is the set's own size check
+    with pytest.raises(R.RnrLensError, match=r"are reachable-not-realized in audit .* a failure set needs at least 2"):
+        R.failures.freeze(result, RunStore(db), probe="sampling:k=2,t=1.0")
