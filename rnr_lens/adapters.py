@@ -12,11 +12,13 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
 from transformers import DynamicCache
+
+from rnr_lens.errors import RnrLensError
 
 # Config fields that hold one entry per decoder layer and must follow a route.
 _PER_LAYER_CONFIG_FIELDS = ("layer_types",)
@@ -56,18 +58,30 @@ def attention_window(bridge: Any) -> int | None:
     return int(window)
 
 
-def readout(bridge: Any) -> Callable[[torch.Tensor], torch.Tensor]:
-    """What turns a residual stream into logits in the wrapped model: its final norm and
-    unembedding (TransformerLens' ``ln_final`` and ``unembed``), then the final logit
-    soft-capping of the architectures that have it (Gemma-2: ``tanh(x / c) * c``). The logit
-    lens reads a stream through it."""
+def readout(bridge: Any, root: nn.Module | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """What turns a residual stream into logits in the wrapped model, or in ``root`` (the twin;
+    default: the bridge's model): its final norm and output embedding (TransformerLens'
+    ``ln_final`` and ``unembed``), then the final scaling of the architectures that have one
+    (Gemma-2's soft-capping ``tanh(x / c) * c``, Cohere's ``logit_scale``, Granite's
+    ``logits_scaling``). The logit lens reads a stream through it; the modules are those of
+    the graph given, so a forward's own logits come out."""
     mapping = bridge.adapter.component_mapping
-    model = bridge.original_model
-    norm, unembed = model.get_submodule(mapping["ln_final"].name), model.get_submodule(mapping["unembed"].name)
-    cap = getattr(text_config(bridge), "final_logit_softcapping", None)
+    if "ln_final" not in mapping:
+        raise RnrLensError(f"{type(bridge.original_model).__name__} names no final norm for TransformerLens; the logit lens cannot read it")
+    model = bridge.original_model if root is None else root
+    output_embeddings = cast(Callable[[], nn.Module], model.get_output_embeddings)  # an HF model's method; nn.Module does not declare it
+    norm, unembed = model.get_submodule(mapping["ln_final"].name), output_embeddings()
+    config = text_config(bridge, root)
+    cap = getattr(config, "final_logit_softcapping", None)
+    scale = getattr(config, "logit_scale", None)  # Cohere: multiplied
+    divide = getattr(config, "logits_scaling", None)  # Granite: divided
 
     def read(stream: torch.Tensor) -> torch.Tensor:
         logits = unembed(norm(stream))
+        if scale:
+            logits = logits * scale
+        if divide:
+            logits = logits / divide
         return logits if not cap else torch.tanh(logits / cap) * cap
 
     return read

@@ -175,7 +175,9 @@ def _draws(result: AuditResult, probe: str, ids: Sequence[str]) -> np.ndarray:
     table = tries.pivot_table(index="question_id", columns="try_index", values="correct", aggfunc="first")
     out = table.reindex(index=list(ids), columns=range(budget)).to_numpy(float)
     if np.isnan(out).any():
-        raise RnrLensError(f"audit {result.id[:12]} lacks some of {probe}'s {budget} draws on the compared questions; finish it with {arg('resume')}")
+        raise RnrLensError(
+            f"audit {result.id[:12]} lacks some of {probe}'s {budget} draws on the compared questions; finish it by running its audit again ({arg('resume')})"
+        )
     return out
 
 
@@ -203,7 +205,7 @@ def compare_ceiling(
         raise RnrLensError(f"the ceiling reads a sampling probe's draws, not {name}; audit with --probe sampling:k=128,t=0.7")
     ids = complete_in_both(base, trained, name)
     if not ids:
-        raise RnrLensError(f"no question is complete in both audits under {name}; finish them with {arg('resume')}")
+        raise RnrLensError(f"no question is complete in both audits under {name}; finish them by running their audits again ({arg('resume')})")
     qa, qb = base.questions.set_index("question_id").loc[ids], trained.questions.set_index("question_id").loc[ids]
     return ceiling_of(
         (base.info.model, trained.info.model, base.info.task, name),

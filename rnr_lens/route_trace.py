@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -53,10 +54,13 @@ class TracedModel(Protocol):
     @property
     def route(self) -> Route: ...
 
-    def forward_tokens(self, input_ids: Tensor, attention_mask: Tensor | None = None, **kwargs: Any) -> Tensor: ...
+    @property
+    def tokenizer(self) -> Any: ...
+
+    def forward_tokens(self, input_ids: Tensor, attention_mask: Tensor | None = None, *, logits_to_keep: int = 0) -> Tensor: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RouteTrace:
     """The residual stream around every pass of one forward under ``route``.
 
@@ -64,11 +68,15 @@ class RouteTrace:
         route: The route the forward ran.
         resid_pre: Per step, the stream entering its block.
         resid_post: Per step, the stream leaving it.
+        logits: The forward's own logits at the last position.
+        graph: The graph it ran on (``"twin"``, or ``"bridge"`` under a user's hook).
     """
 
     route: Route
     resid_pre: tuple[Float[Tensor, "batch pos d_model"], ...]
     resid_post: tuple[Float[Tensor, "batch pos d_model"], ...]
+    logits: Float[Tensor, "batch d_vocab"]
+    graph: str
 
     def steps_of(self, block: int) -> tuple[int, ...]:
         """The route steps at which ``block`` runs (empty where the route skips it)."""
@@ -116,33 +124,65 @@ class RouteTrace:
 def trace(model: TracedModel, input_ids: Int[Tensor, "batch pos"], attention_mask: Int[Tensor, "batch pos"] | None = None) -> RouteTrace:
     """One forward of ``input_ids`` under the model's current route and interventions, with the
     residual stream around every pass recorded (:class:`RouteTrace`)."""
-    route = model.route
+    route, graph = model.route, model.engine.path().graph
     entering: dict[int, list[Tensor]] = {b: [] for b in set(route.layers)}
     leaving: dict[int, list[Tensor]] = {b: [] for b in set(route.layers)}
     handles = []
-    try:
+    try:  # copies: a later in-place hook must not change a recorded pass
         for b in sorted(entering):  # each pass of a block fires its hooks once, in route order
-            handles.append(model.engine.block_input(b).read(lambda x, b=b: entering[b].append(x.detach())))
-            handles.append(model.engine.component(b, "block").read(lambda x, b=b: leaving[b].append(x.detach())))
+            handles.append(model.engine.block_input(b).read(_recorder(entering[b])))
+            handles.append(model.engine.component(b, "block").read(_recorder(leaving[b])))
         with torch.no_grad():
-            model.forward_tokens(input_ids, attention_mask, logits_to_keep=1)
+            logits = model.forward_tokens(input_ids, attention_mask, logits_to_keep=1)[:, -1]
     finally:
         for handle in handles:
             handle.remove()
+    counts = Counter(route.layers)
+    fired = {b: (len(entering[b]), len(leaving[b])) for b in counts if (len(entering[b]), len(leaving[b])) != (counts[b], counts[b])}
+    if fired:  # e.g. inside another routing of the rows (the route search's batches)
+        b, (n_in, n_out) = next(iter(fired.items()))
+        raise RnrLensError(
+            f"block {b} ran {n_in} time(s) (output {n_out}) where route {route} runs it {counts[b]}; trace a forward under intervene(route=...) alone"
+        )
     seen: Counter[int] = Counter()
     pre, post = [], []
     for b in route.layers:
         pre.append(entering[b][seen[b]])
         post.append(leaving[b][seen[b]])
         seen[b] += 1
-    return RouteTrace(route, tuple(pre), tuple(post))
+    return RouteTrace(route, tuple(pre), tuple(post), logits.detach(), graph)
+
+
+def _recorder(passes: list[Tensor]) -> Callable[[Tensor], None]:
+    """A hook body that keeps a copy of each pass's tensor in ``passes``."""
+
+    def record(x: Tensor) -> None:
+        passes.append(x.detach().clone())
+
+    return record
+
+
+def answer_token(model: TracedModel, answer: str) -> Int[Tensor, " 1"]:
+    """The first token of ``answer`` as the deployment writes it after its assistant prefix
+    (``The answer is ``, ending in a space): the answer's own first token. The token whose
+    logit the logit lens follows for a question's gold answer."""
+    ids = model.tokenizer(str(answer), add_special_tokens=False)["input_ids"]
+    if not ids:
+        raise RnrLensError(f"answer {str(answer)[:40]!r} has no tokens; give a non-empty answer")
+    return torch.tensor(ids[:1])
 
 
 def logit_lens(model: TracedModel, route_trace: RouteTrace, token_ids: Int[Tensor, " batch"], position: int = -1) -> Float[Tensor, "batch steps"]:
     """Each row's logit of ``token_ids[row]`` read from the stream leaving every step at
     ``position``, through the model's own readout (:func:`rnr_lens.adapters.readout`: final
     norm, unembedding, soft-capping): the logit lens. After the last step it is the model's logit."""
-    read = adapters.readout(model.bridge)
+    if len(token_ids) != route_trace.logits.shape[0]:
+        raise RnrLensError(f"give one token id per row of the trace: {len(token_ids)} for {route_trace.logits.shape[0]} rows")
+    if model.engine.path().graph != route_trace.graph:
+        raise RnrLensError(
+            f"the trace ran on the {route_trace.graph} graph and this forward would run on the other; read its lens under the same hooks"
+        )
+    read = adapters.readout(model.bridge, model.engine.module() if route_trace.graph == "twin" else None)
     rows = torch.arange(len(token_ids))
     with torch.no_grad():
         return torch.stack([read(post[:, position])[rows, token_ids].float() for post in route_trace.resid_post], dim=-1)

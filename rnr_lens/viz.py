@@ -29,6 +29,8 @@ from rnr_lens.viz_export import print_layout as print_layout
 from rnr_lens.viz_export import save as save
 
 if TYPE_CHECKING:
+    from torch import Tensor
+
     from rnr_lens.ceiling import Ceiling
     from rnr_lens.comparison import Comparison
     from rnr_lens.miner import SweepResult
@@ -609,7 +611,7 @@ def route_diagram(routes: Sequence[Route | str], labels: Sequence[str] | None = 
     return captioned(fig, "Each route (row) over the blocks (columns): skipped (red), kept (white) or repeated (blue; darker: more visits).")
 
 
-def route_passes(traces: dict[str, RouteTrace], gold_logits: dict[str, Sequence[float]], row: int = 0, position: int = -1) -> go.Figure:
+def route_passes(traces: dict[str, RouteTrace], gold_logits: dict[str, Sequence[float] | Tensor], row: int = 0, position: int = -1) -> go.Figure:
     """Per route step, the residual stream's norm leaving the step (top) and the gold answer's
     logit read from it through the logit lens (bottom), one line per named route: the default
     route beside a chosen one. ``gold_logits[name]`` is that route's row of

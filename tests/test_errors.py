@@ -18,6 +18,18 @@ def test_each_argument_has_one_spelling_per_caller():
         with cli_spelling():
             assert arg(name, "X") == (f"{flag} X" if takes_value else flag)
     assert arg("probe", "sampling:k=8") == "probe='sampling:k=8'" and arg("resume") == "resume=True"
+    # each flag is one the CLI has, taking a value exactly where the table says
+    from rnr_lens.cli import build_parser
+
+    actions = {
+        option: action
+        for sub in build_parser()._subparsers._group_actions[0].choices.values()  # type: ignore[union-attr]
+        for action in sub._actions
+        for option in action.option_strings
+    }
+    for name, (flag, takes_value) in SPELLINGS.items():
+        assert flag in actions, f"{name}: the CLI has no {flag}"
+        assert (actions[flag].nargs != 0) == takes_value, f"{flag} takes a value: {takes_value}"
 
 
 def test_freeze_after_a_multi_probe_audit_names_probe_in_python_and_the_flag_in_the_cli(tiny, tmp_path, capsys):

@@ -33,11 +33,11 @@ def _check_trace(model: R.LensModel, route: R.Route, ids: torch.Tensor, mask: to
     assert trace.route == route and len(trace.resid_pre) == len(trace.resid_post) == len(route)
     for i in range(1, len(route)):  # one pass's output is the next pass's input, to the bit
         assert torch.equal(trace.resid_pre[i], trace.resid_post[i - 1]), f"step {i}"
-    # the logit lens after the last step is the model's own logit (greedy token's)
+    # the logit lens after the last step is the model's own logit (greedy token's), through the same graph's readout
     top = logits.argmax(-1)
     lens = logit_lens(model, trace, top)
-    assert lens.shape == (len(PROMPTS), len(route))
-    torch.testing.assert_close(lens[:, -1], logits[torch.arange(len(top)), top].float(), rtol=1e-4, atol=1e-4)
+    assert lens.shape == (len(ids), len(route)) and torch.equal(trace.logits, logits)
+    torch.testing.assert_close(lens[:, -1], logits[torch.arange(len(top)), top].float(), rtol=1e-6, atol=1e-5)
 
 
 def test_a_trace_records_every_pass_in_route_order_on_both_graphs(arch_model):
@@ -67,6 +67,21 @@ def test_under_the_identity_a_trace_is_transformerlens_cache(arch_model):
         for hook in ("hook_resid_pre", "hook_resid_post"):
             # run_with_cache runs the bridge, the trace the twin: equal to float rounding (see above)
             torch.testing.assert_close(trace[f"blocks.{b}.{hook}"], cache[f"blocks.{b}.{hook}"], rtol=1e-4, atol=1e-4)
+
+
+def test_a_silenced_pass_of_a_repeated_block_carries_its_input_on(arch_model):
+    """A whole-block zero ablation makes a block the identity on the stream, on every pass:
+    each pass of the repeated block leaves the stream as it entered, on both graphs."""
+    ids, mask = _ids(arch_model)
+    with arch_model.intervene(route=ROUTE, ablations=["block2"]):
+        trace = arch_model.route_trace(ids, mask)
+        with arch_model.bridge.hooks(fwd_hooks=[("blocks.0.hook_resid_pre", lambda x, hook: None)]):
+            on_bridge = arch_model.route_trace(ids, mask)
+    for t in (trace, on_bridge):
+        assert t.steps_of(2) == (1, 2)
+        for step in (1, 2):
+            torch.testing.assert_close(t.resid_post[step], t.resid_pre[step], rtol=0, atol=1e-6)
+        assert not torch.equal(t.resid_post[0], t.resid_pre[0]), "an unsilenced block moves the stream"
 
 
 def test_a_skipped_or_repeated_block_is_named_in_one_line(tiny):

@@ -2,7 +2,6 @@
 
 import plotly.graph_objects as go
 import pytest
-import torch
 
 import rnr_lens as R
 from rnr_lens import failures, tasks, viz
@@ -247,10 +246,10 @@ def _text_collisions(page) -> list[str]:
 
 def _route_passes(model):
     """The default route beside one that skips block 1 and runs block 2 twice, on one prompt."""
-    from rnr_lens.route_trace import logit_lens
+    from rnr_lens.route_trace import answer_token, logit_lens
 
-    ids, mask = model.pad([model.tokenizer("What is 2 + 3? The answer is")["input_ids"]])
-    gold = torch.tensor(model.tokenizer(" 5", add_special_tokens=False)["input_ids"][:1])
+    ids, mask = model.pad([model.tokenizer("What is 2 + 3? The answer is ")["input_ids"]])
+    gold = answer_token(model, "5")
     traces = {"default": model.route_trace(ids, mask)}
     with model.intervene(route=R.Route.skip(model.n_layers, 1).then_repeat(2)):
         traces["skip 1, repeat 2"] = model.route_trace(ids, mask)
