@@ -209,9 +209,17 @@ class LensModel:
         return out.logits
 
     def residual_stream(
-        self, input_ids: Int[torch.Tensor, "batch pos"], attention_mask: Int[torch.Tensor, "batch pos"]
+        self, input_ids: Int[torch.Tensor, "batch pos"], attention_mask: Int[torch.Tensor, "batch pos"] | None = None
     ) -> list[Float[torch.Tensor, "batch pos d_model"]]:
-        """The residual stream entering each block (``hook_resid_pre``) on a clean forward pass."""
+        """The residual stream entering each block (``hook_resid_pre``), one forward under the
+        ablations in force (inside :meth:`intervene`; none outside it). ``attention_mask``
+        defaults to every position real (a batch without padding). Under the identity route
+        only, where each block runs once: under another route, :meth:`route_trace` records
+        every pass by step."""
+        if not self.route.is_identity:
+            raise RnrLensError(
+                f"residual_stream reads one pass per block, and route {self.route} skips or repeats blocks; use model.route_trace(ids) for every pass"
+            )
         captured: dict[int, torch.Tensor] = {}
 
         def grab(i: int) -> Callable[[torch.Tensor], None]:

@@ -1,5 +1,7 @@
 """LensModel: forward under routes, scoped interventions, and exact restoration."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -159,3 +161,33 @@ def test_reference_activations_follow_in_place_weight_updates():
         for p in model.engine.all_parameters():
             p.mul_(1.5)
     assert not torch.allclose(model.reference_activations(name, prompts)[0], before)
+
+
+def test_residual_stream_defaults_its_mask_and_names_the_route_trace_under_a_route(tiny):
+    """Issue 59: ``residual_stream`` needed a mask for an unpadded batch, and under a route it
+    read one pass of each block (none of a skipped one)."""
+    ids, mask = tiny.pad([tiny.tokenizer("What is 2 + 3?")["input_ids"]])
+    default, explicit = tiny.residual_stream(ids), tiny.residual_stream(ids, mask)
+    assert len(default) == tiny.n_layers and all(torch.equal(a, b) for a, b in zip(default, explicit))
+    assert torch.equal(default[2], tiny.route_trace(ids, mask)["blocks.2.hook_resid_pre"])
+    with tiny.intervene(ablations=["mlp1"]):  # the ablations in force apply
+        ablated = tiny.residual_stream(ids)
+    assert torch.equal(ablated[1], default[1]) and not torch.equal(ablated[2], default[2])
+    with tiny.intervene(route=R.Route.skip(tiny.n_layers, 1)), pytest.raises(R.RnrLensError, match="use model.route_trace"):
+        tiny.residual_stream(ids)
+
+
+def test_a_hook_sees_transformerlens_4s_canonical_names(tiny):
+    """What docs/howto/hooks.md tells a user about ``hook.name`` (issue 59)."""
+    seen: list[str] = []
+    ids, _ = tiny.pad([tiny.tokenizer("hi there")["input_ids"]])
+    aliases = {
+        "blocks.1.hook_resid_pre": "blocks.1.hook_in",
+        "blocks.1.hook_mlp_out": "blocks.1.mlp.hook_out",
+        "blocks.1.hook_resid_post": "blocks.1.hook_out",
+    }
+    with tiny.bridge.hooks(fwd_hooks=[(name, lambda x, hook: seen.append(hook.name)) for name in aliases]):
+        tiny.bridge(ids)
+    assert sorted(seen) == sorted(aliases.values())
+    page = (Path(__file__).resolve().parents[1] / "docs" / "howto" / "hooks.md").read_text()
+    assert all(f"`{standard}`" in page and f"`{canonical}`" in page for standard, canonical in aliases.items())
