@@ -163,9 +163,9 @@ def _recorder(passes: list[Tensor]) -> Callable[[Tensor], None]:
 
 
 def answer_token(model: TracedModel, answer: str) -> Int[Tensor, " 1"]:
-    """The first token of ``answer`` as the deployment writes it after its assistant prefix
-    (``The answer is ``, ending in a space): the answer's own first token. The token whose
-    logit the logit lens follows for a question's gold answer."""
+    """The first token of ``answer`` written after the prompt, tokenized as teacher forcing
+    tokenizes a gold continuation (:func:`rnr_lens.attribution.gold_batch`: no special tokens;
+    pass ``config.gold_continuation(question)``): the token whose logit the logit lens follows."""
     ids = model.tokenizer(str(answer), add_special_tokens=False)["input_ids"]
     if not ids:
         raise RnrLensError(f"answer {str(answer)[:40]!r} has no tokens; give a non-empty answer")
