@@ -48,7 +48,11 @@ nitpicky = True
 nitpick_ignore_regex = [(r"py:.*", r"(?!rnr_lens\b).*")]
 # internals that public signatures mention: the route KV cache (an HF cache subclass) and the
 # structural type generation asks of a model (ModelLike; LensModel is documented)
-nitpick_ignore = [("py:class", "rnr_lens.adapters.RouteCache"), ("py:class", "rnr_lens.generation.ModelLike")]
+nitpick_ignore = [
+    ("py:class", "rnr_lens.adapters.RouteCache"),
+    ("py:class", "rnr_lens.generation.ModelLike"),
+    ("py:class", "rnr_lens.route_trace.TracedModel"),  # what a trace asks of a model (LensModel is documented)
+]
 
 # Notebooks are executed at small sizes during the build (those of notebooks/small_sizes.json,
 # which tests/test_notebooks.py uses too); a cell that raises fails the build.

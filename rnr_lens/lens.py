@@ -237,7 +237,7 @@ class LensModel:
     def route_trace(self, input_ids: Int[torch.Tensor, "batch pos"], attention_mask: Int[torch.Tensor, "batch pos"] | None = None) -> RouteTrace:
         """One forward under the current route and interventions, with the residual stream
         around every pass of every block recorded by route step, a repeated block's passes
-        each their own (:mod:`rnr_lens.route_trace`)."""
+        each their own (:class:`~rnr_lens.route_trace.RouteTrace`)."""
         return route_trace.trace(self, input_ids, attention_mask)
 
     def auto_batch_size(self, seq_len: int) -> int:

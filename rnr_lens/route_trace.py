@@ -174,7 +174,7 @@ def answer_token(model: TracedModel, answer: str) -> Int[Tensor, " 1"]:
 
 def logit_lens(model: TracedModel, route_trace: RouteTrace, token_ids: Int[Tensor, " batch"], position: int = -1) -> Float[Tensor, "batch steps"]:
     """Each row's logit of ``token_ids[row]`` read from the stream leaving every step at
-    ``position``, through the model's own readout (:func:`rnr_lens.adapters.readout`: final
+    ``position``, through the model's own readout (``rnr_lens.adapters.readout``: final
     norm, unembedding, soft-capping): the logit lens. After the last step it is the model's logit."""
     if len(token_ids) != route_trace.logits.shape[0]:
         raise RnrLensError(f"give one token id per row of the trace: {len(token_ids)} for {route_trace.logits.shape[0]} rows")
