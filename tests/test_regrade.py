@@ -39,25 +39,30 @@ def _only(document, config_hash):
 
 def test_regrading_under_the_recorded_config_changes_nothing(document):
     configs = {a["audit"]["config_hash"]: _config(a) for a in document["audits"]}
-    assert len(configs) == 2, "SmolLM2 in its chat template, Gemma (a base model) in raw text"
+    chat, raw = [c for c in configs.values() if c.chat], [c for c in configs.values() if not c.chat]
+    assert len(chat) == 1 and chat[0].shots is None and raw and all(c.shots is not None for c in raw), (
+        "SmolLM2 zero-shot in its chat template; Gemma (a base model) few-shot in raw text, each task its own worked examples"
+    )
     for config_hash, recorded in configs.items():
         part = _only(document, config_hash)
         again = regrade(part, recorded)
         assert again.document == part
         assert all(a.readings_changed == a.correct_changed == 0 and a.old_id == a.new_id for a in again.audits)
         assert not again.dropped and {a.mined for a in again.audits} <= {"kept", "none"}
-    with pytest.raises(RnrLensError, match=r"generated under another deployment \(chat differ\)"):
+    with pytest.raises(RnrLensError, match=r"generated under another deployment \(chat"):
         regrade(document, configs[document["audits"][0]["audit"]["config_hash"]])  # SmolLM2's chat config cannot read Gemma's raw runs
 
 
 def _at_version_3(document):
-    """The committed (version-4) evidence read back under version 3's reader, model by model:
-    evidence as the grids were first committed."""
+    """The committed evidence read back under version 3's reader, config by config: evidence as
+    the grids were first committed (a few-shot config keeps its worked examples and version 5,
+    which shots need)."""
     parts = []
     for config_hash in dict.fromkeys(a["audit"]["config_hash"] for a in document["audits"]):
         part = _only(document, config_hash)
-        chat = _config(part["audits"][0]).chat
-        parts.append(regrade(part, DeploymentConfig(chat=chat, extractor="concluding-token", version=3), mined_probe=SAMPLING).document)
+        recorded = _config(part["audits"][0])
+        old = DeploymentConfig(chat=recorded.chat, extractor="concluding-token", version=3 if recorded.shots is None else 5, shots=recorded.shots)
+        parts.append(regrade(part, old, mined_probe=SAMPLING).document)
     audits = [a for p in parts for a in p["audits"]]
     by_task = {(s["model"], s["task"]): s for p in parts for s in p["manifest"]["settings"]}
     settings = [by_task[(s["model"], s["task"])] for s in document["manifest"]["settings"]]
@@ -76,7 +81,7 @@ def test_every_try_is_read_again_and_a_mined_stage_stays_only_where_nothing_it_r
     for before, after, summary in zip(before_doc["audits"], regraded.document["audits"], regraded.audits):
         record = AuditRecord.from_dict(after["audit"])
         old = _config(before)  # today's default for the run's answer type and template: another reader, the same generation
-        new = DeploymentConfig.default_for(record.answer_type, chat=old.chat)
+        new = DeploymentConfig.default_for(record.answer_type, chat=old.chat).with_(shots=old.shots)  # an audit keeps its shots
         assert new.extractor != old.extractor and new.generation() == old.generation()
         assert record.config_hash == new.hash() and record.config_json == new.to_json()
         assert record.id == audit_key(record.model_fingerprint, record.task_fingerprint, new.hash(), record.probes, record.seed) == summary.new_id
