@@ -12,8 +12,9 @@ Three speed-ups compute part of a prompt once and copy it where a batch would co
 Each moves a computation into another shape: fewer rows, another batch, another padding. A
 row keeps the bits it gets without the reuse only where the machine's kernels round a row the
 same in every such shape (batch-invariant). That holds on one CPU at one model's shapes and
-not on another: an AMD EPYC (AVX2) keeps SmolLM2-135M's bits, an Intel Xeon with AVX-512 and
-AMX does not (issue 58), and 64-wide toy models move them on both.
+not on another: an AMD EPYC (AVX2) kept SmolLM2-135M's bits in every workload tried; an
+Intel Xeon with AVX-512 and AMX rounds a row of a product otherwise with the product's number
+of rows, at every model's shapes (issue 58), so there every reuse is off.
 
 Invariant: a reuse runs only where its check (:mod:`rnr_lens.reuse_check`) passed in this
 process, for this model, device, dtype and thread count: the reuse was tried in the shapes it

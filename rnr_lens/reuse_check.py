@@ -10,11 +10,20 @@ of a few rows and of many, once with the reuse and once without, and compares ev
 number a try stores from a generation (each token, each step's log-probability and entropy) to
 the bit. Any difference, or a reuse the prompts could not exercise, turns it off.
 
+Before that, every reuse needs one property of the machine's kernels at the model's shapes: a
+row of a product comes out the same however many rows the product holds, since each reuse
+moves a prompt's rows into products of another size. :func:`rows_move_with_batch` measures it
+on the model's own block layers over :data:`LADDER` (2 to 4,096 rows); where a row moves, every
+reuse is off. An Intel Xeon with AVX-512 and AMX splits SmolLM2's 576-to-576 products into classes (1
+row; 2 and 3; 4 and more) whose rows differ in their last bits, while the generations below
+came out equal there and a 12-row chat batch did not (issue 58).
+
 Invariant: the check decides from the same code path the run takes; it never changes what a
 run computes, only whether a reuse may replace part of it. What it cannot see: a kernel that
-changes its rounding only at shapes the check never tried (its batches span 2 to 16 rows of
-about 10 to 20 tokens; the probes' batches hold up to 64 rows of up to a few hundred, so a
-kernel switching beyond that would escape it; docs/performance.md says what was measured where).
+changes its rounding only at shapes it never tried (the ladder stops at 4,096 rows, fewer where
+:data:`LADDER_FLOPS` stops it on wide layers; the generations' batches span 2 to 16 rows of
+about 10 to 20 tokens; the probes' batches hold up to 64 rows of up to a few hundred tokens;
+docs/performance.md says what was measured where).
 
 A verdict is remembered in ``$RNR_LENS_CACHE/reuse-checks.json`` under a key of everything the
 kernels and the check depend on (:func:`setting_key`: the CPU's model and flags, torch and its
@@ -32,10 +41,12 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
+from torch import nn
 
+from rnr_lens.adapters import decoder_layers_owner
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import write_atomic
 from rnr_lens.generation import Generation, generate
@@ -109,6 +120,79 @@ RUNS: dict[str, tuple[tuple[str, Callable[[ModelLike], list[Generation]]], ...]]
     "prefix-store": (("3 search steps of 2, 3 and 5 rows", _search_steps),),
 }
 """Each reuse's check: its runs, each a label and a call that generates."""
+
+
+LADDER = (2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 24, 31, 32, 33, 48, 64, 65, 96, 128, 129, 256, 257, 512, 513, 1024, 1025, 2048, 2049, 4096)
+"""Rows in one product that :func:`rows_move_with_batch` tries: dense where kernels switch
+blocking (small products), then each power of two and the row past it."""
+
+LADDER_FLOPS = 4e10
+"""The most floating-point operations the ladder spends on one layer shape; on wide layers it
+stops at a lower rung (about 0.3 s per shape on two cores of an Intel Xeon)."""
+
+
+def _block_layers(model: ModelLike) -> list[nn.Module]:
+    """One layer of each shape, dtype and kind among the model's blocks' dense products
+    (``nn.Linear``, and GPT-2's ``Conv1D``, whose weight is stored transposed)."""
+    owner, attribute = decoder_layers_owner(model.engine.bridge)
+    kinds: dict[tuple[str, tuple[int, ...], torch.dtype], nn.Module] = {}
+    for block in getattr(owner, attribute):
+        for module in block.modules():
+            weight = getattr(module, "weight", None)
+            if (isinstance(module, nn.Linear) or type(module).__name__ == "Conv1D") and isinstance(weight, torch.Tensor) and weight.dim() == 2:
+                kinds.setdefault((type(module).__name__, tuple(weight.shape), weight.dtype), module)
+    return list(kinds.values())
+
+
+PLACES = ((2, 1), (2, 3), (2, 8), (3, 0), (5, 2), (8, 5), (16, 13))
+"""Batches (rows, left pads before the prompt) that :func:`rows_move_with_batch` places one
+prompt in, beside the reference: two rows, no pad."""
+
+
+def _placed(model: ModelLike, prompt: list[int], rows: int, pads: int) -> torch.Tensor:
+    """``prompt``'s next-token logits as the first row of a batch of ``rows`` rows whose other
+    rows are ``pads`` tokens longer (so ``prompt`` is left-padded by ``pads``)."""
+    longer = (prompt * (pads // len(prompt) + 2))[: len(prompt) + pads]
+    ids, mask = model.pad([prompt] + [longer] * (rows - 1))
+    return model.forward_tokens(ids, mask, logits_to_keep=1)[0, -1]
+
+
+def rows_move_with_batch(model: ModelLike) -> str | None:
+    """Where a row comes out otherwise in another batch, in one phrase; None where it never did.
+
+    Two readings: each of the model's block layers over :data:`LADDER` (the first two rows of a
+    product of each size against a product of two rows; random inputs, fixed seed), then the
+    whole forward on one prompt placed in each of :data:`PLACES` (its logits against a batch of
+    two rows with no pad: attention over pads, norms and the products together)."""
+    with torch.no_grad():
+        moved = _products_move(model)
+        if moved is not None:
+            return moved
+        prompt = model.encode(OPENING + MIXED[0])
+        first = _placed(model, prompt, 2, 0)
+        for rows, pads in PLACES:
+            if not torch.equal(_placed(model, prompt, rows, pads), first):
+                return f"a prompt's logits differ between a batch of 2 rows and one of {rows} rows with {pads} pads before it"
+    return None
+
+
+def _products_move(model: ModelLike) -> str | None:
+    """The first of :func:`rows_move_with_batch`'s readings: a block layer's rows across
+    :data:`LADDER`."""
+    generator = torch.Generator().manual_seed(0)
+    for layer in _block_layers(model):
+        weight = cast(torch.Tensor, layer.weight)
+        d_in, d_out = (int(weight.shape[1]), int(weight.shape[0])) if isinstance(layer, nn.Linear) else (int(weight.shape[0]), int(weight.shape[1]))
+        x = torch.randn(LADDER[-1], d_in, generator=generator).to(weight.device, weight.dtype)
+        first = layer(x[: LADDER[0]])
+        spent = 0.0
+        for rows in LADDER[1:]:
+            spent += 2.0 * rows * d_in * d_out
+            if spent > LADDER_FLOPS:
+                break
+            if not torch.equal(layer(x[:rows])[: LADDER[0]], first):
+                return f"a {d_in}-to-{d_out} block layer's rows differ between products of {LADDER[0]} and {rows} rows"
+    return None
 
 
 def stored_bits(gens: Sequence[Generation]) -> list[tuple[Sequence[float], Sequence[float], Sequence[float]]]:
@@ -235,6 +319,9 @@ def check(model: ModelLike, name: str) -> ReuseVerdict:
         return ReuseVerdict(name, False, "a one-block model has no route prefix to share")
     compared, labels = 0, []
     with phase("reuse-check"), reuses.checking():
+        moved = rows_move_with_batch(model)
+        if moved is not None:
+            return ReuseVerdict(name, False, f"moves bits on this machine: {moved}")
         for label, run in RUNS[name]:
             before = reuses.used[name]
             with reuses.forced(name, True):

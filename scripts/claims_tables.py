@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 from rnr_lens.claims import BlockRates, Claims, Setting  # noqa: E402
 from rnr_lens.display import probe_budget_label  # noqa: E402
 from rnr_lens.phases import INNER_PHASES, Profile  # noqa: E402
+from rnr_lens.reuse import REUSES  # noqa: E402
 from rnr_lens.stats import Estimate, wilson  # noqa: E402
 
 
@@ -320,6 +321,23 @@ def search_speedup(bench: dict[str, Any]) -> str:
     low, high = bench["speedup_interval"]
     same = "every try identical" if bench["identical"] == bench["tries"] else f"{bench['identical']} of {bench['tries']} tries identical"
     return f"The search ran {bench['speedup']:.3f}x [{low:.3f}, {high:.3f}] as fast as the code before it, {same}."
+
+
+def reuse_verdicts(runs: Sequence[dict[str, Any]]) -> str:
+    """Each reuse's verdict per CPU and model, from ``scripts/reuse_verdicts.py``'s JSON files
+    (one per CPU kind): on or off, and why, as the check said it."""
+
+    def kind(flags: str) -> str:
+        have = flags.split()
+        return ", ".join(n for n, f in (("AMX", "amx_tile"), ("AVX-512", "avx512f"), ("AVX2", "avx2")) if f in have) or "no vector flags read"
+
+    rows = [
+        [f"{run['cpu']['model']} ({kind(run['cpu']['flags'])}; {run['cores']} cores; {run['date']})", model]
+        + [f"{'on' if verdicts[r]['on'] else 'off'}: {verdicts[r]['why']}" for r in REUSES]
+        for run in runs
+        for model, verdicts in run["models"].items()
+    ]
+    return _table(["CPU", "model", *REUSES], rows)
 
 
 def gpu_summary(check: dict[str, Any]) -> str:
@@ -622,7 +640,7 @@ def regrade_verdicts(before: dict[str, Claims], after: dict[str, Claims]) -> str
 
 
 BLOCK = r"( *)<!-- ({name}) -->.*?<!-- /\2 -->"
-PAGES = (ROOT / "README.md", ROOT / "docs" / "results.md", ROOT / "docs" / "shots.md")
+PAGES = (ROOT / "README.md", ROOT / "docs" / "results.md", ROOT / "docs" / "shots.md", ROOT / "docs" / "performance.md")
 """The pages whose blocks :func:`render` fills."""
 """A rendered block in a page: ``<!-- NAME -->`` ... ``<!-- /NAME -->``, indented as its marker."""
 
@@ -644,6 +662,7 @@ def rendered_blocks() -> dict[str, str]:
     blocks = {"ceiling-summary": ceiling_summary(claims("grid-seeds"))}
     blocks["lm-eval-parity"] = parity_table(json.loads((results / "lm-eval-parity" / "parity.json").read_text()))
     blocks["search-speedup"] = search_speedup(json.loads((results / "bench-prefix-store" / "search-rounds.json").read_text()))
+    blocks["reuse-verdicts"] = reuse_verdicts([json.loads(f.read_text()) for f in sorted((results / "reuse-verdicts").glob("*.json"))])
     blocks["gpu-check"] = gpu_summary(json.loads((results / "gpu-h200" / "gpu-check.json").read_text()))
     study = _shots_study()
     table, n = study.decide(json.loads((results / "shots-study" / "study.json").read_text()))

@@ -75,7 +75,8 @@ def test_sentences_about_results_are_rendered_from_the_committed_claims():
 
     rendered = tables.rendered_blocks()
     shots_page = (REPO / "docs" / "shots.md").read_text()
-    for name, text in (("README.md", readme), ("docs/results.md", page), ("docs/shots.md", shots_page)):
+    performance = (REPO / "docs" / "performance.md").read_text()
+    for name, text in (("README.md", readme), ("docs/results.md", page), ("docs/shots.md", shots_page), ("docs/performance.md", performance)):
         shown = tables.blocks_in(text)
         assert shown, f"{name} holds the rendered blocks (<!-- NAME --> ... <!-- /NAME -->)"
         for block, sentence in shown:
@@ -96,6 +97,7 @@ def test_sentences_about_results_are_rendered_from_the_committed_claims():
         assert {f"findings:{grid}", f"reasons:{grid}"} <= shown, f"docs/results.md renders {grid}'s findings and reasons"
     assert "lm-eval-parity" in shown and "ceiling-summary" in shown
     assert [b for b, _ in tables.blocks_in(shots_page)] == ["shots-study", "shots-on-test"], "docs/shots.md renders the few-shot measurement"
+    assert [b for b, _ in tables.blocks_in(performance)] == ["reuse-verdicts"], "docs/performance.md renders each reuse's verdict per CPU"
 
 
 def test_the_results_say_which_committed_claims_are_an_earlier_rules_version():

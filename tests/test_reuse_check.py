@@ -70,6 +70,7 @@ def test_a_check_that_finds_a_moved_bit_turns_its_reuse_off(tiny, monkeypatch):
         return gens
 
     monkeypatch.setitem(reuse_check.RUNS, "shared-prefix", (("2 rows", nudged),))
+    monkeypatch.setattr(reuse_check, "rows_move_with_batch", lambda model: None)  # this test reads the generations alone
     verdict = reuse_check.check(tiny, "shared-prefix")
     assert not verdict.on
     assert verdict.why.startswith("moves bits on this machine: 2 rows: row 1's log-probs differ at step 1:")
@@ -80,8 +81,44 @@ def test_a_reuse_the_check_cannot_exercise_stays_off(tiny, monkeypatch):
     (here the shared opening's prompts differ in length, so no batch shares its opening)."""
     uneven = [reuse_check.OPENING + q for q in reuse_check.MIXED[:3]]
     monkeypatch.setitem(reuse_check.RUNS, "shared-prefix", (("3 uneven rows", lambda model: model.generate(uneven, max_new_tokens=2)),))
+    monkeypatch.setattr(reuse_check, "rows_move_with_batch", lambda model: None)
     verdict = reuse_check.check(tiny, "shared-prefix")
     assert not verdict.on and verdict.why == "its check could not exercise it on this model (3 uneven rows)"
+
+
+def test_rows_that_move_with_a_products_size_turn_every_reuse_off(tiny):
+    """Guards the ladder (issue 58: on an Intel Xeon with AMX a 12-row chat batch moved bits
+    under the shared opening though the check's generations had not): each layer shape of the
+    model's blocks is recomputed here at every rung, and the ladder's answer must agree with
+    that reading; where a row moves, every reuse is off and says where."""
+    import re
+
+    import torch
+
+    layers = [
+        m
+        for m in tiny.engine.bridge.original_model.modules()
+        if isinstance(m, torch.nn.Linear) and m is not tiny.engine.bridge.original_model.lm_head
+    ]
+    moved = reuse_check.rows_move_with_batch(tiny)
+    x = torch.randn(reuse_check.LADDER[-1], max(m.in_features for m in layers), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        differs = {
+            (m.in_features, m.out_features, rows)
+            for m in layers
+            for rows in reuse_check.LADDER[1:]
+            if not torch.equal(m(x[:rows, : m.in_features])[:2], m(x[:2, : m.in_features]))
+        }
+    if moved is None:
+        assert not differs, f"the ladder found no moved row, yet {sorted(differs)[:3]} differ"
+    else:
+        found = re.fullmatch(r"a (\d+)-to-(\d+) block layer's rows differ between products of 2 and (\d+) rows", moved)
+        assert found, moved
+        assert differs, f"the ladder says {moved!r}, yet no product here differs"
+    for name in reuse_check.RUNS:
+        verdict = reuse_check.check(tiny, name)
+        if moved is not None:
+            assert verdict == reuse_check.ReuseVerdict(name, False, f"moves bits on this machine: {moved}")
 
 
 def test_a_reuse_that_is_off_never_runs(tiny):
