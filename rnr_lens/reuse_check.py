@@ -128,19 +128,21 @@ blocking (small products), then each power of two and the row past it."""
 
 LADDER_FLOPS = 4e10
 """The most floating-point operations the ladder spends on one layer shape; on wide layers it
-stops at a lower rung (about 0.3 s per shape on two cores of an Intel Xeon)."""
+stops at a lower rung (at 257 rows for a 1536-to-8960 layer, 64 rows for 4096-to-14336)."""
 
 
 def _block_layers(model: ModelLike) -> list[nn.Module]:
-    """One layer of each shape, dtype and kind among the model's blocks' dense products
-    (``nn.Linear``, and GPT-2's ``Conv1D``, whose weight is stored transposed)."""
+    """One layer of each shape, dtype, kind and bias among the model's blocks' dense products
+    (``nn.Linear``, and GPT-2's ``Conv1D``, whose weight is stored transposed; a layer with a
+    bias runs another kernel, ``addmm``, than one without). Not read: experts stored as one
+    3-D weight, projections of other classes (the forward's reading covers them)."""
     owner, attribute = decoder_layers_owner(model.engine.bridge)
-    kinds: dict[tuple[str, tuple[int, ...], torch.dtype], nn.Module] = {}
+    kinds: dict[tuple[str, tuple[int, ...], torch.dtype, bool], nn.Module] = {}
     for block in getattr(owner, attribute):
         for module in block.modules():
             weight = getattr(module, "weight", None)
             if (isinstance(module, nn.Linear) or type(module).__name__ == "Conv1D") and isinstance(weight, torch.Tensor) and weight.dim() == 2:
-                kinds.setdefault((type(module).__name__, tuple(weight.shape), weight.dtype), module)
+                kinds.setdefault((type(module).__name__, tuple(weight.shape), weight.dtype, getattr(module, "bias", None) is None), module)
     return list(kinds.values())
 
 

@@ -332,7 +332,7 @@ def reuse_verdicts(runs: Sequence[dict[str, Any]]) -> str:
         return ", ".join(n for n, f in (("AMX", "amx_tile"), ("AVX-512", "avx512f"), ("AVX2", "avx2")) if f in have) or "no vector flags read"
 
     rows = [
-        [f"{run['cpu']['model']} ({kind(run['cpu']['flags'])}; {run['cores']} cores; {run['date']})", model]
+        [f"{run['cpu']['model']} ({kind(run['cpu']['flags'])}; {run['threads']} threads; {run['date']})", model]
         + [f"{'on' if verdicts[r]['on'] else 'off'}: {verdicts[r]['why']}" for r in REUSES]
         for run in runs
         for model, verdicts in run["models"].items()

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result: dict[str, object] = {
         "cpu": _cpu(),
-        "cores": torch.get_num_threads(),
+        "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),

@@ -89,17 +89,15 @@ def test_a_reuse_the_check_cannot_exercise_stays_off(tiny, monkeypatch):
 def test_rows_that_move_with_a_products_size_turn_every_reuse_off(tiny):
     """Guards the ladder (issue 58: on an Intel Xeon with AMX a 12-row chat batch moved bits
     under the shared opening though the check's generations had not): each layer shape of the
-    model's blocks is recomputed here at every rung, and the ladder's answer must agree with
-    that reading; where a row moves, every reuse is off and says where."""
+    model's blocks is recomputed here at every rung, and the prompt in each batch it names, and
+    the reading's answer must agree with that recomputation; where a row moves, every reuse is
+    off and says where."""
     import re
 
     import torch
 
-    layers = [
-        m
-        for m in tiny.engine.bridge.original_model.modules()
-        if isinstance(m, torch.nn.Linear) and m is not tiny.engine.bridge.original_model.lm_head
-    ]
+    top = tiny.engine.bridge.original_model
+    layers = [m for m in top.modules() if isinstance(m, torch.nn.Linear) and m is not top.lm_head]
     moved = reuse_check.rows_move_with_batch(tiny)
     x = torch.randn(reuse_check.LADDER[-1], max(m.in_features for m in layers), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
@@ -109,16 +107,57 @@ def test_rows_that_move_with_a_products_size_turn_every_reuse_off(tiny):
             for rows in reuse_check.LADDER[1:]
             if not torch.equal(m(x[:rows, : m.in_features])[:2], m(x[:2, : m.in_features]))
         }
+    layer = re.fullmatch(r"a (\d+)-to-(\d+) block layer's rows differ between products of 2 and (\d+) rows", moved or "")
+    placed = re.fullmatch(r"a prompt's logits differ between a batch of 2 rows and one of (\d+) rows with (\d+) pads before it", moved or "")
     if moved is None:
         assert not differs, f"the ladder found no moved row, yet {sorted(differs)[:3]} differ"
+    elif layer:
+        d_in, d_out, rows = map(int, layer.groups())
+        assert any(d[:2] == (d_in, d_out) and d[2] <= rows for d in differs), f"the ladder says {moved!r}; here: {sorted(differs)[:5]}"
     else:
-        found = re.fullmatch(r"a (\d+)-to-(\d+) block layer's rows differ between products of 2 and (\d+) rows", moved)
-        assert found, moved
-        assert differs, f"the ladder says {moved!r}, yet no product here differs"
+        assert placed, moved
+        assert not differs, "the forward is read only where every layer kept its rows"
+        rows, pads = map(int, placed.groups())
+        prompt = tiny.encode(reuse_check.OPENING + reuse_check.MIXED[0])
+        longer = (prompt * (pads // len(prompt) + 2))[: len(prompt) + pads]
+        with torch.no_grad():
+            ids, mask = tiny.pad([prompt] + [longer] * (rows - 1))
+            two, two_mask = tiny.pad([prompt, prompt])
+            assert not torch.equal(tiny.forward_tokens(ids, mask)[0, -1], tiny.forward_tokens(two, two_mask)[0, -1])
     for name in reuse_check.RUNS:
         verdict = reuse_check.check(tiny, name)
         if moved is not None:
             assert verdict == reuse_check.ReuseVerdict(name, False, f"moves bits on this machine: {moved}")
+        else:
+            assert not verdict.why.startswith("moves bits on this machine: a "), verdict.why
+
+
+def test_a_moved_row_turns_every_reuse_off_before_any_generation(tiny, monkeypatch):
+    """The ladder's failure branch on every CPU (on one whose products keep their rows, the
+    test above never reaches it): every reuse is off with the reading's words, and the check
+    generates nothing."""
+    monkeypatch.setattr(reuse_check, "rows_move_with_batch", lambda model: "a 64-to-64 block layer's rows differ between products of 2 and 3 rows")
+    before = dict(tiny.engine.reuses.used)
+    for name in reuse_check.RUNS:
+        assert reuse_check.check(tiny, name) == reuse_check.ReuseVerdict(
+            name, False, "moves bits on this machine: a 64-to-64 block layer's rows differ between products of 2 and 3 rows"
+        )
+    assert tiny.engine.reuses.used == before
+
+
+def test_a_questions_shared_route_prefix_lands_in_each_row_when_forced_on(tiny):
+    """The shared identity prefix's placement, tested on every CPU whatever its check says
+    (where the check turns it off, ``reuse_holds`` compares a computation with itself): forced
+    on, it runs, and every try keeps its text and its log-probability within 1e-5 (to the bit
+    where the check passed, tested above)."""
+    reuses = tiny.engine.reuses
+    plain = _try_bits(_routes_probe(tiny, 6)())
+    before = reuses.used["shared-identity"]
+    with reuses.forced("shared-identity", True):
+        shared = _try_bits(_routes_probe(tiny, 6)())
+    assert reuses.used["shared-identity"] > before, "the routes probe's batches share a prefix"
+    assert [t[:4] for t in shared] == [t[:4] for t in plain]
+    assert [v for t in shared for v in t[4:]] == pytest.approx([v for t in plain for v in t[4:]], abs=1e-5)
 
 
 def test_a_reuse_that_is_off_never_runs(tiny):
