@@ -43,7 +43,9 @@ _CODE_PATHS = ("rnr_lens", "pyproject.toml")
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    """Now, to the microsecond: a run is known by its start (:meth:`Provenance.with_run`), and
+    two runs can start within one second (a re-grade, then ``--mine-again``, on a fast CPU)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
 
 
 def _version(dist: str) -> str | None:
