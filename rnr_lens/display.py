@@ -14,6 +14,15 @@ from typing import Any
 
 from rnr_lens.stats import Estimate
 
+SELECTOR_COLUMN = "select:"
+"""Prefix of an answer-blind or oracle selector's column, in every table and legend."""
+
+
+def selector_column(name: str) -> str:
+    """The one label of selector ``name``'s column, legend entry and widget choice:
+    ``select:majority``."""
+    return SELECTOR_COLUMN + name
+
 
 def probe_labels(probes: Sequence[str]) -> dict[str, str]:
     """Short labels for full probe specs (tables, figures): the probe's family, numbered where

@@ -20,7 +20,8 @@ import pandas as pd
 
 from rnr_lens import selectors as sel
 from rnr_lens.deploy import DeploymentConfig
-from rnr_lens.display import estimate_text, html_table, probe_labels
+from rnr_lens.display import SELECTOR_COLUMN as SELECTOR_COLUMN  # re-exported: summary tables name their columns with it
+from rnr_lens.display import estimate_text, html_table, probe_labels, selector_column
 from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.probes import parse_probe
 from rnr_lens.records import DEFAULT_PROBE, TRY_ANSWERS, TRY_KEYS, AuditRecord, first_hit_column, reachable_column, try_from_row
@@ -30,9 +31,6 @@ from rnr_lens.store import RunStore, open_store
 FORMAT_MISS_WARN = 0.1
 """Share of greedy answers that are format misses above which an audit warns that its
 extractor, not the model, may be deciding the realized rate."""
-
-SELECTOR_COLUMN = "select:"
-"""Prefix of a selector's column in :meth:`AuditResult.summary`'s table (``select:majority``)."""
 
 
 def tries_difference(a: pd.DataFrame, b: pd.DataFrame, tolerance: float = 1e-4) -> str | None:
@@ -94,7 +92,7 @@ class ProbeSummary:
         selector (what :meth:`AuditResult.summary` shows)."""
         out: dict[str, Any] = {"probe": self.probe, "budget": self.budget, "questions": self.questions, "prompts": self.prompts}
         out.update({k: getattr(self, k) for k in self._ESTIMATES + self._COUNTS if getattr(self, k) is not None})
-        out.update({SELECTOR_COLUMN + name: e for name, e in self.selectors.items()})
+        out.update({selector_column(name): e for name, e in self.selectors.items()})
         return out
 
     def cells(self, label: str | None = None) -> dict[str, Any]:
@@ -402,10 +400,10 @@ class AuditResult:
         i = self.info
         summaries = self.probe_summaries()
         labels = probe_labels([s.probe for s in summaries])
-        blind = sorted({name for s in summaries for name in s.selectors})
+        blind = sorted({name for s in summaries for name in s.selectors if name in sel.ANSWER_BLIND or name == "reward"})  # the oracle is `reachable`
         shown = [{**x.cells(labels[x.probe]), "reach-not-real": x.reachable_not_realized, "format misses": x.format_misses} for x in summaries]
         rows = [[*row.values(), *(estimate_text(x.selectors.get(b)) for b in blind)] for row, x in zip(shown, summaries)]
-        columns = [*shown[0], *(f"blind: {b}" for b in blind)]
+        columns = [*shown[0], *(selector_column(b) for b in blind)]
         specs = "".join(f"<li><code>{html.escape(labels[s.probe])}</code> = <code>{html.escape(s.probe)}</code></li>" for s in summaries)
         status = "" if self.finished else " — unfinished: " + ", ".join(f"{d}/{e}" for d, e in self.progress().values()) + " tries"
         return (

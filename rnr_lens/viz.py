@@ -18,9 +18,10 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from rnr_lens.display import probe_budget_label, probe_labels
+from rnr_lens.display import probe_budget_label, probe_labels, selector_column
 from rnr_lens.errors import RnrLensError
 from rnr_lens.routes import Route
+from rnr_lens.selectors import ANSWER_BLIND
 from rnr_lens.stats import Estimate
 from rnr_lens.sweeps import Bottleneck, CandidateRates
 from rnr_lens.viz_export import MIN_FONT_PT as MIN_FONT_PT  # re-exported: viz.save is the call users know
@@ -99,6 +100,9 @@ def _errors(estimates: Sequence[Estimate]) -> dict:
 COMPONENT_NAMES = {"mlp": "MLP", "attn": "attention", "block": "whole block"}
 METHOD_NAMES = {"zero": "zeroed", "mean": "mean-ablated", "resample": "resampled"}
 SCREEN_NAMES = {"screen_logprob": "screen: Δ log p(gold)", "screen_atp": "screen: attribution patching"}
+SCREEN_AXES = {"screen_logprob": "Δ log p(gold), nats", "screen_atp": "est. Δ log p(gold), nats"}
+"""Each screen's quantity and unit, as its axis reads: the change in the gold answer's mean
+log-probability (natural log) when the block is silenced, measured or estimated to first order."""
 
 
 def _layer_ticks(n_layers: int) -> dict:
@@ -168,8 +172,8 @@ def _add_block_panels(fig: go.Figure, g: int, comp: str, method: str, df: pd.Dat
             name=f"bottleneck ({b.layer})",
             marker=dict(symbol="square", size=10, color=OKABE_ITO[6], opacity=0.6),
         )
-    fig.update_yaxes(title_text="screen", row=top, col=1)
-    fig.update_yaxes(range=[0, 1.05], title_text="rate", row=bottom, col=1)
+    fig.update_yaxes(title_text=SCREEN_AXES.get(screen, screen), row=top, col=1)
+    fig.update_yaxes(range=[0, 1.05], title_text="share of its set", row=bottom, col=1)
     fig.update_xaxes(**_layer_ticks(n_layers), row=top, col=1)
     fig.update_xaxes(**_layer_ticks(n_layers), row=bottom, col=1)
 
@@ -285,6 +289,9 @@ def repair_heatmap(sweep: SweepResult, component: str = "mlp", method: str = "ze
         if x1 > x0:
             fig.add_annotation(x=(x0 + x1 - 1) / 2, y=1.0, yref="paper", yanchor="bottom", text=label, showarrow=False)
     show_labels = len(order) <= 40
+    # rotated labels take about 7 px per character at 11 px; the legend sits in the margin below
+    # them (container coordinates), so it never covers a label
+    labels_px = 7 * max(len(str(q)) for q in order.question_id) if show_labels else 0
     fig.update_layout(
         template=PAPER,
         title=dict(text=f"Repairs and breaks per question ({COMPONENT_NAMES.get(component, component)}, {METHOD_NAMES.get(method, method)})", y=0.97),
@@ -295,12 +302,12 @@ def repair_heatmap(sweep: SweepResult, component: str = "mlp", method: str = "ze
             ticktext=list(order.question_id) if show_labels else None,
             showticklabels=show_labels,
             tickangle=-90,
-            tickfont=dict(size=9),
+            tickfont=dict(size=11),
         ),
         yaxis=dict(title="block (evaluated)", type="category"),
-        margin=dict(t=90),
-        height=max(300, 28 * len(layers) + (260 if show_labels else 160)),
-        legend=dict(orientation="h", x=0, y=-0.25),
+        margin=dict(t=90, b=labels_px + 90),
+        height=max(300, 28 * len(layers) + labels_px + 190),
+        legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0.01, yanchor="bottom"),
     )
     return captioned(
         fig,
@@ -373,7 +380,8 @@ def realized_vs_reachable(results: AuditResult | Sequence[AuditResult]) -> go.Fi
         "reachable": ("reachable (oracle)", OKABE_ITO[1]),
         "chance": ("chance (permuted golds)", "#bbbbbb"),
     }
-    blind = {s: (f"blind: {s}", OKABE_ITO[2 + i]) for i, s in enumerate(("majority", "logprob", "entropy", "reward"))}
+    # yellow (OKABE_ITO[6]) reads poorly as a bar on white: the fifth selector takes black
+    blind = {s: (selector_column(s), OKABE_ITO[i]) for s, i in zip((*ANSWER_BLIND, "reward"), (2, 3, 4, 5, 7), strict=True)}
     for col, result in enumerate(results, start=1):
         summaries = result.probe_summaries()
         short = probe_labels([s.probe for s in summaries])

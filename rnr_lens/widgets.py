@@ -22,9 +22,10 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from rnr_lens import viz
-from rnr_lens.display import html_table, probe_labels
+from rnr_lens.display import html_table, probe_labels, selector_column
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import DEFAULT_PROBE
+from rnr_lens.selectors import ANSWER_BLIND
 from rnr_lens.sweeps import CandidateRates
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ def audit_explorer(result: AuditResult) -> W.VBox:
         raise RnrLensError("the audit has no probes to explore")
     labels = probe_labels(result.probes)
     probe = W.Dropdown(options=[(labels[p], p) for p in result.probes], description="probe")
-    selector = W.Dropdown(options=["oracle", "majority", "logprob", "entropy"], description="selector")
+    selector = W.Dropdown(options=[(selector_column(s), s) for s in ("oracle", *ANSWER_BLIND)], description="selector")
     k = W.IntSlider(value=1, min=1, max=max(1, result.budget(result.probes[0])), description="k", continuous_update=False)
     search = W.Text(placeholder="filter: id, prompt or gold", description="filter")
     sort = W.Dropdown(options=["question", "gold", "realized", "reached", "pick"], description="sort by")
