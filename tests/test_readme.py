@@ -4,6 +4,8 @@ README and .ci/run drifting apart, so CI always tests what a user is told to typ
 import re
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -164,3 +166,38 @@ def test_the_change_table_compares_claim_2s_estimates_not_only_its_sizes():
 
     assert changed(dataclasses.replace(c, verdict=flipped)) == "same"
     assert changed(dataclasses.replace(c, verdict=flipped, bottleneck=moved)) == "changed"
+
+
+def python_blocks(text: str) -> list[str]:
+    """The ```python blocks of a page, in order."""
+    return re.findall(r"^```python\n(.+?)\n```$", text, flags=re.M | re.S)
+
+
+@pytest.mark.slow
+def test_the_readme_python_block_runs_as_written(tmp_path, monkeypatch):
+    """Issue 59: the README's Python block, executed whole and unchanged on SmolLM2 in a fresh
+    folder whose ``assets`` is the repository's (the block's one relative input); then what it
+    built is checked: a finished audit of every add-small question, a frozen failure set of
+    the questions sampling reached and greedy missed, a sweep that names its bottleneck or says
+    why not, a PDF, and a grid's claims re-derived byte for byte."""
+    import json
+
+    from rnr_lens import tasks
+
+    (block,) = python_blocks((REPO / "README.md").read_text())
+    (tmp_path / "assets").symlink_to(REPO / "assets")
+    monkeypatch.chdir(tmp_path)
+    space: dict = {}
+    exec(compile(block, "README.md", "exec"), space)
+    result, failure_set, sweep = space["result"], space["failure_set"], space["sweep"]
+    assert result.finished and len(result.questions) == len(tasks.get("add-small"))
+    frozen = {q.id for q in failure_set.failures}
+    assert frozen == set(result.reachable_not_realized(result.probe_name("sampling:k=8,t=0.7")))
+    assert sweep.bottleneck is None or sweep.bottleneck.layer in set(sweep.table["layer"])
+    assert (tmp_path / "bottleneck.pdf").read_bytes().startswith(b"%PDF")
+    assert space["out"][0].token_ids, "the routed generation produced tokens"
+    committed = json.loads((REPO / "assets" / "results" / "grid-default" / "claims.json").read_text())
+    assert json.loads((tmp_path / "rederived" / "claims.json").read_text()) == committed
+    from rnr_lens.claims import Claims
+
+    assert space["claims"] == Claims.from_dict(committed)
