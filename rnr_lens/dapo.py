@@ -3,7 +3,7 @@
 :class:`TrainConfig` holds one run's settings (validated on construction);
 :func:`overlong_penalty`, :func:`group_advantages` and :func:`clipped_token_loss` are the three
 formulas a DAPO step applies, each a pure function of tensors or numbers, so each is tested
-alone (``tests/test_dapo.py``). The loop that uses them is :func:`rnr_lens.training.train`.
+alone (``tests/test_training.py``). The loop that uses them is :func:`rnr_lens.training.train`.
 """
 
 from __future__ import annotations

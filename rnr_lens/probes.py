@@ -26,7 +26,7 @@ Probes share one interface (:meth:`Probe.run`), so a notebook can define its own
 part of the audit's id) carries every choice that decides a try, the algorithm included: the
 sampler's draw (``draw=multinomial``), the random routes' draw (``shared=false``: per question)
 and the search's expansion rule (``expand=distinct``). A change of algorithm is a new value of
-one of these, never a silent change under an old name; ``tests/probes/test_golden.py`` keeps
+one of these, never a silent change under an old name; ``tests/test_golden_tries.py`` keeps
 each name's tries equal to the committed ones (``tests/fixtures/golden_tries.json``).
 """
 

@@ -136,3 +136,17 @@ def test_the_docs_layout_page_shows_the_same_floors():
     rows = dict(re.findall(r"^\| (\w+) \| ((?:`[\w/]+` ?)+) \|$", page, flags=re.M))
     shown = {floor: [m.rstrip("/") for m in re.findall(r"`([\w/]+)`", mods)] for floor, mods in rows.items()}
     assert shown == {floor: modules for floor, modules in LAYERS}, "update docs/architecture.md's floors"
+
+
+def test_every_test_file_the_package_names_exists():
+    """A docstring that sends a reader to ``tests/...py`` names a file that is there (issue 57:
+    two named files that had moved)."""
+    root = Path(__file__).resolve().parents[1]
+    named = {
+        (source.relative_to(root), path)
+        for source in (root / "rnr_lens").rglob("*.py")
+        for path in re.findall(r"tests/[\w/]+\.py", source.read_text())
+    }
+    assert named, "the package names its tests somewhere"
+    missing = sorted(f"{source}: {path}" for source, path in named if not (root / path).is_file())
+    assert not missing, f"named but absent: {missing}"

@@ -69,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
     result = train(model, task, config, deployment, out=out, resume=not args.no_resume, progress=not args.json, batch_size=args.batch_size)
     from rnr_lens.viz import reward_curve, save
 
-    machine = Machine.here()  # the CPU's vector instructions and the thread count move float sums, so the weights
+    # the CPU's vector instructions and the thread count move float sums, so the trained weights
+    # depend on the machine: the summary says which one trained them (docs/reproducibility.md)
+    machine = Machine.here()
 
     curve = save(reward_curve(result.history), out / "reward_curve.html")
     head, tail = result.history[: min(5, len(result.history))], result.history[-min(5, len(result.history)) :]
