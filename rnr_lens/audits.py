@@ -156,7 +156,7 @@ def plan(
     names = [p.name for p in probe_objs]
     if len(set(names)) != len(names):
         twice = next(n for n in names if names.count(n) > 1)
-        raise RnrLensError(f"the same probe is given twice ({twice}); give each probe (--probe) once")
+        raise RnrLensError(f"the same probe is given twice ({twice}); give each probe once")
     check_seed(seed)
     return AuditPlan(task, probe_objs, seed, config, Shard.parse(shard) if isinstance(shard, str) else shard)
 
@@ -189,7 +189,7 @@ def resume_mismatch(store: RunStore, settings: dict[str, Any]) -> str | None:
     record = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
     audits = store.audits()
     if not audits:
-        return f"nothing to resume: {store.path} holds no audit; leave out --resume to start one"
+        return f"nothing to resume: {store.path} holds no audit; leave out {arg('resume_only')} to start one"
     diffs = []
     for a in audits:
         differ = [(key, label) for key, label in _IDENTITY_FIELDS if key in record and getattr(a, key) != record[key]]
@@ -217,8 +217,8 @@ def resume_mismatch(store: RunStore, settings: dict[str, Any]) -> str | None:
     if legacy:
         hint += f" ({legacy[0]})"
     return (
-        f"--resume found no audit with these settings in {store.path} ({len(audits)} there); the closest, {closest.id[:12]}, differs in: {what}{hint}; "
-        "rerun with its settings to continue it, or leave out --resume to start a new audit"
+        f"{arg('resume_only')} found no audit with these settings in {store.path} ({len(audits)} there); the closest, {closest.id[:12]}, differs in: {what}{hint}; "
+        f"rerun with its settings to continue it, or leave out {arg('resume_only')} to start a new audit"
     )
 
 
@@ -289,7 +289,9 @@ def audit(
     )
     existing = [a for a in rs.audits() if a.id == aid]
     if resume == "only" and not existing:
-        raise RnrLensError(resume_mismatch(rs, record.to_dict()) or f"nothing to resume: {rs.path} holds no audit; leave out --resume to start one")
+        raise RnrLensError(
+            resume_mismatch(rs, record.to_dict()) or f"nothing to resume: {rs.path} holds no audit; leave out {arg('resume_only')} to start one"
+        )
     if existing and not existing[0].status.complete and resume is False:
         # another shard finishing is no reason to refuse; this run's own unfinished rows are
         started = {qid for qid, _ in rs.done_keys(aid, DEFAULT_PROBE)}

@@ -22,7 +22,7 @@ import torch
 
 from rnr_lens.dapo import TrainConfig
 from rnr_lens.deploy import DeploymentConfig
-from rnr_lens.errors import RnrLensError
+from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.files import acquire_writer_lock, read_json, write_atomic
 from rnr_lens.lens import LensModel
 from rnr_lens.provenance import Machine
@@ -47,10 +47,10 @@ def check_folder(folder: Path) -> dict[str, Any] | None:
     start there; one line for a file, a folder holding something else, or a damaged record.
     Needs no model, so the CLI calls it before loading one."""
     if folder.exists() and not folder.is_dir():
-        raise RnrLensError(f"--out {folder} is a file; training writes a run folder (checkpoints, history.jsonl)")
+        raise RnrLensError(f"{folder} is a file; {arg('out')} takes a run folder (checkpoints, history.jsonl)")
     if not (folder / "run.json").exists():
         if folder.exists() and any(p for p in folder.iterdir() if not p.name.startswith(".")):
-            raise RnrLensError(f"{folder} is not empty and holds no rnr_lens training run; choose a new --out folder")
+            raise RnrLensError(f"{folder} is not empty and holds no rnr_lens training run; choose a new {arg('out')} folder")
         return None
     return read_json(folder / "run.json", "training run record")
 
@@ -109,7 +109,9 @@ class RunFolder:
             return None
         self._lock()
         if not resume:
-            raise RnrLensError(f"{self.folder} already holds a training run; pass resume=True (CLI: drop --no-resume) or choose a new --out folder")
+            raise RnrLensError(
+                f"{self.folder} already holds a training run; continue it (without {arg('no_resume')}) or choose a new {arg('out')} folder"
+            )
         for key, what in (
             ("base_fingerprint", "base model"),
             ("task_fingerprint", "task"),
@@ -118,7 +120,7 @@ class RunFolder:
         ):
             if stored.get(key) != self.meta[key]:
                 raise RnrLensError(
-                    f"{self.folder} holds a run with a different {what}; resume it with the same settings or choose a new --out folder"
+                    f"{self.folder} holds a run with a different {what}; resume it with the same settings or choose a new {arg('out')} folder"
                 )
         self.meta = stored
         if (self.folder / "final" / CHECKPOINT_FILE).exists():
@@ -135,7 +137,7 @@ class RunFolder:
         with torch.no_grad():
             for name, param in params.items():
                 if name not in tensors:
-                    raise RnrLensError(f"checkpoint {checkpoint} lacks {name}; it was not written by this run, start a new --out folder")
+                    raise RnrLensError(f"checkpoint {checkpoint} lacks {name}; it was not written by this run, start a new {arg('out')} folder")
                 param.copy_(tensors[name].to(param.dtype))
         info = json.loads((checkpoint / CHECKPOINT_FILE).read_text())
         optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", weights_only=True))
@@ -191,7 +193,7 @@ def read_history(folder: str | Path) -> list[dict[str, Any]]:
     """The per-step records of the run in ``folder`` (its reward curve)."""
     path = Path(folder) / "history.jsonl"
     if not path.exists():
-        raise RnrLensError(f"{folder} holds no history.jsonl; point at the --out folder of rnr-lens train")
+        raise RnrLensError(f"{folder} holds no history.jsonl; point at the {arg('out')} folder of a training run")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 

@@ -202,7 +202,7 @@ def compare_ceiling(
     compare(base, trained)  # identical conditions, or a one-line refusal naming what differs
     name = base.probe_name(probe)
     if parse_probe(name).family != "sampling":
-        raise RnrLensError(f"the ceiling reads a sampling probe's draws, not {name}; audit with --probe sampling:k=128,t=0.7")
+        raise RnrLensError(f"the ceiling reads a sampling probe's draws, not {name}; audit with the probe sampling:k=128,t=0.7")
     ids = complete_in_both(base, trained, name)
     if not ids:
         raise RnrLensError(f"no question is complete in both audits under {name}; finish them by running their audits again ({arg('resume')})")

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from rnr_lens.answers import extractors_for, get_extractor, is_correct_as
-from rnr_lens.errors import RnrLensError
+from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.prompts import ChatPrompt, PromptLike
 from rnr_lens.records import short_hash
 from rnr_lens.shots import Shots, resolve
@@ -350,7 +350,8 @@ def check_shots_file(config: DeploymentConfig | None) -> None:
     another source): it would be ignored."""
     if config is None or config.shots is None or not config.shots.source.startswith("file:"):
         raise RnrLensError(
-            "a shots file is read only for a deployment whose shots source is file:NAME; set shots: {n: N, source: file:NAME} in --config"
+            "a shots file is read only for a deployment whose shots source is file:NAME; "
+            f"set shots: {{n: N, source: file:NAME}} in the deployment config ({arg('config')})"
         )
 
 
@@ -359,7 +360,7 @@ def check_config_fits(config: DeploymentConfig, task: Task) -> None:
     its harness, or a harness's config on another task."""
     if task.scoring is not None and (config.harness != task.scoring.identity or config.scoring is None):
         raise RnrLensError(
-            f"task {task.name} is prompted and scored by its harness ({task.scoring.identity}); drop --config (its deployment comes from the task)"
+            f"task {task.name} is prompted and scored by its harness ({task.scoring.identity}); drop {arg('config')} (its deployment comes from the task)"
         )
     if task.scoring is None and config.harness:
         raise RnrLensError(f"this deployment is a harness's ({config.harness}); task {task.name} is not that harness's task")

@@ -12,13 +12,26 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
-SPELLINGS: dict[str, tuple[str, bool]] = {
-    "probe": ("--probe", True),
-    "audit_id": ("--audit", True),
-    "resume": ("--resume", False),
+SPELLINGS: dict[str, tuple[str, str, bool]] = {
+    "probe": ("probe", "--probe", True),
+    "audit_id": ("audit_id", "--audit", True),
+    "resume": ("resume=True", "--resume", False),
+    "resume_only": ("resume='only'", "--resume", False),
+    "no_resume": ("resume=False", "--no-resume", False),
+    "out": ("out", "--out", True),
+    "config": ("config", "--config", True),
+    "name": ("name", "--name", True),
+    "device": ("device", "--device", True),
+    "address": ("address", "--address", True),
+    "evidence": ("evidence", "--from-evidence", True),
+    "keep_absent": ("keep_absent=True", "--keep-absent", False),
+    "executor": ("executor", "--executor", True),
 }
-"""Each argument a message may tell the user to pass: its Python keyword -> its CLI flag, and
-whether the flag takes a value (a flag without one is ``True`` in Python)."""
+"""Each argument a message may tell the user to pass, by what it does: its Python spelling (the
+keyword of an argument with a value, or the whole assignment of a switch), its CLI flag, and
+whether the flag takes a value. ``resume`` continues an unfinished audit (Python's default,
+the CLI's ``--resume``); ``resume_only`` continues and never starts one; ``no_resume`` starts
+training afresh (``train``'s ``--no-resume``)."""
 
 _CLI: ContextVar[bool] = ContextVar("rnr_lens_cli_spelling", default=False)
 
@@ -34,12 +47,12 @@ def arg(name: str, value: str = "") -> str:
         ...     arg("probe", "sampling:k=8")
         '--probe sampling:k=8'
     """
-    flag, takes_value = SPELLINGS[name]
+    python, flag, takes_value = SPELLINGS[name]
     if _CLI.get():
         return f"{flag} {value}" if takes_value and value else flag
     if not takes_value:
-        return f"{name}=True"
-    return f"{name}={value!r}" if value else f"{name}="
+        return python
+    return f"{python}={value!r}" if value else f"{python}="
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ from typing import Any
 from rnr_lens.audits import AuditPlan, audit, plan
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.display import progress_bar
-from rnr_lens.errors import RnrLensError
+from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.lens import LensModel
 from rnr_lens.probes import Probe
 from rnr_lens.results import AuditResult
@@ -181,7 +181,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
                 ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, log_to_driver=False)
         except ConnectionError as exc:
             raise RnrLensError(
-                f"cannot reach a Ray cluster at {address!r} ({exc}); start one with 'ray start --head' or leave out --address for a local one"
+                f"cannot reach a Ray cluster at {address!r} ({exc}); start one with 'ray start --head' or leave out {arg('address')} for a local one"
             ) from None
     return ray
 

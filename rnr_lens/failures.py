@@ -163,7 +163,7 @@ def freeze(
     frozen = _read(store.get_artifact(result.id, Artifact.FAILURE_SET, name))
     if frozen is not None:
         if frozen["definition"] != definition:
-            raise RnrLensError(f"failure set {name!r} of audit {result.id[:12]} is frozen with another definition; choose a new --name")
+            raise RnrLensError(f"failure set {name!r} of audit {result.id[:12]} is frozen with another definition; choose a new {arg('name')}")
         return _build(result, name, frozen)
     if len(chosen) < MIN_FAILURES:
         raise RnrLensError(

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rnr_lens.errors import RnrLensError
+from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.faults import point
 
 if TYPE_CHECKING:
@@ -324,7 +324,7 @@ def load_model(
             raise RnrLensError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16")
         dtype = resolved
     if device is not None and device.startswith("cuda") and not torch.cuda.is_available():
-        raise RnrLensError(f"device {device!r} asked for, but this machine has no CUDA GPU; leave out --device to run on the CPU")
+        raise RnrLensError(f"device {device!r} asked for, but this machine has no CUDA GPU; leave out {arg('device')} to run on the CPU")
     placement = _placement(device, device_map, n_devices)
     if not isinstance(spec, (str, os.PathLike)):
         from transformer_lens.model_bridge import TransformerBridge

@@ -59,7 +59,7 @@ from rnr_lens.claims import (
 from rnr_lens.comparison import compare
 from rnr_lens.deploy import DeploymentConfig, deployment_for_task
 from rnr_lens.display import probe_budget_label
-from rnr_lens.errors import RnrLensError
+from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.evidence import MINED, SettingRecord
 from rnr_lens.failures import check_weights
 from rnr_lens.files import lock_file, write_atomic
@@ -402,11 +402,13 @@ SCREEN_SWEEP, EXHAUSTIVE_SWEEP = "report:screen+confirm", "report:exhaustive"
 """The names a report keeps its two sweeps under (so the exhaustive one never hides the screen)."""
 
 
-MINE_WHERE_AUDITED = (
-    "a grid mines with the weights it audited, and Ray workers load their own (on GPUs in bfloat16): "
-    "run it with --executor local (its audits then run here, with the weights that mine them)"
-)
-"""The fix-it hint of a report whose mining model is not its audit's (:func:`rnr_lens.failures.check_weights`)."""
+def _mine_where_audited() -> str:
+    """The fix-it hint of a report whose mining model is not its audit's
+    (:func:`rnr_lens.failures.check_weights`), naming the argument as the caller spells it."""
+    return (
+        "a grid mines with the weights it audited, and Ray workers load their own (on GPUs in bfloat16): "
+        f"run it with {arg('executor', 'local')} (its audits then run here, with the weights that mine them)"
+    )
 
 
 def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, progress: bool) -> None:
@@ -664,12 +666,12 @@ def mine_again(out: str | Path, *, progress: bool = True) -> Report:
 
     out = Path(out)
     if not (out / "runs.db").is_file():
-        raise RnrLensError(f"{out} holds no report store (runs.db); give the --out folder of a report or a re-derivation")
+        raise RnrLensError(f"{out} holds no report store (runs.db); give the {arg('out')} folder of a report or a re-derivation")
     store = RunStore(out / "runs.db")
     try:
         manifest = evidence_.Manifest.load(store)
         if manifest is None:
-            raise RnrLensError(f"{out / 'runs.db'} holds no report (no manifest); give the --out folder of a report or a re-derivation")
+            raise RnrLensError(f"{out / 'runs.db'} holds no report (no manifest); give the {arg('out')} folder of a report or a re-derivation")
         grid = Grid.from_dict(manifest.grid)
         run = _ReportRun(grid, store, _report_files(out))
         pending = [r for r in run.manifest.settings if not r.done(grid.mines(r.model))]
@@ -707,7 +709,9 @@ def _prepare(
     from rnr_lens.models import check_spec
 
     if evidence is not None and (out / "runs.db").exists():
-        raise RnrLensError(f"{out / 'runs.db'} already exists, so the report resumes from it: drop --from-evidence (or choose a new --out folder)")
+        raise RnrLensError(
+            f"{out / 'runs.db'} already exists, so the report resumes from it: drop {arg('evidence')} (or choose a new {arg('out')} folder)"
+        )
     document = evidence_.read(evidence) if evidence is not None else None
     if document is not None:
         _check_same_grid(document["manifest"]["grid"], grid, f"{evidence} is the evidence of another grid", "resume it with the grid it ran")
@@ -724,18 +728,22 @@ def _prepare(
         recorded = {a.id: (a.task_fingerprint, a.config_hash) for a in here.audits()}
         here.close()
         if stored is not None:
-            _check_same_grid(stored.grid, grid, f"{out} holds the report of another grid", "use a new --out folder, or the grid it ran")
+            _check_same_grid(stored.grid, grid, f"{out} holds the report of another grid", f"use a new {arg('out')} folder, or the grid it ran")
     model_specs, kept = [], []
     for spec in _run_order(grid):  # before hours of work: a missing checkpoint fails now
         try:
             check_spec(spec)
         except RnrLensError as exc:
             if not keep_absent or Path(spec).exists():  # a folder with broken weights is not absent
-                fix = "; or pass --keep-absent to keep its settings as recorded, where every one is finished" if not Path(spec).exists() else ""
+                fix = (
+                    f"; or pass {arg('keep_absent')} to keep its settings as recorded, where every one is finished" if not Path(spec).exists() else ""
+                )
                 raise RnrLensError(f"grid model {spec!r}: {exc} (a trained pair's checkpoint must exist before the report runs{fix})") from None
             why = _not_keepable(stored, recorded, grid, spec, tasks_, configs)
             if why is not None:
-                raise RnrLensError(f"grid model {spec!r} is not here and --keep-absent cannot keep it: {why}; run it where its weights are") from None
+                raise RnrLensError(
+                    f"grid model {spec!r} is not here and {arg('keep_absent')} cannot keep it: {why}; run it where its weights are"
+                ) from None
             kept.append(spec)
             continue
         model_specs.append(spec)
@@ -832,7 +840,7 @@ class _ReportRun:
         self.manifest = self.manifest.with_setting(record)
         if not record.done(mined):
             self.stage_done()  # the audit is in the evidence before claim 2's hours start
-            check_weights(model, result.info.model_fingerprint, result.id, fix=MINE_WHERE_AUDITED)
+            check_weights(model, result.info.model_fingerprint, result.id, fix=_mine_where_audited())
             mine_setting(model, result, self.store, self.grid, progress)
             record = replace(record, stages=(*record.stages, MINED))
             self.manifest = self.manifest.with_setting(record)
@@ -905,7 +913,7 @@ def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | Deploymen
     written = (files["claims"], files["html"], *((files["evidence"], out / REGRADING_FILE) if regrading is not None else ()))
     for path in (*store_files, *files.values(), *written):
         if (path.exists() or path.is_symlink()) and not (path == files["evidence"] and same):
-            raise RnrLensError(f"{path} already exists; re-derive into a new --out folder")
+            raise RnrLensError(f"{path} already exists; re-derive into a new {arg('out')} folder")
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     made = [*store_files, *written]

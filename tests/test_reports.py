@@ -585,13 +585,16 @@ def test_a_report_mines_only_with_the_weights_it_audited(tiny, tmp_path):
     """Guards against a report mining (on this process's model) an audit that Ray workers made
     with other weights (bfloat16 on GPUs): its sweep would compare two models' answers. The
     report asks the failure sets' own check (one owner), with its own fix-it hint."""
+    from rnr_lens.errors import cli_spelling
     from rnr_lens.failures import check_weights
-    from rnr_lens.reports import MINE_WHERE_AUDITED
+    from rnr_lens.reports import _mine_where_audited
 
     result = R.audit(tiny, R.tasks.get("add-small", n=2), [], store=tmp_path / "a.db", progress=False)
-    check_weights(tiny, result.info.model_fingerprint, result.id, fix=MINE_WHERE_AUDITED)  # the audited weights: mined as they are
-    with pytest.raises(R.RnrLensError, match=r"not the checkpoint audit .* --executor local"):
-        check_weights(R.tiny_model(n_layers=4, seed=1), result.info.model_fingerprint, result.id, fix=MINE_WHERE_AUDITED)
+    check_weights(tiny, result.info.model_fingerprint, result.id, fix=_mine_where_audited())  # the audited weights: mined as they are
+    with pytest.raises(R.RnrLensError, match=r"not the checkpoint audit .* executor='local'"):
+        check_weights(R.tiny_model(n_layers=4, seed=1), result.info.model_fingerprint, result.id, fix=_mine_where_audited())
+    with cli_spelling(), pytest.raises(R.RnrLensError, match=r"not the checkpoint audit .* --executor local"):
+        check_weights(R.tiny_model(n_layers=4, seed=1), result.info.model_fingerprint, result.id, fix=_mine_where_audited())
 
 
 def test_a_page_rendered_from_a_strangers_evidence_holds_no_raw_script(tmp_path):

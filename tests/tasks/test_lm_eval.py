@@ -148,7 +148,7 @@ def test_bad_lm_eval_tasks_are_refused_in_one_line(local_task, offline, tmp_path
     with pytest.raises(RnrLensError, match="scored by multiple_choice .* rnr_lens audits generate_until tasks"):
         tasks.get(f"lm-eval:{choice}", trust_code=True)
     task = tasks.get(f"lm-eval:{local_task}", trust_code=True)
-    with pytest.raises(RnrLensError, match="prompted and scored by its harness .* drop --config"):
+    with pytest.raises(RnrLensError, match="prompted and scored by its harness .* drop config="):
         R.audits.plan(task, [], seed=0).with_config(DeploymentConfig()).deployed(None)
     with pytest.raises(RnrLensError, match="does not apply to an lm-eval task"):
         tasks.get(f"lm-eval:{local_task}", n=3, trust_code=True)
