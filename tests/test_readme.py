@@ -173,31 +173,96 @@ def python_blocks(text: str) -> list[str]:
     return re.findall(r"^```python\n(.+?)\n```$", text, flags=re.M | re.S)
 
 
+DOC_STAND_INS = {
+    "docs/howto/audit-your-model.md": {'"Qwen/Qwen2.5-0.5B-Instruct"': '"smollm2-135m-instruct"'},
+}
+"""The only text a test changes in a page's Python before running it, each with its reason:
+a hub id this machine cannot download stands for "your model" (the offline SmolLM2 loads
+through the same call). A stand-in whose text left its page fails the test."""
+
+DOC_FILES = {"my_questions.jsonl": REPO / "assets" / "questions.jsonl"}
+"""Files a page's Python reads as the user's own, placed in the folder first: the question
+file the page shows the format of (its example, ``assets/questions.jsonl``)."""
+
+
+@pytest.fixture(scope="module")
+def readme_ran(tmp_path_factory):
+    """The README's Python block, executed whole and unchanged on SmolLM2 in a fresh folder
+    whose ``assets`` is the repository's (the block's one relative input): the folder and the
+    names it left. The docs' blocks run after it in the same folder, on the store it wrote."""
+    import os
+
+    folder = tmp_path_factory.mktemp("readme")
+    (folder / "assets").symlink_to(REPO / "assets")
+    (block,) = python_blocks((REPO / "README.md").read_text())
+    space: dict = {}
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        exec(compile(block, "README.md", "exec"), space)
+    finally:
+        os.chdir(here)
+    return folder, space
+
+
 @pytest.mark.slow
-def test_the_readme_python_block_runs_as_written(tmp_path, monkeypatch):
-    """Issue 59: the README's Python block, executed whole and unchanged on SmolLM2 in a fresh
-    folder whose ``assets`` is the repository's (the block's one relative input); then what it
-    built is checked: a finished audit of every add-small question, a frozen failure set of
-    the questions sampling reached and greedy missed, a sweep that names its bottleneck or says
-    why not, a PDF, and a grid's claims re-derived byte for byte."""
+def test_the_readme_python_block_runs_as_written(readme_ran):
+    """Issue 59: what the README's block built: a finished audit of every add-small question,
+    a frozen failure set of the questions sampling reached and greedy missed, a sweep that
+    names its bottleneck or says why not, a PDF, and a grid's claims re-derived byte for
+    byte."""
     import json
 
     from rnr_lens import tasks
+    from rnr_lens.claims import Claims
 
-    (block,) = python_blocks((REPO / "README.md").read_text())
-    (tmp_path / "assets").symlink_to(REPO / "assets")
-    monkeypatch.chdir(tmp_path)
-    space: dict = {}
-    exec(compile(block, "README.md", "exec"), space)
+    folder, space = readme_ran
     result, failure_set, sweep = space["result"], space["failure_set"], space["sweep"]
     assert result.finished and len(result.questions) == len(tasks.get("add-small"))
     frozen = {q.id for q in failure_set.failures}
     assert frozen == set(result.reachable_not_realized(result.probe_name("sampling:k=8,t=0.7")))
     assert sweep.bottleneck is None or sweep.bottleneck.layer in set(sweep.table["layer"])
-    assert (tmp_path / "bottleneck.pdf").read_bytes().startswith(b"%PDF")
+    assert (folder / "bottleneck.pdf").read_bytes().startswith(b"%PDF")
     assert space["out"][0].token_ids, "the routed generation produced tokens"
     committed = json.loads((REPO / "assets" / "results" / "grid-default" / "claims.json").read_text())
-    assert json.loads((tmp_path / "rederived" / "claims.json").read_text()) == committed
-    from rnr_lens.claims import Claims
-
+    assert json.loads((folder / "rederived" / "claims.json").read_text()) == committed
     assert space["claims"] == Claims.from_dict(committed)
+
+
+DOC_PAGES = sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md") if "_build" not in p.parts and python_blocks(p.read_text()))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", DOC_PAGES)
+def test_every_python_block_of_the_docs_runs(page, readme_ran, tmp_path, monkeypatch):
+    """Issue 59: each page's Python blocks, in order, in one namespace (a later block may use
+    an earlier one's names, as a reader running them does), beside a copy of the store the
+    README's block wrote: the ``run.db`` the pages read. Only :data:`DOC_STAND_INS` is changed. What each
+    page built is checked where it names a result: a loaded sweep or audit, a file written,
+    the route trace's passes."""
+    import shutil
+    import sqlite3
+
+    readme_folder, _ = readme_ran
+    folder = tmp_path  # each page on its own copy of the README's store, as a reader who ran it
+    with sqlite3.connect(readme_folder / "run.db") as live, sqlite3.connect(folder / "run.db") as copy:
+        live.backup(copy)  # the README's store is still open (its writes may sit in the WAL)
+    for name, source in DOC_FILES.items():
+        shutil.copyfile(source, folder / name)
+    monkeypatch.chdir(folder)
+    text = (REPO / page).read_text()
+    for old, new in DOC_STAND_INS.get(page, {}).items():
+        assert old in text, f"{page}: the stand-in {old!r} is no longer on the page; update DOC_STAND_INS"
+        text = text.replace(old, new)
+    space: dict = {}
+    for i, block in enumerate(python_blocks(text)):
+        exec(compile(block, f"{page} block {i + 1}", "exec"), space)
+    written = {f.name for f in folder.iterdir()}
+    for name in re.findall(r'"([\w.-]+\.(?:pdf|svg|png|html))"', text):
+        assert name in written, f"{page} writes {name}"
+    if "result" in space:
+        assert space["result"].finished and space["result"].probes
+    if "sweep" in space:
+        assert len(space["sweep"].table) > 0
+    if "trace" in space:
+        assert space["trace"].steps_of(10) == (10, 11)
