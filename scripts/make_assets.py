@@ -15,6 +15,12 @@ ran the ceiling, ``PREFIX_ceiling_TASK_runI.svg`` (I in the grid's pair order).
 
     python scripts/make_assets.py [--out assets] [--store runs/assets.db]
     python scripts/make_assets.py --report report-deep/ --prefix deep
+    python scripts/make_assets.py --screens assets/screens --store runs/assets.db
+
+With ``--screens DIR`` (after a run that kept its ``--store``) it draws, from that store and
+without generating, every figure of the audit and its sweep as PNG at a 1280 px browser width
+and at a paper column's print size, and screenshots each widget in JupyterLab at 1280 px: what
+issue 59 asks to be looked at before a figure or widget counts as fixed.
 """
 
 from __future__ import annotations
@@ -41,7 +47,14 @@ def main() -> None:
     parser.add_argument("--store", type=Path, help="run store to write (and resume); default: a temporary one")
     parser.add_argument("--report", type=Path, help="draw from this finished report folder instead of running")
     parser.add_argument("--prefix", default="report", help="file name prefix of the --report figures")
+    parser.add_argument("--screens", type=Path, help="draw every figure and widget from --store into this folder instead")
     args = parser.parse_args()
+    if args.screens:
+        if args.store is None or not args.store.is_file():
+            raise SystemExit("--screens draws from a kept store: give --store, the one a run of this script wrote")
+        for path in screens(args.store, args.screens):
+            print(f"{path}: {path.stat().st_size / 1024:.0f} KiB")
+        return
     if args.report:
         for path in report_figures(args.report, args.out, args.prefix):
             print(f"{path}: {path.stat().st_size / 1024:.0f} KiB")
@@ -96,6 +109,58 @@ def report_figures(folder: Path, out: Path, prefix: str) -> list[Path]:
             written.append(out / f"{stem}_repair_break_{Path(task).stem.split('[')[0]}.svg")
             viz.save(viz.repair_break(sweep), written[-1], size="full")
     return written
+
+
+FIGURES = ("realized_vs_reachable", "pass_at_k", "repair_break", "repair_heatmap", "screen_vs_repair")
+WIDGETS = {"audit_explorer": ("result", ".rnr-share"), "question_explorer": ("result", ".rnr-question"), "layer_explorer": ("sweep", ".rnr-layer")}
+"""Each widget, what it explores and a selector that shows it has drawn."""
+
+
+def screens(store_path: Path, out: Path) -> list[Path]:
+    """Every figure at 1280 px wide and at column size, and every widget at 1280 px (JupyterLab),
+    from the audit and the sweep of failure set ``assets`` in the store."""
+    from rnr_lens.miner import SweepResult
+
+    out.mkdir(parents=True, exist_ok=True)
+    store = RunStore(store_path, mode="read")
+    result = R.AuditResult.load(store)
+    sweep = SweepResult.load(store, name="assets")
+    made = {n: getattr(viz, n)(result if n in ("realized_vs_reachable", "pass_at_k") else sweep) for n in FIGURES}
+    written = []
+    for name, fig in made.items():
+        written.append(viz.save(fig, out / f"{name}_1280px.png", width=1280))
+        written.append(viz.save(fig, out / f"{name}_column.png", size="column", scale=2))
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, (what, ready) in WIDGETS.items():
+            cells = [
+                f"import sys; sys.path.insert(0, {str(ROOT)!r})",
+                "import rnr_lens as R\nfrom rnr_lens import widgets\nfrom rnr_lens.miner import SweepResult\nfrom rnr_lens.store import RunStore\n"
+                f"store = RunStore({str(store_path)!r}, mode='read')\nresult = R.AuditResult.load(store)\n"
+                "sweep = SweepResult.load(store, name='assets')",
+                f"widgets.{name}({what})",
+            ]
+            written.append(_widget_screenshot(cells, Path(scratch) / name, ready, out / f"{name}_1280px.png"))
+    return written
+
+
+def _widget_screenshot(cells: list[str], lab: Path, ready: str, out: Path, width: int = 1280) -> Path:
+    """The last cell's output in JupyterLab at ``width`` px, as a PNG, once ``ready`` shows."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.conftest import require_chromium
+    from tests.jupyterlab import CHROMIUM_ARGS, jupyterlab, run_all
+
+    lab.mkdir()
+    with jupyterlab(lab, cells) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": width, "height": 1400}, device_scale_factor=1)
+        page.goto(url)
+        run_all(page)
+        page.wait_for_selector(ready, timeout=600_000)
+        page.wait_for_timeout(1500)  # plotly's figure widget lays out after its first paint
+        page.locator(".jp-OutputArea-output").filter(has=page.locator(ready)).last.screenshot(path=str(out))
+        browser.close()
+    return out
 
 
 def layer_explorer_screenshot(store_path: Path, folder: Path, out: Path) -> None:
