@@ -83,6 +83,13 @@ def print_layout(
     )
     out.update_xaxes(automargin=True, tickfont=dict(size=base), title=dict(font=dict(size=base)))
     out.update_yaxes(automargin=True, tickfont=dict(size=base), title=dict(font=dict(size=base)))
+    for axis in [a for a in out.layout if a.startswith("xaxis")]:
+        # named ticks (one per question, say) that cannot stand side by side at print size would
+        # overprint one another: leave them to the interactive figure's hover
+        ax = out.layout[axis]
+        span = (ax.domain[1] - ax.domain[0]) if ax.domain else 1.0
+        if ax.ticktext is not None and len(ax.ticktext) * 1.25 * base > span * (width - 80):
+            ax.update(showticklabels=False)
     for note in out.layout.annotations:  # subplot titles and labels: the base size, no larger than the title
         note.update(font=dict(size=base))
     for trace in out.data:

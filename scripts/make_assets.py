@@ -156,7 +156,7 @@ def _widget_screenshot(cells: list[str], lab: Path, ready: str, out: Path, width
         page = browser.new_page(viewport={"width": width, "height": 1400}, device_scale_factor=1)
         page.goto(url)
         run_all(page)
-        page.wait_for_selector(ready, timeout=600_000)
+        page.wait_for_selector(ready, state="attached", timeout=600_000)
         page.wait_for_timeout(1500)  # plotly's figure widget lays out after its first paint
         page.locator(".jp-OutputArea-output").filter(has=page.locator(ready)).last.screenshot(path=str(out))
         browser.close()
