@@ -180,7 +180,7 @@ def audit_explorer(result: AuditResult) -> W.VBox:
                     "gold": q.gold,
                     "realized": bool(q.realized),
                     "reached": q.question_id in reached,
-                    "pick": "" if pick is None else pick["extracted"],
+                    "pick": "" if pick is None else _read(pick["extracted"]),
                     "pick correct": "" if pick is None else bool(pick["correct"]),
                 }
             )

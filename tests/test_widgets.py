@@ -62,6 +62,10 @@ def test_audit_explorer_updates_with_k(small):
     qid = small.questions.question_id.iloc[2]
     search.value = qid
     assert "(1 questions shown)" in table.value and qid in table.value
+    search.value = ""
+    unread = small.selections(probe.value, k=k.value)
+    unread = unread[(unread.selector == selector.value) & unread.extracted.isna()]
+    assert ("no answer" in table.value) == (not unread.empty) and "nan" not in table.value, "a pick the reader read nothing from says so"
 
 
 def test_audit_explorer_picks_only_among_the_first_k_tries(small):
