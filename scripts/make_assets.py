@@ -132,15 +132,22 @@ def screens(store_path: Path, out: Path) -> list[Path]:
         written.append(viz.save(fig, out / f"{name}_column.png", size="column", scale=2))
     with tempfile.TemporaryDirectory() as scratch:
         for name, (what, ready) in WIDGETS.items():
-            cells = [
-                f"import sys; sys.path.insert(0, {str(ROOT)!r})",
-                "import rnr_lens as R\nfrom rnr_lens import widgets\nfrom rnr_lens.miner import SweepResult\nfrom rnr_lens.store import RunStore\n"
-                f"store = RunStore({str(store_path)!r}, mode='read')\nresult = R.AuditResult.load(store)\n"
-                "sweep = SweepResult.load(store, name='assets')",
-                f"widgets.{name}({what})",
-            ]
-            written.append(_widget_screenshot(cells, Path(scratch) / name, ready, out / f"{name}_1280px.png"))
+            written.append(
+                _widget_screenshot(_widget_cells(store_path, f"widgets.{name}({what})"), Path(scratch) / name, ready, out / f"{name}_1280px.png")
+            )
     return written
+
+
+def _widget_cells(store_path: Path, call: str) -> list[str]:
+    """A notebook that loads the audit and the sweep of failure set ``assets`` from the store
+    (stored, so no model loads), then runs ``call``."""
+    return [
+        f"import sys; sys.path.insert(0, {str(ROOT)!r})",
+        "import rnr_lens as R\nfrom rnr_lens import widgets\nfrom rnr_lens.miner import SweepResult\nfrom rnr_lens.store import RunStore\n"
+        f"store = RunStore({str(store_path)!r}, mode='read')\nresult = R.AuditResult.load(store)\n"
+        "sweep = SweepResult.load(store, name='assets')",
+        call,
+    ]
 
 
 def _widget_screenshot(cells: list[str], lab: Path, ready: str, out: Path, width: int = 1280) -> Path:
@@ -165,29 +172,7 @@ def _widget_screenshot(cells: list[str], lab: Path, ready: str, out: Path, width
 
 def layer_explorer_screenshot(store_path: Path, folder: Path, out: Path) -> None:
     """The layer explorer over the sweep just stored, in JupyterLab, as a PNG."""
-    from playwright.sync_api import sync_playwright
-
-    from tests.conftest import require_chromium
-    from tests.jupyterlab import CHROMIUM_ARGS, jupyterlab, run_all
-
-    cells = [
-        f"import sys; sys.path.insert(0, {str(ROOT)!r})",
-        "import rnr_lens as R\nfrom rnr_lens import failures, widgets\nfrom rnr_lens.store import RunStore\n"
-        f"store = RunStore({str(store_path)!r})\nresult = R.AuditResult.load(store)\nmodel = R.load_model()\n"
-        f"sweep = R.mine(model, failures.freeze(result, store, probe={FAILURE_PROBE!r}, name='assets'), store=store, progress=False)",
-        "widgets.layer_explorer(sweep)",
-    ]
-    lab = folder / "lab"
-    lab.mkdir()
-    with jupyterlab(lab, cells) as url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1500, "height": 1700}, device_scale_factor=1)
-        page.goto(url)
-        run_all(page)
-        page.wait_for_selector(".js-plotly-plot", timeout=600_000)
-        page.wait_for_selector(".rnr-layer", timeout=120_000)
-        page.locator(".jp-OutputArea-output").filter(has=page.locator(".rnr-layer")).screenshot(path=str(out))
-        browser.close()
+    _widget_screenshot(_widget_cells(store_path, "widgets.layer_explorer(sweep)"), folder / "lab", ".rnr-layer", out, width=1500)
 
 
 if __name__ == "__main__":
