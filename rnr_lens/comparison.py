@@ -26,7 +26,6 @@ import pandas as pd
 from rnr_lens.ceiling import NAMED_K, Ceiling, ceiling_of
 from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.probes import parse_probe
-from rnr_lens.records import reachable_column
 from rnr_lens.results import AuditResult
 from rnr_lens.stats import Estimate, paired_difference
 from rnr_lens.verdicts import MARGIN, TrainingVerdict, ceiling_contrast, training_verdict
@@ -121,7 +120,7 @@ def compare(a: AuditResult, b: AuditResult) -> Comparison:
         ids = complete_in_both(a, b, probe)
         excluded[probe] = len(qa_all) - len(ids)
         qa, qb = qa_all.loc[ids], qb_all.loc[ids]
-        col = reachable_column(probe)
+        col = a.column(probe)  # the same probes, so the same labels, in both
         realized = np.c_[qa["realized"].to_numpy(float), qb["realized"].to_numpy(float)]
         reach = np.c_[qa[col].to_numpy(float), qb[col].to_numpy(float)]
         prompts = qa["prompt"].tolist()  # questions that share a prompt count together

@@ -249,11 +249,12 @@ class Outcome:
         return cls(str(data["question_id"]), data["text"], extracted, bool(data["correct"]), data.get("set", ""))
 
 
-def reachable_column(probe: str) -> str:
-    """The question table's column: whether any try of ``probe`` was correct."""
-    return f"reachable[{probe}]"
+def reachable_column(label: str) -> str:
+    """The question table's column: whether any try of the probe with short label ``label``
+    (:attr:`rnr_lens.results.AuditResult.labels`) was correct."""
+    return f"reachable[{label}]"
 
 
-def first_hit_column(probe: str) -> str:
-    """The question table's column: the index of ``probe``'s first correct try (or NA)."""
-    return f"first_hit[{probe}]"
+def first_hit_column(label: str) -> str:
+    """The question table's column: the index of the probe's first correct try (or NA)."""
+    return f"first_hit[{label}]"

@@ -66,7 +66,6 @@ from rnr_lens.files import lock_file, write_atomic
 from rnr_lens.phases import phase
 from rnr_lens.probes import parse_probe
 from rnr_lens.provenance import Provenance, RunSpan, Weights
-from rnr_lens.records import reachable_column
 from rnr_lens.regrade import REGRADING_FILE, Regrading
 from rnr_lens.regrade import regrade as regrade_document
 from rnr_lens.results import FORMAT_MISS_WARN, AuditResult
@@ -302,7 +301,7 @@ def claim_routes(result: AuditResult, grid: Grid) -> RoutesClaim:
     q, mask = _setting_columns(result, (random_probe, search_probe))
     prompts = q["prompt"].tolist()
     realized = q["realized"].to_numpy(float)
-    reach = {p: q[reachable_column(p)].to_numpy(float) for p in (random_probe, search_probe)}
+    reach = {p: q[result.column(p)].to_numpy(float) for p in (random_probe, search_probe)}
     chance = {p: result.chance(p)[mask] for p in (random_probe, search_probe)}
     decided = verdicts.routes_vs_search(
         reach[random_probe], reach[search_probe], realized, chance[random_probe], chance[search_probe], prompts, margin=grid.margin

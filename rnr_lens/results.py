@@ -10,10 +10,10 @@ read the same record.
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
@@ -87,10 +87,11 @@ class ProbeSummary:
     _ESTIMATES: ClassVar[tuple[str, ...]] = ("realized", "reachable", "chance", "above_chance")
     _COUNTS: ClassVar[tuple[str, ...]] = ("reachable_not_realized", "format_misses")
 
-    def row(self) -> dict[str, Any]:
-        """A table row: the estimates as :class:`Estimate`, one ``select:NAME`` column per
-        selector (what :meth:`AuditResult.summary` shows)."""
-        out: dict[str, Any] = {"probe": self.probe, "budget": self.budget, "questions": self.questions, "prompts": self.prompts}
+    def row(self, label: str | None = None) -> dict[str, Any]:
+        """A table row: the probe by ``label`` (its short label), the estimates as
+        :class:`Estimate`, one ``select:NAME`` column per selector (what
+        :meth:`AuditResult.summary` shows)."""
+        out: dict[str, Any] = {"probe": label or self.probe, "budget": self.budget, "questions": self.questions, "prompts": self.prompts}
         out.update({k: getattr(self, k) for k in self._ESTIMATES + self._COUNTS if getattr(self, k) is not None})
         out.update({selector_column(name): e for name, e in self.selectors.items()})
         return out
@@ -154,7 +155,9 @@ class AuditResult:
         info: The audit's record (model, task, config hash, probes, seed...).
         tries: One row per try (probe ``default`` holds the realized answers).
         questions: One row per question: realized flag and default output, and per probe the
-            reachable flag and the first try that hit.
+            reachable flag and the first try that hit, named by the probe's short label
+            (``reachable[sampling]``; :attr:`labels` maps each full spec to it, and
+            :meth:`column` names a probe's column).
     """
 
     info: AuditRecord
@@ -174,7 +177,7 @@ class AuditResult:
         info = rs.audit(audit_id)
         tries = rs.tries(info.id)
         qs = rs.questions(info.id)
-        return cls(info, tries, _question_table(qs, tries, info.probes), seed=info.seed)
+        return cls(info, tries, _question_table(qs, tries, probe_labels(info.probes)), seed=info.seed)
 
     @property
     def id(self) -> str:
@@ -183,6 +186,24 @@ class AuditResult:
     @property
     def probes(self) -> list[str]:
         return list(self.info.probes)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Each probe's short label (its family, numbered where a family repeats), keyed by its
+        full spec: the one name of a probe in tables, figures and widgets; the full spec stays
+        in :attr:`probes` and in the store.
+
+        Example:
+            >>> result.labels  # doctest: +SKIP
+            {'sampling:k=8,t=0.7,top_p=1.0,draw=multinomial': 'sampling', 'routes:k=8,skip=1-3,repeat=1-3': 'routes'}
+        """
+        return probe_labels(self.probes)
+
+    def column(self, probe: str, what: Literal["reachable", "first_hit"] = "reachable") -> str:
+        """The name of ``probe``'s column in :attr:`questions` (``probe`` as :meth:`probe_name`
+        accepts it): ``reachable[sampling]``, or its first correct try's index."""
+        label = self.labels[self.probe_name(probe)]
+        return reachable_column(label) if what == "reachable" else first_hit_column(label)
 
     @property
     def config(self) -> DeploymentConfig:
@@ -195,8 +216,9 @@ class AuditResult:
     def probe_name(self, probe: str) -> str:
         """The stored name of ``probe`` in this audit: a stored name, any spec of the same probe
         (``"sampling:k=8,t=0.7"`` names ``sampling:k=8,t=0.7,top_p=1.0,draw=multinomial``:
-        specs are compared by their parsed, canonical name, never as text prefixes), or a bare
-        family (``"routes"``) when the audit ran one probe of it.
+        specs are compared by their parsed, canonical name, never as text prefixes), or its short
+        label (:attr:`labels`: a bare family such as ``"routes"`` when the audit ran one probe of
+        it, ``"sampling-2"`` where it ran several).
 
         Example:
             >>> result.probe_name("sampling:k=8,t=0.7")  # doctest: +SKIP
@@ -204,6 +226,9 @@ class AuditResult:
         """
         if probe in self.probes or probe == DEFAULT_PROBE:
             return probe
+        by_label = {label: spec for spec, label in self.labels.items()}
+        if probe in by_label:
+            return by_label[probe]
         if ":" not in probe:
             family = [p for p in self.probes if p.partition(":")[0] == probe]
             if len(family) == 1:
@@ -222,7 +247,7 @@ class AuditResult:
     def reachable_not_realized(self, probe: str) -> list[str]:
         probe = self.probe_name(probe)
         q = self.questions
-        return q.loc[q[reachable_column(probe)] & ~q["realized"], "question_id"].tolist()
+        return q.loc[q[self.column(probe)] & ~q["realized"], "question_id"].tolist()
 
     def selections(self, probe: str, k: int | None = None) -> pd.DataFrame:
         """Each selector's pick per question for ``probe`` (question, selector, try, correct),
@@ -311,7 +336,7 @@ class AuditResult:
         mask = self.complete_mask(probe).to_numpy()
         q = self.questions[mask]
         realized = q["realized"].to_numpy(float)
-        reach = q[reachable_column(probe)].to_numpy(float)
+        reach = q[self.column(probe)].to_numpy(float)
         prompts = q["prompt"].tolist()
         chance = self.chance(probe)[mask]
         # every complete question has each selector's pick: one column per selector, in q's order
@@ -331,9 +356,10 @@ class AuditResult:
         )
 
     def summary(self) -> pd.DataFrame:
-        """:meth:`probe_summaries` as a table of estimates, one ``select:NAME`` column per
-        selector."""
-        return pd.DataFrame([s.row() for s in self.probe_summaries()])
+        """:meth:`probe_summaries` as a table of estimates, each probe by its short label
+        (:attr:`labels` gives its full spec), one ``select:NAME`` column per selector."""
+        labels = self.labels
+        return pd.DataFrame([s.row(labels.get(s.probe)) for s in self.probe_summaries()])
 
     def chance(self, probe: str, n_perm: int = 200, *, lenient: bool = False) -> np.ndarray:
         """Per question (aligned with :attr:`questions`), its chance of counting as reached:
@@ -399,7 +425,7 @@ class AuditResult:
         """A compact summary for notebooks: short probe labels, intervals on one line."""
         i = self.info
         summaries = self.probe_summaries()
-        labels = probe_labels([s.probe for s in summaries])
+        labels = {**self.labels, "(none)": "(none)"}
         blind = sorted({name for s in summaries for name in s.selectors if name in sel.ANSWER_BLIND or name == "reward"})  # the oracle is `reachable`
         shown = [{**x.cells(labels[x.probe]), "reach-not-real": x.reachable_not_realized, "format misses": x.format_misses} for x in summaries]
         rows = [[*row.values(), *(estimate_text(x.selectors.get(b)) for b in blind)] for row, x in zip(shown, summaries)]
@@ -420,16 +446,16 @@ class AuditResult:
         return [s.to_dict() for s in self.probe_summaries()]
 
 
-def _question_table(questions: pd.DataFrame, tries: pd.DataFrame, probes: Sequence[str]) -> pd.DataFrame:
+def _question_table(questions: pd.DataFrame, tries: pd.DataFrame, labels: Mapping[str, str]) -> pd.DataFrame:
     table = questions[["question_id", "prompt", "gold"]].copy()
     default = tries[tries["probe"] == DEFAULT_PROBE].set_index("question_id")
     table["has_default"] = table["question_id"].isin(default.index)
     table["realized"] = table["question_id"].map(default["correct"]).fillna(False).astype(bool)
     table["default_text"] = table["question_id"].map(default["text"])
     table["default_extracted"] = table["question_id"].map(default["extracted"])
-    for probe in probes:
+    for probe, label in labels.items():
         t = tries[tries["probe"] == probe]
         hit = t[t["correct"]].groupby("question_id")["try_index"].min()
-        table[reachable_column(probe)] = table["question_id"].isin(hit.index)
-        table[first_hit_column(probe)] = table["question_id"].map(hit).astype("Int64")
+        table[reachable_column(label)] = table["question_id"].isin(hit.index)
+        table[first_hit_column(label)] = table["question_id"].map(hit).astype("Int64")
     return table

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from rnr_lens.display import probe_budget_label, probe_labels, selector_column
+from rnr_lens.display import probe_budget_label, selector_column
 from rnr_lens.errors import RnrLensError
 from rnr_lens.routes import Route
 from rnr_lens.selectors import ANSWER_BLIND
@@ -384,7 +384,7 @@ def realized_vs_reachable(results: AuditResult | Sequence[AuditResult]) -> go.Fi
     blind = {s: (selector_column(s), OKABE_ITO[i]) for s, i in zip((*ANSWER_BLIND, "reward"), (2, 3, 4, 5, 7), strict=True)}
     for col, result in enumerate(results, start=1):
         summaries = result.probe_summaries()
-        short = probe_labels([s.probe for s in summaries])
+        short = result.labels
         for key, (name, colour) in {**measured, **blind}.items():
             points = [(short.get(s.probe, s.probe), s.selectors.get(key) if key in blind else getattr(s, key)) for s in summaries]
             shown = [(label, e) for label, e in points if e is not None and not e.is_empty]

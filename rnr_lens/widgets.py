@@ -22,7 +22,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from rnr_lens import viz
-from rnr_lens.display import html_table, probe_labels, selector_column
+from rnr_lens.display import html_table, selector_column
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import DEFAULT_PROBE
 from rnr_lens.selectors import ANSWER_BLIND
@@ -151,7 +151,7 @@ def audit_explorer(result: AuditResult) -> W.VBox:
     by any column)."""
     if not result.probes:
         raise RnrLensError("the audit has no probes to explore")
-    labels = probe_labels(result.probes)
+    labels = result.labels
     probe = W.Dropdown(options=[(labels[p], p) for p in result.probes], description="probe")
     selector = W.Dropdown(options=[(selector_column(s), s) for s in ("oracle", *ANSWER_BLIND)], description="selector")
     k = W.IntSlider(value=1, min=1, max=max(1, result.budget(result.probes[0])), description="k", continuous_update=False)
@@ -207,7 +207,7 @@ def question_html(result: AuditResult, question_id: str, probes: Sequence[str] |
     if q.empty:
         raise RnrLensError(f"audit {result.id[:12]} has no question {question_id!r}")
     q = q.iloc[0]
-    labels = {DEFAULT_PROBE: DEFAULT_PROBE, **probe_labels(result.probes)}
+    labels = {DEFAULT_PROBE: DEFAULT_PROBE, **result.labels}
     wanted = [DEFAULT_PROBE, *(probes if probes is not None else result.probes)]
     tries = result.tries[(result.tries.question_id == question_id) & result.tries.probe.isin(wanted)]
     rows = []
@@ -256,7 +256,7 @@ def question_explorer(result: AuditResult) -> W.VBox:
     its route or ablation, the raw text, the extracted answer and whether it is correct."""
     if result.questions.empty:
         raise RnrLensError("the audit holds no questions yet")
-    labels = probe_labels(result.probes)
+    labels = result.labels
     options = [(f"{q.question_id}: {str(q.prompt)[:50]}", q.question_id) for q in result.questions.itertuples()]
     question = W.Dropdown(options=options, description="question", layout=W.Layout(width="60%"))
     probe = W.Dropdown(options=[("all probes", None)] + [(labels[p], p) for p in result.probes], description="probe")

@@ -69,11 +69,11 @@ def test_report_answers_the_three_claims_and_resumes(first_report, grid_file, ca
         summary = {r["probe"]: r for r in result.summary_records()}
         assert c["reachable_random"] == summary[c["random"]]["reachable"] and c["reachable_search"] == summary[c["search"]]["reachable"]
         q = result.questions
-        diff = q[f"reachable[{c['random']}]"].to_numpy(float) - q[f"reachable[{c['search']}]"].to_numpy(float)
+        diff = q[result.column(c["random"])].to_numpy(float) - q[result.column(c["search"])].to_numpy(float)
         assert c["random_minus_search"]["value"] == pytest.approx(diff.mean())
         for probe, above in ((c["random"], c["above_chance_random"]), (c["search"], c["above_chance_search"])):
             gain = c["oracle_gain"][probe]
-            assert gain["value"] == pytest.approx((q[f"reachable[{probe}]"].to_numpy(float) - q["realized"].to_numpy(float)).mean())
+            assert gain["value"] == pytest.approx((q[result.column(probe)].to_numpy(float) - q["realized"].to_numpy(float)).mean())
             if R.Estimate.from_dict(above).resolved != "above":
                 assert all(v is None for v in c["retention"][probe].values()), "no share of a gain that may be chance"
             assert "logprob-or-default" in c["retention"][probe], "a blind selector that may keep the default answer"

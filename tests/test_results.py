@@ -20,9 +20,10 @@ def test_aggregates_agree_with_the_tries(tiny_audit):
     summary = tiny_audit.summary().set_index("probe")
     for probe in tiny_audit.probes:
         hits = tries[tries.probe == probe].groupby("question_id")["correct"].any()
-        assert summary.loc[probe, "reachable"].value == pytest.approx(hits.mean())
-        assert summary.loc[probe, "select:oracle"].value == pytest.approx(hits.mean())
-        assert summary.loc[probe, "realized"].value == pytest.approx(default.mean())
+        probe_row = summary.loc[tiny_audit.labels[probe]]
+        assert probe_row["reachable"].value == pytest.approx(hits.mean())
+        assert probe_row["select:oracle"].value == pytest.approx(hits.mean())
+        assert probe_row["realized"].value == pytest.approx(default.mean())
         curve = tiny_audit.pass_at_k(probe)
         assert curve["pass_at_k"].iloc[-1] == pytest.approx(hits.mean())
         assert (np.diff(curve["pass_at_k"]) >= -1e-12).all()
@@ -79,7 +80,7 @@ def test_the_table_and_the_records_are_the_same_rows(tiny_audit):
     """One owner of a probe's row: the DataFrame, the JSON records and the typed summaries agree."""
     table = tiny_audit.summary().set_index("probe")
     for summary, record in zip(tiny_audit.probe_summaries(), tiny_audit.summary_records()):
-        row = table.loc[summary.probe]
+        row = table.loc[tiny_audit.labels[summary.probe]]
         assert row["reachable"] == summary.reachable and record["reachable"] == summary.reachable.to_dict()
         for name, estimate in summary.selectors.items():
             assert row[SELECTOR_COLUMN + name] == estimate
@@ -106,3 +107,21 @@ def test_a_probe_is_found_by_its_parsed_name_never_by_a_text_prefix(tiny, tmp_pa
         result.probe_name("sampling:k=2")
     one = audit(tiny, tasks.get("add-small", n=2), ["routes:k=1"], store=tmp_path / "b.db", progress=False)
     assert one.probe_name("routes") == one.probes[0]
+    assert result.probe_name("sampling-2") == "sampling:k=1,t=0.7,top_p=1.0,draw=multinomial"  # its short label
+    assert result.questions[result.column("sampling-2")].equals(result.questions["reachable[sampling-2]"])
+
+
+def test_tables_name_each_probe_by_its_short_label_and_keep_the_spec_once(tiny_audit):
+    """The questions table and the summary carry short labels (a full spec squeezed the text
+    column); ``labels`` maps each full spec to its label, and every label names a column."""
+    labels = tiny_audit.labels
+    assert list(labels) == tiny_audit.probes and list(labels.values()) == ["sampling", "routes", "search"]
+    assert tiny_audit.summary()["probe"].tolist() == ["sampling", "routes", "search"]
+    assert not any(":" in c for c in tiny_audit.questions.columns)
+    tries = tiny_audit.tries
+    for spec, label in labels.items():
+        hit = tries[(tries.probe == spec) & tries.correct].groupby("question_id")["try_index"].min()
+        q = tiny_audit.questions.set_index("question_id")
+        assert q[f"reachable[{label}]"].tolist() == [i in hit.index for i in q.index]
+        assert q[tiny_audit.column(label, "first_hit")].dropna().astype(int).to_dict() == hit.to_dict()
+        assert tiny_audit.probe_name(label) == spec

@@ -138,10 +138,8 @@ def est(e: Estimate | None) -> str:
 def print_audit(result: AuditResult, header: str, store: str) -> None:
     """An audit as two tables that fit 100 columns (probes by short label, specs listed below);
     a warning line above them where format misses may decide the realized rate."""
-    from rnr_lens.display import probe_labels
-
     summaries = result.probe_summaries()
-    labels = probe_labels([s.probe for s in summaries])
+    labels = result.labels
     print(header)
     if result.config.shots is not None:
         print(f"worked examples: {result.config.shots.label}, before every question (show --json: rendered_prompt)")
