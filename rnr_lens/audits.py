@@ -10,6 +10,7 @@ give the same per-question results.
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -235,6 +236,7 @@ def audit(
     label: str | None = None,
     resume: bool | str = True,
     shard: str | Shard | None = None,
+    shots_file: Task | str | os.PathLike[str] | None = None,
 ) -> AuditResult:
     """Audit ``model`` on ``task``: the realized answer and each probe's tries per question.
 
@@ -255,6 +257,8 @@ def audit(
             differs instead of silently starting a second audit.
         shard: Run only shard ``"i/n"`` of the questions (see :mod:`rnr_lens.shards`); the
             shards' stores merge into the whole audit with :func:`rnr_lens.store.merge`.
+        shots_file: The file of worked examples a ``file:NAME`` shots source in ``config``
+            names (the CLI's ``--shots-file``; :meth:`DeploymentConfig.for_task`).
 
     Example:
         >>> result = audit(model, tasks.get("add-small", n=10), ["sampling:k=4,t=0.7"])  # doctest: +SKIP
@@ -262,6 +266,8 @@ def audit(
     """
     if resume not in RESUME:
         raise RnrLensError(f"resume must be one of {', '.join(map(repr, RESUME))}, got {resume!r}")
+    if shots_file is not None:  # its examples drawn once; the plan checks them against the task again
+        config = deployment_for_task(model, task, config, shots_file)
     planned = plan(task, probes, seed=seed, config=config, shard=shard).deployed(model)
     planned.check_model(model)
     config, probe_objs, part, selected = planned.deployment, planned.probes, planned.shard, planned.selected()

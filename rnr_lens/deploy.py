@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.prompts import ChatPrompt, PromptLike
 from rnr_lens.records import short_hash
 from rnr_lens.shots import Shots, resolve
-from rnr_lens.tasks import train_split
+from rnr_lens.tasks import load_file, train_split
 from rnr_lens.tasks.core import Question, Scoring, Task
 from rnr_lens.untrusted import load_yaml, read_small
 
@@ -190,13 +191,17 @@ class DeploymentConfig:
         examples = self.shots.examples_for(question) if self.shots else ()
         return tuple((f"{self.instruction}{e.question}", f"{self.assistant_prefix}{e.answer}.") for e in examples)
 
-    def for_task(self, task: Task, shots_file: Task | None = None) -> DeploymentConfig:
+    def for_task(self, task: Task, shots_file: Task | str | os.PathLike[str] | None = None) -> DeploymentConfig:
         """This deployment fitted to ``task``: refused where it cannot score it
         (:func:`check_config_fits`), its worked examples drawn from their source for ``task``
-        (:func:`rnr_lens.shots.resolve`; ``shots_file``: the task a ``file:NAME`` source names)."""
+        (:func:`rnr_lens.shots.resolve`; ``shots_file``: the file a ``file:NAME`` source names,
+        as a path or a loaded task; a path is read as ``task``'s answer type, so a file whose
+        answers are of another type is refused by its line)."""
         check_config_fits(self, task)
         if shots_file is not None:
             check_shots_file(self)
+            if not isinstance(shots_file, Task):
+                shots_file = load_file(shots_file, answer_type=task.answer_type)
         return self if self.shots is None else replace(self, shots=resolve(self.shots, task, shots_file))
 
     def extract(self, generated: str) -> str | None:
@@ -320,7 +325,7 @@ def deployment_for(model_or_tokenizer: Any, answer_type: str) -> DeploymentConfi
 
 
 def deployment_for_task(
-    model_or_tokenizer: Any, task: Task, config: DeploymentConfig | None = None, shots_file: Task | None = None
+    model_or_tokenizer: Any, task: Task, config: DeploymentConfig | None = None, shots_file: Task | str | os.PathLike[str] | None = None
 ) -> DeploymentConfig:
     """The deployment of ``task`` for this model, fitted to the task: ``config`` where given
     (:meth:`DeploymentConfig.for_task`: checked, its shots drawn), else the default: the one

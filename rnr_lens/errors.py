@@ -26,10 +26,16 @@ SPELLINGS: dict[str, tuple[str, str, bool]] = {
     "evidence": ("evidence", "--from-evidence", True),
     "keep_absent": ("keep_absent=True", "--keep-absent", False),
     "executor": ("executor", "--executor", True),
+    "model": ("model", "--model", True),
+    "trust_code": ("trust_code=True", "--trust-task-code", False),
+    "shots_file": ("shots_file", "--shots-file", True),
+    "question_field": ("question", "--field question=", True),
+    "answer_field": ("answer", "--field answer=", True),
 }
 """Each argument a message may tell the user to pass, by what it does: its Python spelling (the
 keyword of an argument with a value, or the whole assignment of a switch), its CLI flag, and
-whether the flag takes a value. ``resume`` continues an unfinished audit (Python's default,
+whether the flag takes a value (a flag ending in ``=`` takes it joined: ``--field answer=NAME``).
+``resume`` continues an unfinished audit (Python's default,
 the CLI's ``--resume``); ``resume_only`` continues and never starts one; ``no_resume`` starts
 training afresh (``train``'s ``--no-resume``)."""
 
@@ -49,7 +55,7 @@ def arg(name: str, value: str = "") -> str:
     """
     python, flag, takes_value = SPELLINGS[name]
     if _CLI.get():
-        return f"{flag} {value}" if takes_value and value else flag
+        return (flag + value if flag.endswith("=") else f"{flag} {value}") if takes_value and value else flag
     if not takes_value:
         return python
     return f"{python}={value!r}" if value else f"{python}="

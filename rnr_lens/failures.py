@@ -26,11 +26,13 @@ MIN_FAILURES = 2
 """The smallest failure set: one discovery and one held-out question."""
 
 
-MINE_WITH_IT = "mine with that checkpoint (rnr-lens mine: pass --model with it)"
-"""What to do when a failure set meets other weights than its audit's (the default fix-it hint)."""
+def mine_with_it() -> str:
+    """What to do when a failure set meets other weights than its audit's (the default fix-it
+    hint), spelled for the caller (:func:`rnr_lens.errors.arg`)."""
+    return f"mine with that checkpoint ({arg('model', 'CHECKPOINT')})"
 
 
-def check_weights(model: Any, fingerprint: str, audit_id: str, fix: str = MINE_WITH_IT) -> None:
+def check_weights(model: Any, fingerprint: str, audit_id: str, fix: str | None = None) -> None:
     """Refuse ``model`` unless its weights are those audit ``audit_id`` recorded
     (``fingerprint``), in one line ending with the caller's ``fix``: the one owner of "mine with
     the audited checkpoint" (:meth:`FailureSet.check_model`, a report before it mines).
@@ -39,7 +41,9 @@ def check_weights(model: Any, fingerprint: str, audit_id: str, fix: str = MINE_W
         >>> check_weights(model, result.info.model_fingerprint, result.id)  # doctest: +SKIP
     """
     if model.fingerprint() != fingerprint:
-        raise RnrLensError(f"model {model.name} is not the checkpoint audit {audit_id[:12]} was made with (weights {fingerprint}); {fix}")
+        raise RnrLensError(
+            f"model {model.name} is not the checkpoint audit {audit_id[:12]} was made with (weights {fingerprint}); {fix or mine_with_it()}"
+        )
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ class FailureSet:
     before: dict[str, Outcome] = field(default_factory=dict, compare=False)
     """The audit's default (realized) answer to every question."""
 
-    def check_model(self, model: Any, fix: str = MINE_WITH_IT) -> None:
+    def check_model(self, model: Any, fix: str | None = None) -> None:
         """Refuse a model other than the audited checkpoint: its answers would be compared with
         the audited model's ``before`` (repairs and breaks of nothing it did). Every sweep and
         null calls this before it generates (:func:`check_weights`)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Union
 
-from rnr_lens.errors import RnrLensError
+from rnr_lens.errors import RnrLensError, arg
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def render(tokenizer: Any, prompt: PromptLike) -> tuple[str, bool]:
     if not getattr(tokenizer, "chat_template", None):
         raise RnrLensError(
             "this model's tokenizer has no chat template; use raw-text prompts: a deployment config with chat: false "
-            "(--config), or leave the config out in the library, which then picks raw text for such a model"
+            f"({arg('config')}), or leave the config out, which then picks raw text for such a model"
         )
     messages = []
     if prompt.system is not None:

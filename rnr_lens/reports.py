@@ -567,7 +567,7 @@ def report(
     address: str | None = None,
     num_cpus: int | None = None,
     evidence: str | Path | None = None,
-    trust_task_code: bool = False,
+    trust_code: bool = False,
     keep_absent: bool = False,
 ) -> Report:
     """Run (or resume) every setting of ``grid`` into ``out/runs.db`` and write
@@ -590,7 +590,7 @@ def report(
         evidence: Resume from this evidence file on a machine without the run's store: the
             store is rebuilt from it into ``out`` (which must hold no store yet), then the grid
             continues.
-        trust_task_code: Run the grid's lm-eval task YAMLs of the user's, which are code
+        trust_code: Run the grid's lm-eval task YAMLs of the user's, which are code
             (:func:`rnr_lens.tasks.lm_eval.load`); off, such a task is refused before any model loads.
         keep_absent: A model whose weights are not on this machine (a trained checkpoint made
             on another) keeps its settings as the store or evidence records them, neither loaded
@@ -607,7 +607,7 @@ def report(
 
     check_executor(executor, shards)
     out = Path(out)
-    document, configs, tasks_, model_specs, kept = _prepare(grid, out, evidence, trust_task_code, keep_absent)
+    document, configs, tasks_, model_specs, kept = _prepare(grid, out, evidence, trust_code, keep_absent)
     run = _ReportRun(grid, _open_store(out, document, evidence), _report_files(out))
     run.stage_done()
     for spec in kept:  # said even under --json (stderr): what this run did not redo
@@ -697,7 +697,7 @@ def _ceiling_task(task: Any, grid: Grid) -> Any:
 
 
 def _prepare(
-    grid: Grid, out: Path, evidence: str | Path | None, trust_task_code: bool = False, keep_absent: bool = False
+    grid: Grid, out: Path, evidence: str | Path | None, trust_code: bool = False, keep_absent: bool = False
 ) -> tuple[Any, dict[str, DeploymentConfig] | None, dict[str, Any], list[str], list[str]]:
     """Everything a report checks before hours of work, in one pass: the evidence to resume
     from (read, and of this grid), the config, every task, every model and checkpoint, and
@@ -715,7 +715,7 @@ def _prepare(
     if document is not None:
         _check_same_grid(document["manifest"]["grid"], grid, f"{evidence} is the evidence of another grid", "resume it with the grid it ran")
     config = DeploymentConfig.load(grid.config) if grid.config else None
-    tasks_ = {spec: _load_task(spec, grid, trust_task_code) for spec in grid.tasks}
+    tasks_ = {spec: _load_task(spec, grid, trust_code) for spec in grid.tasks}
     # the grid's config fitted to each task before any store or model: bad shots are refused now
     configs = {spec: config.for_task(task) for spec, task in tasks_.items()} if config is not None else None
     stored = evidence_.Manifest.from_dict(document["manifest"]) if document is not None else None

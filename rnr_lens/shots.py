@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rnr_lens.errors import RnrLensError
+from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.tasks import Task, train_split
 
 SOURCES = ("train", "self")
@@ -141,7 +141,7 @@ def draw(shots: Shots, source: Task, test: Task) -> Shots:
     if shots.source == "self" and len(test) <= shots.n:
         raise RnrLensError(
             f"task {test.name} has {len(test)} questions, too few to be its own source of {shots.n} shots "
-            f"(each question is left out of its own context); name a shots file, ask for fewer shots, or deploy zero-shot (a --config without shots)"
+            f"(each question is left out of its own context); name a shots file, ask for fewer shots, or deploy zero-shot (a deployment config without shots: {arg('config')})"
         )
     distinct: dict[str, Any] = {}
     for q in source:  # a repeated question would leave a question that repeats it short of n examples
@@ -190,6 +190,6 @@ def resolve(shots: Shots, test: Task, file: Task | None = None) -> Shots:
         source = test
     else:
         if file is None:
-            raise RnrLensError(f"the deployment's shots come from {shots.source}; pass that file (--shots-file PATH)")
+            raise RnrLensError(f"the deployment's shots come from {shots.source}; pass that file ({arg('shots_file', 'PATH')})")
         source = file
     return draw(shots, source, test)

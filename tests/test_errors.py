@@ -16,7 +16,7 @@ def test_each_argument_has_one_spelling_per_caller():
     for name, (python, flag, takes_value) in SPELLINGS.items():
         assert arg(name, "X") == (f"{python}='X'" if takes_value else python) and "--" not in arg(name)
         with cli_spelling():
-            assert arg(name, "X") == (f"{flag} X" if takes_value else flag)
+            assert arg(name, "X") == ((flag + "X" if flag.endswith("=") else f"{flag} X") if takes_value else flag)
     assert arg("probe", "sampling:k=8") == "probe='sampling:k=8'" and arg("resume") == "resume=True"
     assert arg("resume_only") == "resume='only'" and arg("no_resume") == "resume=False"
     # each flag is one the CLI has, taking a value exactly where the table says
@@ -28,7 +28,8 @@ def test_each_argument_has_one_spelling_per_caller():
         for action in sub._actions
         for option in action.option_strings
     }
-    for name, (_, flag, takes_value) in SPELLINGS.items():
+    for name, (_, spelled, takes_value) in SPELLINGS.items():
+        flag = spelled.split()[0]  # "--field answer=": the option, then the start of its value
         assert flag in actions, f"{name}: the CLI has no {flag}"
         assert (actions[flag].nargs != 0) == takes_value, f"{flag} takes a value: {takes_value}"
 
@@ -46,3 +47,37 @@ def test_freeze_after_a_multi_probe_audit_names_probe_in_python_and_the_flag_in_
     # named, the probe is read (the README's call passes the sampling probe): what remains is the set's own size check
     with pytest.raises(R.RnrLensError, match=r"are reachable-not-realized in audit .* a failure set needs at least 2"):
         R.failures.freeze(result, RunStore(db), probe="sampling:k=2,t=1.0")
+
+
+def test_fix_it_hints_name_python_arguments_from_python_and_flags_from_the_cli(tiny, tmp_path, capsys):
+    """The hints that once named both spellings inline (or a flag alone): each says one, by caller."""
+    from rnr_lens.failures import check_weights
+
+    unnamed = tmp_path / "t.jsonl"
+    unnamed.write_text('{"q": "2 + 2?", "a": "4"}\n')
+    (tmp_path / "c.yaml").write_text("shots: {n: 1, source: 'file:ex'}\n")
+    (tmp_path / "ex.jsonl").write_text('{"question": "What is 50 + 1?", "answer": "51"}\n')
+    (tmp_path / "task.yaml").write_text("task: mine\n")
+    config = R.DeploymentConfig.load(tmp_path / "c.yaml")
+    python = {
+        "question='NAME', answer='NAME'": lambda: R.tasks.load_file(unnamed),
+        "pass that file (shots_file='PATH')": lambda: R.audit(tiny, R.tasks.get("add-small", n=2), config=config, progress=False),
+        "then pass trust_code=True to run it": lambda: R.tasks.get(f"lm-eval:{tmp_path / 'task.yaml'}"),
+        "mine with that checkpoint (model='CHECKPOINT')": lambda: check_weights(tiny, "0" * 16, "a" * 16),
+    }
+    for said, call in python.items():
+        with pytest.raises(R.RnrLensError) as err:
+            call()
+        assert said in str(err.value) and "--" not in str(err.value), str(err.value)
+    cli = {  # each refused before a model loads
+        "--field question=NAME, --field answer=NAME": ["--task", str(unnamed)],
+        "pass that file (--shots-file PATH)": ["--task", "add-small", "--config", str(tmp_path / "c.yaml")],
+        "then pass --trust-task-code to run it": ["--task", f"lm-eval:{tmp_path / 'task.yaml'}"],
+    }
+    for said, argv in cli.items():
+        assert main(["audit", "--model", "/no/such/model", *argv, "--out", str(tmp_path / "r.db")]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "='" not in err, err
+    # the file named, the Python audit draws its example from it, as the CLI does
+    result = R.audit(tiny, R.tasks.get("add-small", n=2), config=config, shots_file=tmp_path / "ex.jsonl", progress=False)
+    assert [e.question for e in result.config.shots.pool] == ["What is 50 + 1?"]

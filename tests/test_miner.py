@@ -173,7 +173,7 @@ def test_mining_refuses_another_model_than_the_audited_one(planted):
     fs = failures.freeze(result, store, probe="ablation")
     assert fs.model_fingerprint == result.info.model_fingerprint
     other = R.tiny_model(n_layers=4, seed=1)
-    with pytest.raises(R.RnrLensError, match=r"not the checkpoint audit .* was made with.*pass --model"):
+    with pytest.raises(R.RnrLensError, match=r"not the checkpoint audit .* was made with.*\(model='CHECKPOINT'\)"):
         mine(other, fs, strategy="screen+confirm", progress=False)
     with pytest.raises(R.RnrLensError, match="not the checkpoint audit"):
         null_repair(other, fs)

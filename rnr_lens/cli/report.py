@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             address=args.address,
             num_cpus=args.num_cpus,
             evidence=args.from_evidence,
-            trust_task_code=args.trust_task_code,
+            trust_code=args.trust_task_code,
             keep_absent=args.keep_absent,
         )
     if profile is not None and not args.json:

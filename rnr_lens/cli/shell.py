@@ -89,15 +89,13 @@ def load_config(args: argparse.Namespace, task: Task) -> DeploymentConfig:
     """--config, else the task's default deployment for the model: raw text where its
     tokenizer has no chat template (read without loading the weights, as the library and Ray
     workers do), the harness's own for an lm-eval task."""
-    from rnr_lens import tasks
     from rnr_lens.deploy import DeploymentConfig, check_shots_file, deployment_for_task
     from rnr_lens.models import load_tokenizer
 
     config = DeploymentConfig.load(args.config) if args.config else None
-    if getattr(args, "shots_file", None):
-        check_shots_file(config)
-    # read as the task's answer type: a shots file whose answers are of another type is refused by its line
-    shots_file = tasks.load_file(args.shots_file, answer_type=task.answer_type) if getattr(args, "shots_file", None) else None
+    shots_file = getattr(args, "shots_file", None)
+    if shots_file:
+        check_shots_file(config)  # before the tokenizer loads
     if config is not None:
         return deployment_for_task(None, task, config, shots_file)
     return deployment_for_task(load_tokenizer(args.model, trust_remote_code=getattr(args, "trust_remote_code", False)), task, None, shots_file)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from rnr_lens.answers import canonical_number
-from rnr_lens.errors import RnrLensError
+from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.tasks.core import Question, Task
 from rnr_lens.untrusted import read_small
 
@@ -276,7 +276,7 @@ def load(name: str, trust_code: bool = False) -> Task:
         task_name(spec)  # a missing or malformed file says so first (read as plain YAML, nothing run)
         raise RnrLensError(
             f"{spec.include / spec.task} is a task file, and lm-eval runs a task file as code (its templates, !function and metric names can run "
-            "Python); read it and what it includes, then pass --trust-task-code (trust_code=True) to run it"
+            f"Python); read it and what it includes, then pass {arg('trust_code')} to run it"
         )
     task = _load_harness_task(spec)
     readers = tuple(f.name for f in task._filters)

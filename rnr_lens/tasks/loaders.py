@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rnr_lens.answers import canonical_gold
-from rnr_lens.errors import RnrLensError
+from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.files import read_text
 from rnr_lens.tasks.core import Question, Task
 from rnr_lens.untrusted import QUESTION_CHARS, TASK_BYTES, loads_json, quoted
@@ -119,7 +119,7 @@ def load_file(
     if format not in FORMATS:
         raise RnrLensError(f"unknown task format {format!r}; use one of {', '.join(FORMATS)}")
     name = name or path.stem
-    hint = "pass the field names with question=/answer= (CLI: --field answer=NAME)"
+    hint = f"pass the field names ({arg('question_field', 'NAME')}, {arg('answer_field', 'NAME')})"
     questions: list[Question] = []
     answer_type = answer_type or ("choice" if format == "arc" or choices else "number")
     options: tuple[str, ...]
