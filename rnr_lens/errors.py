@@ -31,10 +31,12 @@ SPELLINGS: dict[str, tuple[str, str, bool]] = {
     "shots_file": ("shots_file", "--shots-file", True),
     "question_field": ("question", "--field question=", True),
     "answer_field": ("answer", "--field answer=", True),
+    "limit": ("task.first(N)", "--limit N", False),
 }
 """Each argument a message may tell the user to pass, by what it does: its Python spelling (the
 keyword of an argument with a value, or the whole assignment of a switch), its CLI flag, and
-whether the flag takes a value (a flag ending in ``=`` takes it joined: ``--field answer=NAME``).
+whether the flag takes a value (a flag ending in ``=`` takes it joined: ``--field answer=NAME``;
+a spelling that shows its own placeholder, ``--limit N``, takes none from the message).
 ``resume`` continues an unfinished audit (Python's default,
 the CLI's ``--resume``); ``resume_only`` continues and never starts one; ``no_resume`` starts
 training afresh (``train``'s ``--no-resume``)."""

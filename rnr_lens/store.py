@@ -151,7 +151,7 @@ class RunStore:
         self.mode = mode
         memory = self.path == ":memory:"
         if not memory and not Path(self.path).parent.exists():
-            raise RnrLensError(f"folder {Path(self.path).parent} does not exist; create it or choose another --out path")
+            raise RnrLensError(f"folder {Path(self.path).parent} does not exist; create it or choose another path for the store")
         exists = not memory and Path(self.path).exists()
         if exists and Path(self.path).is_dir():
             raise RnrLensError(f"{self.path} is a folder, not a run store file; choose a file path such as {Path(self.path) / 'run.db'}")
@@ -511,7 +511,7 @@ def merge(inputs: Sequence[str | Path], out: str | Path) -> RunStore:
     if out.exists():
         raise RnrLensError(f"{out} already exists; merge into a new file (or delete it first)")
     if not out.parent.exists():
-        raise RnrLensError(f"folder {out.parent} does not exist; create it or choose another --out path")
+        raise RnrLensError(f"folder {out.parent} does not exist; create it or choose another path for the merged store")
     with built_whole(out) as merged:
         for path in inputs:
             source = RunStore(path, mode="read")

@@ -16,7 +16,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from rnr_lens.errors import RnrLensError
+from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.tasks import lm_eval
 from rnr_lens.tasks.builtin import BUILTINS, build, split_size, train_split
 from rnr_lens.tasks.core import ANSWER_TYPES, Question, Scoring, Task
@@ -45,7 +45,7 @@ def _check_params(name: str, params: dict[str, Any], fn: Any, what: str) -> None
     known = [k for k in inspect.signature(fn).parameters if k not in ("name", "path", "trust_code")]
     unknown = sorted(set(params) - set(known))
     if unknown:
-        hint = "; to use only the first N questions of a file, use --limit N (Task.first(N))" if "n" in unknown else ""
+        hint = f"; to use only the first N questions of a file, use {arg('limit')}" if "n" in unknown else ""
         raise RnrLensError(f"{unknown[0]}= does not apply to {what} ({name}); it takes {', '.join(known) or 'none'}{hint}")
 
 
