@@ -201,7 +201,7 @@ class DeploymentConfig:
         if shots_file is not None:
             check_shots_file(self)
             if not isinstance(shots_file, Task):
-                shots_file = load_file(shots_file, answer_type=task.answer_type)
+                shots_file = load_file(Path(shots_file), answer_type=task.answer_type)
         return self if self.shots is None else replace(self, shots=resolve(self.shots, task, shots_file))
 
     def extract(self, generated: str) -> str | None:

@@ -167,7 +167,7 @@ def test_a_task_yaml_of_ones_own_is_code_and_runs_only_with_the_opt_in(local_tas
     template = "{{ cycler.__init__.__globals__.os.system('touch " + str(jinja_marker) + "') }}Question: {{question}}"
     jinja.write_text(yaml.safe_dump(yaml.safe_load(local_task.read_text()) | {"task": "tiny_gsm8k_jinja", "doc_to_text": template}))
     for path in (task_yaml, jinja, local_task):
-        with pytest.raises(RnrLensError, match=r"is a task file, and lm-eval runs a task file as code .* --trust-task-code"):
+        with pytest.raises(RnrLensError, match=r"is a task file, and lm-eval runs a task file as code .* trust_code=True"):
             tasks.get(f"lm-eval:{path}")
     assert not marker.exists() and not jinja_marker.exists(), "refused before lm-eval read it"
     assert len(tasks.get(f"lm-eval:{task_yaml}", trust_code=True)) == 8 and marker.exists(), "the opt-in runs it"

@@ -62,7 +62,7 @@ def test_arc_style_multiple_choice(tmp_path):
         ('{"question": "x", "answer": "#### 3"}\n{not json\n', r"bad\.jsonl:2: not valid JSON"),
         ('{"question": "x", "answer": "1 #### 3"}\n{"answer": "#### 4"}\n', r"bad\.jsonl:2: missing field 'question'"),
         ('{"question": "x", "answer": "#### three"}\n', r"bad\.jsonl:1: gold answer 'three' cannot be read as a number"),
-        ('{"q": "x"}\n', r"bad\.jsonl:1: missing field 'question'.*--field"),
+        ('{"q": "x"}\n', r"bad\.jsonl:1: missing field 'question'.*question='NAME'"),
         ("\n\n", "holds no records"),
     ],
 )
