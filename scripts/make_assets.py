@@ -144,7 +144,7 @@ def _widget_cells(store_path: Path, call: str) -> list[str]:
     return [
         f"import sys; sys.path.insert(0, {str(ROOT)!r})",
         "import rnr_lens as R\nfrom rnr_lens import widgets\nfrom rnr_lens.miner import SweepResult\nfrom rnr_lens.store import RunStore\n"
-        f"store = RunStore({str(store_path)!r}, mode='read')\nresult = R.AuditResult.load(store)\n"
+        f"store = RunStore({str(store_path.resolve())!r}, mode='read')\nresult = R.AuditResult.load(store)\n"
         "sweep = SweepResult.load(store, name='assets')",
         call,
     ]
@@ -163,7 +163,16 @@ def _widget_screenshot(cells: list[str], lab: Path, ready: str, out: Path, width
         page = browser.new_page(viewport={"width": width, "height": 1400}, device_scale_factor=1)
         page.goto(url)
         run_all(page)
-        page.wait_for_selector(ready, state="attached", timeout=600_000)
+        stderr = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        for _ in range(600):  # a cell's traceback ends the wait at once (a warning alone does not)
+            if page.locator(ready).count():
+                break
+            raised = [t for t in stderr.all_inner_texts() if "Traceback" in t or "Error" in t]
+            if raised:
+                raise SystemExit(f"a notebook cell failed before {ready} showed:\n{raised[0][-3000:]}")
+            page.wait_for_timeout(1000)
+        else:
+            raise SystemExit(f"{ready} did not show within 10 minutes")
         page.wait_for_timeout(1500)  # plotly's figure widget lays out after its first paint
         page.locator(".jp-OutputArea-output").filter(has=page.locator(ready)).last.screenshot(path=str(out))
         browser.close()
