@@ -19,6 +19,7 @@ from rnr_lens.lens import LensModel
 from rnr_lens.miner import SweepResult, mine
 from rnr_lens.model_cache import DEFAULT_MODEL, KNOWN_MODELS, list_models
 from rnr_lens.models import load_model
+from rnr_lens.probe_specs import ProbeSpec
 from rnr_lens.probes import AblationProbe, Probe, RandomRoutes, RouteSearch, Sampling, parse_probe
 from rnr_lens.prompts import ChatPrompt
 from rnr_lens.reports import Grid, Report, rederive, report
@@ -52,6 +53,7 @@ __all__ = [
     "KNOWN_MODELS",
     "LensModel",
     "Probe",
+    "ProbeSpec",
     "RandomRoutes",
     "RnrLensError",
     "Route",

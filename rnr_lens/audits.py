@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from rnr_lens.deploy import DeploymentConfig, deployment_for_task
-from rnr_lens.display import probe_labels, progress_bar, short_text
+from rnr_lens.display import progress_bar, short_text
 from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.files import NoSpace
 from rnr_lens.lens import LensModel
 from rnr_lens.phases import phase
+from rnr_lens.probe_specs import short_labels
 from rnr_lens.probes import Default, Probe, ProbeContext, legacy_name_note, parse_probe
 from rnr_lens.records import COMPLETE, DEFAULT_PROBE, AuditRecord, audit_key
 from rnr_lens.results import AuditResult
@@ -314,7 +315,7 @@ def audit(
         questions = [q for _, q in selected]
         ctx = ProbeContext(model, config, task.answer_type, seed=seed, batch_size=batch_size)
         desc = f"{short_text(model.name, 28)} / {task.name}" + (f" [{part}]" if part else "")  # the task whole: it says what runs
-        _run_probes(rs, aid, ctx, [Default(), *probe_objs], questions, probe_labels(names), desc if progress else None, planned_tries)
+        _run_probes(rs, aid, ctx, [Default(), *probe_objs], questions, short_labels(names), desc if progress else None, planned_tries)
         if part is None:
             rs.set_status(aid, COMPLETE)
         else:

@@ -24,34 +24,6 @@ def selector_column(name: str) -> str:
     return SELECTOR_COLUMN + name
 
 
-def probe_labels(probes: Sequence[str]) -> dict[str, str]:
-    """Short labels for full probe specs (tables, figures): the probe's family, numbered where
-    a family repeats.
-
-    Example:
-        >>> probe_labels(["sampling:k=8,t=0.7,top_p=1.0", "routes:k=8", "sampling:k=8,t=1.0,top_p=1.0"])
-        {'sampling:k=8,t=0.7,top_p=1.0': 'sampling-1', 'routes:k=8': 'routes', 'sampling:k=8,t=1.0,top_p=1.0': 'sampling-2'}
-    """
-    families = [p.split(":", 1)[0] for p in probes]
-    labels: dict[str, str] = {}
-    for i, (probe, family) in enumerate(zip(probes, families)):
-        labels[probe] = family if families.count(family) == 1 else f"{family}-{families[: i + 1].count(family)}"
-    return labels
-
-
-def probe_budget_label(probe: str) -> str:
-    """A probe's family and its first setting, the budget (``sampling:k=8`` for
-    ``sampling:k=8,t=0.7,top_p=1.0,draw=multinomial``): the label of the report's tables and
-    figures, where each row or curve also says its model and task. Every canonical probe name
-    writes its budget first (:meth:`rnr_lens.probes.Probe.name`).
-
-    Example:
-        >>> probe_budget_label("routes:k=8,edit_rate=0.25,max_segment=4,protect=1,shared=false")
-        'routes:k=8'
-    """
-    return probe.split(",", 1)[0]
-
-
 def progress_bar(show: bool, total: int, desc: str, unit: str, initial: int = 0) -> Any:
     """A tqdm bar of ``total`` ``unit``s (imported only when shown), or None when ``show`` is
     false: the bar of an audit, its shards, a training run and each mining stage (generation's

@@ -33,11 +33,12 @@ each name's tries equal to the committed ones (``tests/fixtures/golden_tries.jso
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from rnr_lens.deploy import DeploymentConfig
@@ -45,6 +46,7 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.generation import DRAWS, Generation
 from rnr_lens.interventions import COMPONENTS, METHODS, Ablation
 from rnr_lens.lens import MAX_AUTO_BATCH, LensModel
+from rnr_lens.probe_specs import ProbeSpec, family_of
 from rnr_lens.records import DEFAULT_PROBE, Try
 from rnr_lens.routes import KEEP, REPEAT, SKIP, Route, distinct_edit_routes, draw_edits, draw_route
 from rnr_lens.tasks.core import Question
@@ -93,6 +95,20 @@ class ProbeContext:
         )
 
 
+def _flag(text: str) -> bool:
+    return text.lower() in ("1", "true", "yes")
+
+
+def setting(default: Any, *, parse: Callable[[str], Any] | None = None, what: str | None = None, key: str | None = None) -> Any:
+    """A probe's setting, declared once: its default, how its text in a probe name is read
+    (by the default's type unless ``parse`` is given; ``what`` names the expected text in an
+    error), and its key in the name (the field's own name unless ``key`` is given).
+    :func:`parse_probe` reads every setting by this declaration."""
+    if parse is None:
+        parse = _flag if isinstance(default, bool) else type(default)
+    return field(default=default, metadata={"parse": parse, "what": what or type(default).__name__, "key": key})
+
+
 class Probe(ABC):
     """A way to spend ``budget`` model evaluations per question looking for a correct answer."""
 
@@ -123,10 +139,14 @@ class Probe(ABC):
         """Refuse settings this model cannot run (called before an audit touches its store)."""
 
     @property
+    def spec(self) -> ProbeSpec:
+        """The canonical name as a :class:`~rnr_lens.probe_specs.ProbeSpec`."""
+        return ProbeSpec(self.family, tuple((k, str(v)) for k, v in self.params().items()))
+
+    @property
     def name(self) -> str:
         """Canonical spec string, e.g. ``'sampling:k=8,t=0.7,top_p=1.0'``; the store's key."""
-        params = ",".join(f"{k}={v}" for k, v in self.params().items())
-        return f"{self.family}:{params}" if params else self.family
+        return str(self.spec)
 
     def __repr__(self) -> str:
         return f"Probe({self.name})"
@@ -174,10 +194,10 @@ are ambiguous: both rules ran under them (:func:`legacy_name_note`)."""
 class Sampling(Probe):
     """``k`` samples at temperature ``t``, each token drawn by ``draw``."""
 
-    k: int = 8
-    t: float = 0.7
-    top_p: float = 1.0
-    draw: str = "multinomial"
+    k: int = setting(8)
+    t: float = setting(0.7)
+    top_p: float = setting(1.0)
+    draw: str = setting("multinomial")
     family: ClassVar[str] = "sampling"
 
     def __post_init__(self) -> None:
@@ -237,12 +257,12 @@ class RandomRoutes(Probe):
       and structured search over the same moves with this one.
     """
 
-    k: int = 8
-    edit_rate: float = 0.25
-    max_segment: int = 4
-    protect: int = 1
-    edits: int = 0
-    shared: bool = False
+    k: int = setting(8)
+    edit_rate: float = setting(0.25)
+    max_segment: int = setting(4)
+    protect: int = setting(1)
+    edits: int = setting(0)
+    shared: bool = setting(False)
     family: ClassVar[str] = "routes"
 
     def __post_init__(self) -> None:
@@ -333,14 +353,14 @@ class RouteSearch(Probe):
             untried edit whose route another path of the tree already reached.
     """
 
-    k: int = 8
-    reward: str = "confidence"
-    algo: str = "mcts"
-    c: float = 1.0
-    length_penalty: float = 0.1
-    epsilon: float = 0.1
-    protect: int = 1
-    expand: str = "distinct"
+    k: int = setting(8)
+    reward: str = setting("confidence")
+    algo: str = setting("mcts")
+    c: float = setting(1.0)
+    length_penalty: float = setting(0.1)
+    epsilon: float = setting(0.1)
+    protect: int = setting(1)
+    expand: str = setting("distinct")
     family: ClassVar[str] = "search"
 
     def __post_init__(self) -> None:
@@ -493,19 +513,19 @@ def _apply(edits: tuple[int, ...], action: tuple[int, int]) -> tuple[int, ...]:
 
 @dataclass(repr=False)
 class AblationProbe(Probe):
-    """One try per block with that block's ``component`` silenced by ``ablation`` (zero by
-    default; its spec key is ``kind``, the name stored audit ids were made with)."""
+    """One try per block with that block's ``component`` silenced by ``method`` (zero by
+    default; its key in the name is ``kind``, the name stored audit ids were made with)."""
 
-    component: str = "mlp"
-    ablation: str = "zero"
-    layers: tuple[int, ...] | None = None
+    component: str = setting("mlp")
+    method: str = setting("zero", key="kind")
+    layers: tuple[int, ...] | None = setting(None, parse=lambda text: tuple(int(x) for x in text.split("+")), what="list of blocks, e.g. 3+4+12")
     family: ClassVar[str] = "ablation"
 
     def __post_init__(self) -> None:
         if self.component not in COMPONENTS:
             raise RnrLensError(f"ablation probe: component {self.component!r} is not one of {', '.join(COMPONENTS)}")
-        if self.ablation not in METHODS:
-            raise RnrLensError(f"ablation probe: kind {self.ablation!r} is not one of {', '.join(METHODS)}")
+        if self.method not in METHODS:
+            raise RnrLensError(f"ablation probe: kind {self.method!r} is not one of {', '.join(METHODS)}")
         if self.layers is not None and (not self.layers or len(set(self.layers)) != len(self.layers)):
             raise RnrLensError(f"ablation probe: layers {self.layers} must name each block once, e.g. layers=3+4+12")
 
@@ -519,7 +539,7 @@ class AblationProbe(Probe):
         return len(self.layers) if self.layers is not None else None  # every block of the model
 
     def params(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"component": self.component, "kind": self.ablation}  # spec key "kind": part of stored audit ids
+        out: dict[str, Any] = {"component": self.component, "kind": self.method}  # spec key "kind": part of stored audit ids
         if self.layers is not None:
             out["layers"] = "+".join(map(str, self.layers))
         return out
@@ -530,7 +550,7 @@ class AblationProbe(Probe):
             pending = [q for q in questions if (q.id, index) not in done]
             if not pending:
                 continue
-            ablation = Ablation(layer, self.component, self.ablation)
+            ablation = Ablation(layer, self.component, self.method)
             gens = ctx.generate(pending, ablations=[ablation])
             yield [ctx.make_try(q, self.name, index, g, ablation=str(ablation)) for q, g in zip(pending, gens)]
 
@@ -577,8 +597,8 @@ def legacy_name_note(name: str) -> str | None:
         >>> legacy_name_note("search:k=8,reward=confidence,algo=mcts,c=1.0,length_penalty=0.1,epsilon=0.1,protect=1") is not None
         True
     """
-    family, _, rest = name.partition(":")
-    keys = {part.partition("=")[0] for part in rest.split(",") if part}
+    spec = ProbeSpec.parse(name)
+    family, keys = spec.family, spec.keys
     if family == "search" and "expand" not in keys:
         return (
             f"{name} was written before search names carried their expansion rule: rnr_lens before 2026-12-01 12:30 UTC "
@@ -603,40 +623,45 @@ def _check_protect(probe: Probe, n_layers: int) -> None:
 PROBES: dict[str, type[Probe]] = {"sampling": Sampling, "routes": RandomRoutes, "search": RouteSearch, "ablation": AblationProbe}
 
 
+def shortest_form(name: str, names: Sequence[str]) -> str:
+    """The shortest spec that names probe ``name`` among an audit's ``names`` (as
+    :meth:`rnr_lens.results.AuditResult.probe_name` reads one): its family where the audit ran
+    one probe of it, else the fewest of its settings whose parse, defaults filled in, is
+    ``name`` itself (``sampling:t=0.5`` beside ``sampling:k=8,t=0.7``; never a text prefix,
+    which the parse would read with another setting's default).
+
+    Example:
+        >>> names = ["sampling:k=8,t=0.5,top_p=1.0,draw=multinomial", "sampling:k=8,t=0.7,top_p=1.0,draw=multinomial"]
+        >>> shortest_form(names[0], names)
+        'sampling:t=0.5'
+    """
+    spec = ProbeSpec.parse(name)
+    if [family_of(n) for n in names].count(spec.family) == 1:
+        return spec.family
+    for size in range(1, len(spec.settings) + 1):  # a bare family names no one of several
+        for keys in itertools.combinations(spec.keys, size):
+            candidate = str(spec.subset(keys))
+            if parse_probe(candidate).name == name:
+                return candidate
+    return name
+
+
 def parse_probe(text: str) -> Probe:
     """Parse ``'sampling:k=8,t=0.7'``, ``'routes:k=8'``, ``'search:k=8,reward=oracle'`` or
-    ``'ablation:component=mlp'``."""
-    family, _, rest = text.partition(":")
-    if family not in PROBES:
-        raise RnrLensError(f"unknown probe {family!r} in {text!r}; choose one of {', '.join(PROBES)}")
-    cls = PROBES[family]
-    fields_ = {f.name: f for f in cls.__dataclass_fields__.values()}  # type: ignore[attr-defined]  # every probe class is a dataclass
-    renames = {"kind": "ablation"} if cls is AblationProbe else {}  # the ablation's spec key (stored audit ids keep it)
+    ``'ablation:component=mlp'``: each setting read by its declaration (:func:`setting`), the
+    rest left at their defaults."""
+    spec = ProbeSpec.parse(text)
+    if spec.family not in PROBES:
+        raise RnrLensError(f"unknown probe {spec.family!r} in {text!r}; choose one of {', '.join(PROBES)}")
+    cls = PROBES[spec.family]
+    declared = {f.metadata["key"] or f.name: f for f in fields(cls)}  # type: ignore[arg-type]  # every probe class is a dataclass
     kwargs: dict[str, Any] = {}
-    for part in filter(None, rest.split(",")):
-        key, eq, value = part.partition("=")
-        key = renames.get(key.strip(), key.strip())
-        if key in kwargs:
-            raise RnrLensError(f"probe {text!r}: {part.partition('=')[0].strip()} is given twice; give each setting once")
-        if not eq or key not in fields_ or key == "kind":
-            raise RnrLensError(
-                f"probe {text!r}: unknown or malformed setting {part!r}; {family} takes {', '.join(k for k in fields_ if k != 'kind')}"
-            )
-        default = fields_[key].default
+    for key, value in spec.settings:
+        if key not in declared:
+            raise RnrLensError(f"probe {text!r}: unknown setting {key!r}; {spec.family} takes {', '.join(declared)}")
+        f = declared[key]
         try:
-            if key == "layers":
-                kwargs[key] = tuple(int(x) for x in value.split("+"))
-            elif isinstance(default, bool):
-                kwargs[key] = value.lower() in ("1", "true", "yes")
-            elif isinstance(default, int):
-                kwargs[key] = int(value)
-            elif isinstance(default, float):
-                kwargs[key] = float(value)
-            else:
-                kwargs[key] = value
+            kwargs[f.name] = f.metadata["parse"](value)
         except ValueError:
-            raise RnrLensError(f"probe {text!r}: {key}={value!r} is not a valid {type(default).__name__}") from None
-    probe = cls(**kwargs)
-    if probe.budget == 0 or (isinstance(getattr(probe, "k", 1), int) and getattr(probe, "k", 1) < 1):
-        raise RnrLensError(f"probe {text!r}: the budget k must be at least 1")
-    return probe
+            raise RnrLensError(f"probe {text!r}: {key}={value!r} is not a valid {f.metadata['what']}") from None
+    return cls(**kwargs)

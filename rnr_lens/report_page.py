@@ -15,7 +15,8 @@ from typing import Any
 
 from rnr_lens.claims import Claims, RoutesClaim, ScreenAgreement
 from rnr_lens.deploy import DeploymentConfig
-from rnr_lens.display import estimate_text, html_table, probe_budget_label
+from rnr_lens.display import estimate_text, html_table
+from rnr_lens.probe_specs import budget_label
 from rnr_lens.provenance import Provenance
 from rnr_lens.tasks.core import Question
 from rnr_lens.verdicts import Verdict
@@ -192,7 +193,7 @@ def _retention_html(claims: Claims) -> str:
         [
             c.setting.model,
             c.setting.task,
-            probe_budget_label(probe),
+            budget_label(probe),
             e(c.oracle_gain[probe]),
             *[_retention_text(r.get(n), c.retention_gross.get(probe, {}).get(n)) for n in names],
             _verdict_text(c.retention_verdict) if probe == c.random else "",
@@ -282,7 +283,7 @@ def _training_html(claims: Claims) -> str:
             c.base,
             label,
             c.task,
-            probe_budget_label(p.probe),
+            budget_label(p.probe),
             f"{p.questions}" + (f" ({p.excluded} left out: unfinished)" if p.excluded else ""),
             e(p.delta_realized),
             e(p.delta_reachable),
@@ -415,7 +416,7 @@ def _across_checkpoints_html(claims: Claims) -> str:
     if not groups:
         return ""
     runs = max(len(g.verdicts) for g in groups)
-    rows = [[g.base, g.task, probe_budget_label(g.probe), *g.cells(runs)] for g in groups]
+    rows = [[g.base, g.task, budget_label(g.probe), *g.cells(runs)] for g in groups]
     names = {g.base: [t for t, _ in g.verdicts] for g in groups}
     return (
         "<h3>Across training runs</h3><p>"

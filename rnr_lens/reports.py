@@ -58,12 +58,12 @@ from rnr_lens.claims import (
 )
 from rnr_lens.comparison import compare
 from rnr_lens.deploy import DeploymentConfig, deployment_for_task
-from rnr_lens.display import probe_budget_label
 from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.evidence import MINED, SettingRecord
 from rnr_lens.failures import check_weights
 from rnr_lens.files import lock_file, write_atomic
 from rnr_lens.phases import phase
+from rnr_lens.probe_specs import budget_label
 from rnr_lens.probes import parse_probe
 from rnr_lens.provenance import Provenance, RunSpan, Weights
 from rnr_lens.regrade import REGRADING_FILE, Regrading
@@ -383,7 +383,7 @@ def _format_misses(result: AuditResult, probes: dict[str, int], verdict: verdict
     share = misses / answered if answered else 0.0
     note = None
     if result.info.answer_type == "number" and (share > FORMAT_MISS_WARN or lenient.status != verdict.status):
-        tries = ", ".join(f"{probe_budget_label(p)} {n}" for p, n in probes.items())
+        tries = ", ".join(f"{budget_label(p)} {n}" for p, n in probes.items())
         note = (
             f"format misses: {misses} of {answered} greedy answers, and on {tries} questions a try, state the gold but read as another number; "
             + (

@@ -21,8 +21,9 @@ import pandas as pd
 from rnr_lens import selectors as sel
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.display import SELECTOR_COLUMN as SELECTOR_COLUMN  # re-exported: summary tables name their columns with it
-from rnr_lens.display import estimate_text, html_table, probe_labels, selector_column
+from rnr_lens.display import estimate_text, html_table, selector_column
 from rnr_lens.errors import RnrLensError, arg
+from rnr_lens.probe_specs import family_of, short_labels
 from rnr_lens.probes import parse_probe
 from rnr_lens.records import DEFAULT_PROBE, TRY_ANSWERS, TRY_KEYS, AuditRecord, first_hit_column, reachable_column, try_from_row
 from rnr_lens.stats import Estimate, above_chance, pass_at_k, permutation_chance, rate
@@ -177,7 +178,7 @@ class AuditResult:
         info = rs.audit(audit_id)
         tries = rs.tries(info.id)
         qs = rs.questions(info.id)
-        return cls(info, tries, _question_table(qs, tries, probe_labels(info.probes)), seed=info.seed)
+        return cls(info, tries, _question_table(qs, tries, short_labels(info.probes)), seed=info.seed)
 
     @property
     def id(self) -> str:
@@ -197,7 +198,7 @@ class AuditResult:
             >>> result.labels  # doctest: +SKIP
             {'sampling:k=8,t=0.7,top_p=1.0,draw=multinomial': 'sampling', 'routes:k=8,skip=1-3,repeat=1-3': 'routes'}
         """
-        return probe_labels(self.probes)
+        return short_labels(self.probes)
 
     def column(self, probe: str, what: Literal["reachable", "first_hit"] = "reachable") -> str:
         """The name of ``probe``'s column in :attr:`questions` (``probe`` as :meth:`probe_name`
@@ -230,7 +231,7 @@ class AuditResult:
         if probe in by_label:
             return by_label[probe]
         if ":" not in probe:
-            family = [p for p in self.probes if p.partition(":")[0] == probe]
+            family = [p for p in self.probes if family_of(p) == probe]
             if len(family) == 1:
                 return family[0]
             if family:

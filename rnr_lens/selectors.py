@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.probe_specs import family_of
 from rnr_lens.records import Try
 
 Selector = Callable[[Sequence[Try]], Try]
@@ -71,7 +72,7 @@ ANSWER_BLIND = ("majority", "logprob", "entropy", "logprob-or-default")
 def names_for(probe: str) -> list[str]:
     """The selectors a probe's tries are read with: the answer-blind ones, the oracle, and the
     search's own reward for a route search."""
-    return list(ANSWER_BLIND) + ["oracle"] + (["reward"] if probe.startswith("search") else [])
+    return list(ANSWER_BLIND) + ["oracle"] + (["reward"] if family_of(probe) == "search" else [])
 
 
 def get(name: str) -> Selector:

@@ -18,8 +18,9 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from rnr_lens.display import probe_budget_label, selector_column
+from rnr_lens.display import selector_column
 from rnr_lens.errors import RnrLensError
+from rnr_lens.probe_specs import budget_label
 from rnr_lens.routes import Route
 from rnr_lens.selectors import ANSWER_BLIND
 from rnr_lens.stats import Estimate
@@ -433,7 +434,7 @@ def pass_at_k(result: AuditResult, probes: Sequence[str] | None = None, k: int |
         budget = max(budget, int(curve.k.max()))
         color = OKABE_ITO[i % 8]
         _band(fig, list(curve.k), list(curve.low), list(curve.high), color, opacity=0.18)
-        fig.add_scatter(x=curve.k, y=curve.pass_at_k, mode="lines+markers", name=probe_budget_label(probe), line=dict(color=color))
+        fig.add_scatter(x=curve.k, y=curve.pass_at_k, mode="lines+markers", name=budget_label(probe), line=dict(color=color))
     realized = float(result.questions.loc[result.questions["has_default"], "realized"].mean()) if result.questions["has_default"].any() else 0.0
     # a legend entry, not a label that can sit on a curve
     fig.add_scatter(
@@ -664,9 +665,9 @@ def comparison(result: Comparison, probe: str | None = None) -> go.Figure:
     probe = probe or result.a.probes[0]
     # stacked, not side by side: the transition grid's row labels need the width a column has
     fig = make_subplots(
-        rows=2, cols=1, row_heights=[0.5, 0.5], vertical_spacing=0.3, subplot_titles=["change, b − a", f"transitions ({probe_budget_label(probe)})"]
+        rows=2, cols=1, row_heights=[0.5, 0.5], vertical_spacing=0.3, subplot_titles=["change, b − a", f"transitions ({budget_label(probe)})"]
     )
-    labels = [probe_budget_label(p) for p in result.deltas.probe]
+    labels = [budget_label(p) for p in result.deltas.probe]
     for i, (key, name) in enumerate((("delta_realized", "delta realized"), ("delta_reachable", "delta reachable"))):
         est = result.deltas[key]
         fig.add_bar(

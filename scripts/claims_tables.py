@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rnr_lens.claims import BlockRates, Claims, Setting  # noqa: E402
-from rnr_lens.display import probe_budget_label  # noqa: E402
 from rnr_lens.phases import INNER_PHASES, Profile  # noqa: E402
+from rnr_lens.probe_specs import budget_label  # noqa: E402
 from rnr_lens.reuse import REUSES  # noqa: E402
 from rnr_lens.stats import Estimate, wilson  # noqa: E402
 
@@ -117,7 +117,7 @@ def training_table(claims: Claims) -> str:
         by = {p.probe: p for p in c.probes}
         cells = [f"{_e(by[p].delta_reachable)} **{by[p].verdict.status}**" if p in by else "–" for p in probes]
         rows.append([run, _task(c.task), str(c.probes[0].questions), _p(c.probes[0].delta_realized), *cells])
-    return _table(["run", "task", "n", "Δ realized", *(f"Δ reachable, `{probe_budget_label(p)}`" for p in probes)], rows)
+    return _table(["run", "task", "n", "Δ realized", *(f"Δ reachable, `{budget_label(p)}`" for p in probes)], rows)
 
 
 def across_runs_table(claims: Claims) -> str:
@@ -127,7 +127,7 @@ def across_runs_table(claims: Claims) -> str:
     if not groups:
         return ""
     runs = max(len(g.verdicts) for g in groups)
-    rows = [[_task(g.task), f"`{probe_budget_label(g.probe)}`", *g.cells(runs)] for g in groups]
+    rows = [[_task(g.task), f"`{budget_label(g.probe)}`", *g.cells(runs)] for g in groups]
     return _table(["task", "probe", *(f"run {i + 1}" for i in range(runs)), "agreement"], rows)
 
 
@@ -256,8 +256,8 @@ def findings(claims: Claims) -> str:
             if any(p.verdict.status in ("support", "against") for p in probes):
                 continue
             moves = []
-            for label in dict.fromkeys(probe_budget_label(p.probe) for p in probes):
-                deltas = [p.delta_reachable for p in probes if probe_budget_label(p.probe) == label]
+            for label in dict.fromkeys(budget_label(p.probe) for p in probes):
+                deltas = [p.delta_reachable for p in probes if budget_label(p.probe) == label]
                 for side, word in (("below", "fell"), ("above", "rose")):
                     if hits := sum(d.resolved == side for d in deltas):
                         moves.append(f"`{label}`'s ceiling {word}, resolved, in {hits} of {_n(len(deltas), 'run')}")
@@ -284,7 +284,7 @@ def reasons(claims: Claims) -> str:
         out.append(bullet(f"claim 1's retention, {c.setting.model} `{_task(c.setting)}`", c.retention_verdict))
     out += [bullet(f"claim 2, {c.setting.model} `{_task(c.setting)}`", c.verdict) for c in claims.bottleneck]
     for c, run in zip(claims.training, claims.run_labels(claims.training)):
-        out += [bullet(f"claim 3, {run} `{_task(c.task)}` `{probe_budget_label(p.probe)}`", p.verdict) for p in c.probes]
+        out += [bullet(f"claim 3, {run} `{_task(c.task)}` `{budget_label(p.probe)}`", p.verdict) for p in c.probes]
     return "\n".join(out)
 
 
@@ -511,16 +511,16 @@ def changes_table(old: Claims, new: Claims) -> str:
             keyed.append(((t.trained, t.task, place), t))
         return keyed
 
-    before3 = {(*key, probe_budget_label(p.probe)): p for key, t in runs(old) for p in t.probes}
+    before3 = {(*key, budget_label(p.probe)): p for key, t in runs(old) for p in t.probes}
     for (key, t), run in zip(runs(new), new.run_labels(new.training)):
         for p in t.probes:
-            o3 = before3.get((*key, probe_budget_label(p.probe)))
+            o3 = before3.get((*key, budget_label(p.probe)))
             if o3 is not None and o3.verdict.status != p.verdict.status:
                 data = same((o3.delta_realized, o3.delta_reachable), (p.delta_realized, p.delta_reachable))
                 rows.append(
                     [
                         "3",
-                        f"{run} ({probe_budget_label(p.probe)})",
+                        f"{run} ({budget_label(p.probe)})",
                         _task(t.task),
                         o3.verdict.status,
                         p.verdict.status,
@@ -618,9 +618,7 @@ def _verdicts(claims: Claims) -> list[tuple[str, str]]:
     out = [(f"claim 1, {c.setting.model} `{_task(c.setting)}`", c.verdict.status) for c in claims.routes_vs_search]
     out += [(f"claim 2, {c.setting.model} `{_task(c.setting)}`", c.verdict.status) for c in claims.bottleneck]
     out += [
-        (f"claim 3, run {i} `{_task(t.task)}` {probe_budget_label(p.probe)}", p.verdict.status)
-        for i, t in enumerate(claims.training, 1)
-        for p in t.probes
+        (f"claim 3, run {i} `{_task(t.task)}` {budget_label(p.probe)}", p.verdict.status) for i, t in enumerate(claims.training, 1) for p in t.probes
     ]
     out += [(f"claim 3 at k = {k}, `{_task(c.task)}`", v.verdict.status) for c in claims.ceiling for k, v in c.verdicts]
     return out

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "files",
             "untrusted",
             "records",
+            "probe_specs",
             "display",
             "stats",
             "verdicts",

@@ -312,6 +312,22 @@ def test_every_printed_next_step_runs_without_probes_and_beside_another_audit(ti
     assert any(s.startswith("rnr-lens mine") for s in steps), "the tiny model fails most questions: there is a set to mine"
 
 
+@pytest.mark.slow
+def test_the_printed_probe_of_the_mine_step_names_the_probe_it_chose(tmp_path, capsys, monkeypatch):
+    """The step once cut the chosen probe's name at its first comma (`--probe sampling:k=4`,
+    unique as text beside routes), which the library reads with the default t=0.7 and refused.
+    Both probes' settings are off their defaults, so whichever the step chooses, the old cut
+    fails; SmolLM2 reaches answers it does not realize (the tiny model reaches none)."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["audit", "--model", "smollm2-135m-instruct", "--task", "add-small", "--limit", "16"]
+    assert main([*argv, "--probe", "sampling:k=4,t=1.0", "--probe", "routes:k=4,edits=1", "--out", "run.db"]) == 0
+    (mine_step,) = [s for s in next_steps_of(capsys.readouterr().out) if s.startswith("rnr-lens mine")]
+    words = shlex.split(mine_step)
+    named = words[words.index("--probe") + 1]
+    result = R.AuditResult.load("run.db")
+    assert named in ("sampling", "routes") and result.probe_name(named) in result.probes
+
+
 @pytest.mark.parametrize("command, hint", [("audit", "rerun with --resume"), ("report", "rerun the same command")])
 def test_an_interrupt_says_how_to_resume(command, hint, monkeypatch, capsys):
     """Ctrl-C exits 130 with the resume hint of that command (only audit needs --resume)."""

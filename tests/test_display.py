@@ -1,13 +1,7 @@
-"""Text views of results: short probe labels, compact estimates, tables that do not wrap."""
+"""Text views of results: compact estimates, tables that do not wrap."""
 
-from rnr_lens.display import estimate_text, html_table, probe_labels, short_text
+from rnr_lens.display import estimate_text, html_table, short_text
 from rnr_lens.stats import Estimate
-
-
-def test_probe_labels_are_kinds_numbered_where_they_repeat():
-    specs = ["sampling:k=8,t=0.7,top_p=1.0", "routes:k=8,edit_rate=0.25,max_segment=4,protect=1", "sampling:k=8,t=1.0,top_p=1.0"]
-    assert probe_labels(specs) == {specs[0]: "sampling-1", specs[1]: "routes", specs[2]: "sampling-2"}
-    assert probe_labels([]) == {}
 
 
 def test_estimates_fit_on_one_line():

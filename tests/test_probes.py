@@ -36,7 +36,10 @@ def test_parse_and_canonical_names():
     assert parse_probe("ablation:component=attn,layers=1+2").layers == (1, 2)
     for bad, msg in [
         ("magic:k=1", "unknown probe"),
-        ("sampling:q=1", "unknown or malformed"),
+        ("sampling:q=1", "unknown setting 'q'; sampling takes k, t, top_p, draw"),
+        ("sampling:k", "malformed setting 'k'; write each setting as key=value"),
+        ("ablation:layers=3+x", "layers='3\\+x' is not a valid list of blocks"),
+        ("ablation:ablation=zero", "unknown setting 'ablation'; ablation takes component, kind, layers"),
         ("sampling:k=x", "not a valid int"),
         ("sampling:k=0", "budget k must be"),
         ("search:reward=gold", "reward"),

@@ -6,7 +6,6 @@ import argparse
 import json
 import shlex
 import warnings
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rnr_lens.cli.shell import (
@@ -154,17 +153,6 @@ def _refuse_mismatch(planned: AuditPlan, out: Path) -> None:
         raise RnrLensError(mismatch)
 
 
-def _short_prefix(name: str, names: Sequence[str]) -> str:
-    """The shortest comma-cut prefix of ``name`` that no other of ``names`` starts with
-    (what ``AuditResult.probe_name`` accepts), e.g. ``sampling:k=2,t=1.0``."""
-    parts = name.split(",")
-    for i in range(1, len(parts) + 1):
-        prefix = ",".join(parts[:i])
-        if sum(n.startswith(prefix) for n in names) == 1:
-            return prefix
-    return name
-
-
 def next_steps(result: AuditResult, store: RunStore, args: argparse.Namespace) -> list[tuple[str, str]]:
     """What to run after an audit, each command as it runs from here: ``--audit`` where the
     store holds several audits, ``--probe`` where the audit has several, ``--model`` where
@@ -185,12 +173,13 @@ def next_steps(result: AuditResult, store: RunStore, args: argparse.Namespace) -
     if getattr(args, "trust_remote_code", False):
         model += " --trust-remote-code"
     from rnr_lens.failures import MIN_FAILURES
+    from rnr_lens.probes import shortest_form
 
     gaps = {p: len(result.reachable_not_realized(p)) for p in result.probes}
     wrong = int((result.questions["has_default"] & ~result.questions["realized"]).sum())
     if gaps and max(gaps.values()) >= MIN_FAILURES:
         probe = max(gaps, key=lambda p: gaps[p])
-        which = f" --probe {q(_short_prefix(probe, result.probes))}" if len(gaps) > 1 else ""
+        which = f" --probe {q(shortest_form(probe, result.probes))}" if len(gaps) > 1 else ""
         steps.append(
             (f"locate the bottleneck MLP on the {gaps[probe]} reachable-not-realized questions", f"rnr-lens mine {path}{pick}{which}{model}")
         )
