@@ -34,7 +34,12 @@ if TYPE_CHECKING:
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
-    return html_table([[r.get(c, "") for c in columns] for r in rows], columns)
+    """Rows as an HTML table, a flag as yes or no (as the question explorer writes it)."""
+    return html_table([[_flag(r.get(c, "")) for c in columns] for r in rows], columns)
+
+
+def _flag(value: Any) -> Any:
+    return ("yes" if value else "no") if isinstance(value, bool) else value
 
 
 def _read(answer: Any) -> str:
