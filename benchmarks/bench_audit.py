@@ -56,7 +56,6 @@ from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.model_cache import ensure_cached
 from rnr_lens.phases import synchronize
 from rnr_lens.probes import Default, Probe, ProbeContext, RandomRoutes, RouteSearch
-from rnr_lens.records import reachable_column
 from rnr_lens.tiny import LLAMA_SHAPES
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -279,7 +278,7 @@ def timed_audit(n_questions: int, probes: list[str]) -> None:
     print(f"\naudit of {n_questions} questions, {' '.join(probes)} (+ default), SmolLM2-135M: {len(result.tries)} tries in {seconds / 60:.1f} min")
     for probe in probes:
         name = result.probe_name(probe)
-        print(f"  {name}: reachable {result.questions[reachable_column(name)].mean():.2f}, realized {result.questions['realized'].mean():.2f}")
+        print(f"  {name}: reachable {result.questions[result.column(name)].mean():.2f}, realized {result.questions['realized'].mean():.2f}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.files import NoSpace
 from rnr_lens.lens import LensModel
 from rnr_lens.phases import phase
-from rnr_lens.probe_specs import short_labels
+from rnr_lens.probe_specs import check_readable, short_labels
 from rnr_lens.probes import Default, Probe, ProbeContext, legacy_name_note, parse_probe
 from rnr_lens.records import COMPLETE, DEFAULT_PROBE, AuditRecord, audit_key
 from rnr_lens.results import AuditResult
@@ -156,6 +156,8 @@ def plan(
         probes = (probes,)
     probe_objs = tuple(p if isinstance(p, Probe) else parse_probe(p) for p in probes)
     names = [p.name for p in probe_objs]
+    for name in names:
+        check_readable(name)
     if len(set(names)) != len(names):
         twice = next(n for n in names if names.count(n) > 1)
         raise RnrLensError(f"the same probe is given twice ({twice}); give each probe once")

@@ -1,9 +1,10 @@
-"""DAPO's hyper-parameters and arithmetic (Yu et al., 2025), apart from any model or loop.
+"""DAPO's hyper-parameters and its reward arithmetic (Yu et al., 2025), apart from any model,
+tensor or loop (this module loads no torch: a config is read and checked without it).
 
 :class:`TrainConfig` holds one run's settings (validated on construction);
-:func:`overlong_penalty`, :func:`group_advantages` and :func:`clipped_token_loss` are the three
-formulas a DAPO step applies, each a pure function of tensors or numbers, so each is tested
-alone (``tests/test_training.py``). The loop that uses them is :func:`rnr_lens.training.train`.
+:func:`overlong_penalty` is DAPO's soft overlong punishment, a pure function of numbers, tested
+alone (``tests/test_dapo.py``). The two tensor formulas of a step (group advantages and the
+token-level clipped loss) and the loop that uses them are in :mod:`rnr_lens.training`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,6 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
-
-import torch
-from jaxtyping import Float
 
 from rnr_lens.errors import RnrLensError
 
@@ -160,36 +158,3 @@ def overlong_penalty(length: int, max_new_tokens: int, buffer: int) -> float:
     if length <= max_new_tokens:
         return (expected - length) / buffer
     return -1.0
-
-
-def group_advantages(rewards: Float[torch.Tensor, "n_groups group_size"]) -> Float[torch.Tensor, "n_groups group_size"]:
-    """``(r - mean) / (std + 1e-6)`` within each group (population std, as in GRPO/DAPO)."""
-    mean = rewards.mean(-1, keepdim=True)
-    std = rewards.std(-1, unbiased=False, keepdim=True)
-    return (rewards - mean) / (std + 1e-6)
-
-
-def clipped_token_loss(
-    logprobs: Float[torch.Tensor, "batch cont"],
-    old_logprobs: Float[torch.Tensor, "batch cont"],
-    advantages: Float[torch.Tensor, " batch"],
-    mask: Float[torch.Tensor, "batch cont"],
-    clip_low: float,
-    clip_high: float,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """DAPO's token-level clipped objective (to minimise) and diagnostics.
-
-    Every answer token counts once, whatever the answer's length: the loss is a sum over
-    tokens divided by the number of tokens, not a mean of per-answer means.
-    """
-    ratio = torch.exp(logprobs - old_logprobs)
-    adv = advantages[:, None]
-    unclipped = ratio * adv
-    clipped = ratio.clamp(1 - clip_low, 1 + clip_high) * adv
-    objective = torch.minimum(unclipped, clipped)
-    n_tokens = mask.sum().clamp(min=1)
-    loss = -(objective * mask).sum() / n_tokens
-    with torch.no_grad():
-        was_clipped = ((clipped < unclipped) & (mask > 0)).float().sum() / n_tokens
-        approx_kl = ((old_logprobs - logprobs) * mask).sum() / n_tokens
-    return loss, {"clip_fraction": float(was_clipped), "approx_kl": float(approx_kl)}

@@ -332,7 +332,10 @@ def deployment_for_task(
     its harness prescribes (an ``lm-eval:`` task: the task's own prompts, stops and scoring), a
     chat model's :func:`deployment_for` its answer type, and for a model without a chat
     template (a base model) the same as raw text with :data:`BASE_SHOTS` worked examples
-    (:func:`default_shots`). Every caller that holds a task chooses here."""
+    (:func:`default_shots`). Every caller that holds a task chooses here. A ``shots_file`` is
+    refused unless ``config`` names a ``file:NAME`` source (no default deployment reads one)."""
+    if shots_file is not None:
+        check_shots_file(config)
     if config is not None:
         return config.for_task(task, shots_file)
     if task.scoring is not None:

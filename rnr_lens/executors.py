@@ -25,11 +25,11 @@ from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.lens import LensModel
 from rnr_lens.probes import Probe
 from rnr_lens.results import AuditResult
+from rnr_lens.shards import EXECUTORS as EXECUTORS  # re-exported: where run_audit's callers look
 from rnr_lens.shards import Shard
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.tasks.core import Task
 
-EXECUTORS = ("local", "ray")
 CRASH_ONCE_ENV = "RNR_LENS_CRASH_ONCE"
 """Fault injection for tests: a worker that finds this variable naming a file that does not
 exist yet creates the file and exits abruptly in its next shard (exactly once per cluster)."""

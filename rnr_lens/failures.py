@@ -29,7 +29,7 @@ MIN_FAILURES = 2
 def mine_with_it() -> str:
     """What to do when a failure set meets other weights than its audit's (the default fix-it
     hint), spelled for the caller (``errors.arg``)."""
-    return f"mine with that checkpoint ({arg('model', 'CHECKPOINT')})"
+    return f"mine with that checkpoint ({arg('model')})"
 
 
 def check_weights(model: Any, fingerprint: str, audit_id: str, fix: str | None = None) -> None:

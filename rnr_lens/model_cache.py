@@ -30,8 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from rnr_lens.errors import RnrLensError
 from rnr_lens.faults import point
 from rnr_lens.files import write_atomic
@@ -276,6 +274,7 @@ def _fetch_gguf(spec: OfflineModel, workdir: Path) -> Path:
 
 def _convert_gguf(gguf_path: Path, dest: Path) -> None:
     """Dequantize a GGUF with transformers+gguf and save it as a safetensors folder."""
+    import torch  # here, not at the top: the CLI's parser reads DEFAULT_MODEL without torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:

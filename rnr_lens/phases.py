@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -228,18 +229,22 @@ def phase(name: str) -> Iterator[None]:
             p._add(name, seconds, outer)
 
 
-def _synchronize() -> None:
-    import torch
+def _loaded_torch() -> Any:
+    """torch where this process has loaded it, else None: a process that never loaded torch has
+    queued no work on a GPU, so there is nothing to wait for (and this floor loads no torch)."""
+    return sys.modules.get("torch")
 
-    if torch.cuda.is_available():
+
+def _synchronize() -> None:
+    torch = _loaded_torch()
+    if torch is not None and torch.cuda.is_available():
         torch.cuda.synchronize()
 
 
 def synchronize(device: Any) -> None:
     """Wait for ``device``'s queued work (a no-op on the CPU), so a wall time covers it."""
-    import torch
-
-    if torch.device(device).type == "cuda":
+    torch = _loaded_torch()
+    if torch is not None and torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
 
 

@@ -69,20 +69,41 @@ class ProbeSpec:
 
     @property
     def budget_label(self) -> str:
-        """The family and its budget (``sampling:k=8``; the family alone for a probe without
-        ``k``): the label of the report's tables and figures, where each row or curve also says
-        its model and task.
+        """The family and its budget (``sampling:k=8``; the whole name for a probe without ``k``,
+        whose settings then tell two such probes apart): the label of the report's tables and
+        figures, where each row or curve also says its model and task.
 
         Example:
             >>> ProbeSpec.parse("routes:edits=2,k=8,protect=1").budget_label
             'routes:k=8'
         """
         k = self.get(BUDGET_KEY)
-        return self.family if k is None else f"{self.family}:{BUDGET_KEY}={k}"
+        return str(self) if k is None else f"{self.family}:{BUDGET_KEY}={k}"
 
     def subset(self, keys: Sequence[str]) -> ProbeSpec:
         """This spec with only the settings named in ``keys`` (in this spec's order)."""
         return ProbeSpec(self.family, tuple((k, v) for k, v in self.settings if k in keys))
+
+
+def check_readable(name: str) -> None:
+    """Refuse a probe name that does not read back as itself (a notebook's own probe whose
+    ``params()`` hold a comma, an ``=``-less part or padded text), before an audit stores it:
+    every table, label and resume reads the stored name through :class:`ProbeSpec`.
+
+    Example:
+        >>> check_readable("mine:layers=(1, 2)")
+        Traceback (most recent call last):
+        ...
+        rnr_lens.errors.RnrLensError: probe name 'mine:layers=(1, 2)' does not read back as written; write each value of its params() without commas or surrounding spaces
+    """
+    try:
+        same = str(ProbeSpec.parse(name)) == name
+    except RnrLensError:
+        same = False
+    if not same:
+        raise RnrLensError(
+            f"probe name {name!r} does not read back as written; write each value of its params() without commas or surrounding spaces"
+        )
 
 
 def budget_label(name: str) -> str:

@@ -103,10 +103,22 @@ def setting(default: Any, *, parse: Callable[[str], Any] | None = None, what: st
     """A probe's setting, declared once: its default, how its text in a probe name is read
     (by the default's type unless ``parse`` is given; ``what`` names the expected text in an
     error), and its key in the name (the field's own name unless ``key`` is given).
-    :func:`parse_probe` reads every setting by this declaration."""
-    if parse is None:
-        parse = _flag if isinstance(default, bool) else type(default)
-    return field(default=default, metadata={"parse": parse, "what": what or type(default).__name__, "key": key})
+    :func:`parse_probe` reads every setting by its declaration (a plain dataclass field, as a
+    notebook's own probe may have, reads as ``setting(its default)``)."""
+    return field(default=default, metadata={"parse": parse, "what": what, "key": key})
+
+
+def _reading(f: Any) -> tuple[str, Callable[[str], Any], str]:
+    """A setting's key in the name, how its text is read and what an error calls that text."""
+    meta = f.metadata
+    default = f.default
+    parse = meta.get("parse") or (_flag if isinstance(default, bool) else type(default))
+    return meta.get("key") or f.name, parse, meta.get("what") or type(default).__name__
+
+
+def setting_key(cls: type, name: str) -> str:
+    """The key field ``name`` of probe class ``cls`` is written with in a probe name."""
+    return next(_reading(f)[0] for f in fields(cls) if f.name == name)
 
 
 class Probe(ABC):
@@ -525,7 +537,7 @@ class AblationProbe(Probe):
         if self.component not in COMPONENTS:
             raise RnrLensError(f"ablation probe: component {self.component!r} is not one of {', '.join(COMPONENTS)}")
         if self.method not in METHODS:
-            raise RnrLensError(f"ablation probe: kind {self.method!r} is not one of {', '.join(METHODS)}")
+            raise RnrLensError(f"ablation probe: {setting_key(AblationProbe, 'method')} {self.method!r} is not one of {', '.join(METHODS)}")
         if self.layers is not None and (not self.layers or len(set(self.layers)) != len(self.layers)):
             raise RnrLensError(f"ablation probe: layers {self.layers} must name each block once, e.g. layers=3+4+12")
 
@@ -539,7 +551,7 @@ class AblationProbe(Probe):
         return len(self.layers) if self.layers is not None else None  # every block of the model
 
     def params(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"component": self.component, "kind": self.method}  # spec key "kind": part of stored audit ids
+        out: dict[str, Any] = {"component": self.component, setting_key(AblationProbe, "method"): self.method}  # "kind": part of stored audit ids
         if self.layers is not None:
             out["layers"] = "+".join(map(str, self.layers))
         return out
@@ -641,8 +653,11 @@ def shortest_form(name: str, names: Sequence[str]) -> str:
     for size in range(1, len(spec.settings) + 1):  # a bare family names no one of several
         for keys in itertools.combinations(spec.keys, size):
             candidate = str(spec.subset(keys))
-            if parse_probe(candidate).name == name:
-                return candidate
+            try:
+                if parse_probe(candidate).name == name:
+                    return candidate
+            except RnrLensError:  # a name this version does not declare (a legacy or custom key)
+                return name
     return name
 
 
@@ -654,14 +669,15 @@ def parse_probe(text: str) -> Probe:
     if spec.family not in PROBES:
         raise RnrLensError(f"unknown probe {spec.family!r} in {text!r}; choose one of {', '.join(PROBES)}")
     cls = PROBES[spec.family]
-    declared = {f.metadata["key"] or f.name: f for f in fields(cls)}  # type: ignore[arg-type]  # every probe class is a dataclass
+    declared = {_reading(f)[0]: f for f in fields(cls)}  # type: ignore[arg-type]  # every probe class is a dataclass
     kwargs: dict[str, Any] = {}
     for key, value in spec.settings:
         if key not in declared:
             raise RnrLensError(f"probe {text!r}: unknown setting {key!r}; {spec.family} takes {', '.join(declared)}")
         f = declared[key]
+        _, parse, what = _reading(f)
         try:
-            kwargs[f.name] = f.metadata["parse"](value)
+            kwargs[f.name] = parse(value)
         except ValueError:
-            raise RnrLensError(f"probe {text!r}: {key}={value!r} is not a valid {f.metadata['what']}") from None
+            raise RnrLensError(f"probe {text!r}: {key}={value!r} is not a valid {what}") from None
     return cls(**kwargs)

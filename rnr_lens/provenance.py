@@ -21,6 +21,7 @@ import datetime as _dt
 import os
 import platform
 import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import metadata
@@ -127,19 +128,23 @@ class Machine:
     """Where it ran: the CPU, the platform, the cores, torch's thread count and the vector
     instructions torch's CPU kernels use (``AVX512``, ``AVX2``, ...; None where not recorded:
     runs before it was). The last two move float sums, and with them trained weights
-    (docs/reproducibility.md)."""
+    (docs/reproducibility.md).
+
+    Both torch facts are read from the torch the process has loaded; a process that loaded none
+    (a re-reading of evidence without a model) computed nothing with it and records None (this
+    floor never loads torch itself)."""
 
     cpu: str
     platform: str
     cores: int | None
-    torch_threads: int
+    torch_threads: int | None
     cpu_capability: str | None = None
 
     @classmethod
     def here(cls) -> Machine:
-        import torch
-
-        return cls(cpu_model(), platform.platform(), os.cpu_count(), torch.get_num_threads(), torch.backends.cpu.get_cpu_capability())
+        torch = sys.modules.get("torch")
+        threads, capability = (torch.get_num_threads(), torch.backends.cpu.get_cpu_capability()) if torch is not None else (None, None)
+        return cls(cpu_model(), platform.platform(), os.cpu_count(), threads, capability)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"cpu": self.cpu, "platform": self.platform, "cores": self.cores, "torch_threads": self.torch_threads}
@@ -149,7 +154,8 @@ class Machine:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Machine:
-        return cls(str(d["cpu"]), str(d["platform"]), d.get("cores"), int(d["torch_threads"]), d.get("cpu_capability"))
+        threads = d.get("torch_threads")
+        return cls(str(d["cpu"]), str(d["platform"]), d.get("cores"), None if threads is None else int(threads), d.get("cpu_capability"))
 
 
 @dataclass(frozen=True)

@@ -397,7 +397,8 @@ def _provenance_html(p: Provenance) -> str:
             + (f" at {r.code.commit[:12]}" if r.code.commit else "")
             + (" with uncommitted changes" if r.code.dirty else ""),
             ", ".join(f"{k} {v}" for k, v in r.code.libraries.items()) + f", Python {r.code.python}",
-            f"{r.machine.cpu}; {r.machine.cores} cores, {r.machine.torch_threads} torch threads",
+            f"{r.machine.cpu}; {r.machine.cores} cores, "
+            + ("torch not loaded" if r.machine.torch_threads is None else f"{r.machine.torch_threads} torch threads"),
         ]
         for r in p.runs
     ]

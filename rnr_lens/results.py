@@ -231,11 +231,12 @@ class AuditResult:
         if probe in by_label:
             return by_label[probe]
         if ":" not in probe:
-            family = [p for p in self.probes if family_of(p) == probe]
-            if len(family) == 1:
-                return family[0]
+            family = [p for p in self.probes if family_of(p) == probe]  # one of a family is named by its label, above
             if family:
-                raise RnrLensError(f"audit {self.id[:12]} ran {len(family)} {probe} probes ({', '.join(family)}); name one in full")
+                raise RnrLensError(
+                    f"audit {self.id[:12]} ran {len(family)} {probe} probes; name one by its label "
+                    + ", ".join(f"{self.labels[p]} ({p})" for p in family)
+                )
         else:
             canonical = parse_probe(probe).name
             if canonical in self.probes:

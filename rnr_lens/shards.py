@@ -24,6 +24,10 @@ from dataclasses import dataclass
 
 from rnr_lens.errors import RnrLensError
 
+EXECUTORS = ("local", "ray")
+"""Where :func:`rnr_lens.executors.run_audit` runs an audit's shards: here, one after another,
+or on Ray workers."""
+
 
 @dataclass(frozen=True)
 class Shard:

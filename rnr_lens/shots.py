@@ -190,6 +190,6 @@ def resolve(shots: Shots, test: Task, file: Task | None = None) -> Shots:
         source = test
     else:
         if file is None:
-            raise RnrLensError(f"the deployment's shots come from {shots.source}; pass that file ({arg('shots_file', 'PATH')})")
+            raise RnrLensError(f"the deployment's shots come from {shots.source}; pass that file ({arg('shots_file')})")
         source = file
     return draw(shots, source, test)

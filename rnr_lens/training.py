@@ -45,10 +45,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from jaxtyping import Float
 
 from rnr_lens import adapters
 from rnr_lens.checkpoints import RunFolder, TrainState, read_history, trained_name
-from rnr_lens.dapo import TRAINABLE, TrainConfig, clipped_token_loss, group_advantages, overlong_penalty, parse_layers
+from rnr_lens.dapo import TRAINABLE, TrainConfig, overlong_penalty, parse_layers
 from rnr_lens.deploy import DeploymentConfig, deployment_for_task
 from rnr_lens.display import progress_bar
 from rnr_lens.errors import RnrLensError
@@ -316,6 +317,40 @@ def _update(
         for key, value in diag.items():
             stats[key].append(value)
     return {k: sum(v) / len(v) for k, v in stats.items()}
+
+
+# -- DAPO's two tensor formulas (each tested alone on hand-made tensors) -------------------------
+def group_advantages(rewards: Float[torch.Tensor, "n_groups group_size"]) -> Float[torch.Tensor, "n_groups group_size"]:
+    """``(r - mean) / (std + 1e-6)`` within each group (population std, as in GRPO/DAPO)."""
+    mean = rewards.mean(-1, keepdim=True)
+    std = rewards.std(-1, unbiased=False, keepdim=True)
+    return (rewards - mean) / (std + 1e-6)
+
+
+def clipped_token_loss(
+    logprobs: Float[torch.Tensor, "batch cont"],
+    old_logprobs: Float[torch.Tensor, "batch cont"],
+    advantages: Float[torch.Tensor, " batch"],
+    mask: Float[torch.Tensor, "batch cont"],
+    clip_low: float,
+    clip_high: float,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """DAPO's token-level clipped objective (to minimise) and diagnostics.
+
+    Every answer token counts once, whatever the answer's length: the loss is a sum over
+    tokens divided by the number of tokens, not a mean of per-answer means.
+    """
+    ratio = torch.exp(logprobs - old_logprobs)
+    adv = advantages[:, None]
+    unclipped = ratio * adv
+    clipped = ratio.clamp(1 - clip_low, 1 + clip_high) * adv
+    objective = torch.minimum(unclipped, clipped)
+    n_tokens = mask.sum().clamp(min=1)
+    loss = -(objective * mask).sum() / n_tokens
+    with torch.no_grad():
+        was_clipped = ((clipped < unclipped) & (mask > 0)).float().sum() / n_tokens
+        approx_kl = ((old_logprobs - logprobs) * mask).sum() / n_tokens
+    return loss, {"clip_fraction": float(was_clipped), "approx_kl": float(approx_kl)}
 
 
 __all__ = [

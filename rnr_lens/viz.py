@@ -434,7 +434,7 @@ def pass_at_k(result: AuditResult, probes: Sequence[str] | None = None, k: int |
         budget = max(budget, int(curve.k.max()))
         color = OKABE_ITO[i % 8]
         _band(fig, list(curve.k), list(curve.low), list(curve.high), color, opacity=0.18)
-        fig.add_scatter(x=curve.k, y=curve.pass_at_k, mode="lines+markers", name=budget_label(probe), line=dict(color=color))
+        fig.add_scatter(x=curve.k, y=curve.pass_at_k, mode="lines+markers", name=budget_label(result.probe_name(probe)), line=dict(color=color))
     realized = float(result.questions.loc[result.questions["has_default"], "realized"].mean()) if result.questions["has_default"].any() else 0.0
     # a legend entry, not a label that can sit on a curve
     fig.add_scatter(

@@ -213,7 +213,7 @@ def question_html(result: AuditResult, question_id: str, probes: Sequence[str] |
         raise RnrLensError(f"audit {result.id[:12]} has no question {question_id!r}")
     q = q.iloc[0]
     labels = {DEFAULT_PROBE: DEFAULT_PROBE, **result.labels}
-    wanted = [DEFAULT_PROBE, *(probes if probes is not None else result.probes)]
+    wanted = [DEFAULT_PROBE, *(result.probe_name(p) for p in (probes if probes is not None else result.probes))]
     tries = result.tries[(result.tries.question_id == question_id) & result.tries.probe.isin(wanted)]
     rows = []
     for t in tries.sort_values(["probe", "try_index"], key=lambda c: c.map(wanted.index) if c.name == "probe" else c).itertuples():
@@ -233,11 +233,11 @@ def question_html(result: AuditResult, question_id: str, probes: Sequence[str] |
                 how,
                 str(t.text).strip(),
                 _read(t.extracted),
-                "yes" if t.correct else "no",
+                _flag(bool(t.correct)),
             ]
         )
     default = tries[tries.probe == DEFAULT_PROBE]
-    realized = "yes" if bool(q.realized) else "no" if len(default) else "not yet run"
+    realized = _flag(bool(q.realized)) if len(default) else "not yet run"
     shots = result.config.shots
     context = (
         ""

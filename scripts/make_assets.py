@@ -160,7 +160,9 @@ def _widget_screenshot(cells: list[str], lab: Path, ready: str, out: Path, width
     lab.mkdir()
     with jupyterlab(lab, cells) as url, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": width, "height": 2600}, device_scale_factor=1)  # taller than any widget: JupyterLab scrolls its panel, not the page
+        page = browser.new_page(
+            viewport={"width": width, "height": 2600}, device_scale_factor=1
+        )  # taller than any widget: JupyterLab scrolls its panel, not the page
         page.goto(url)
         run_all(page)
         stderr = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,3 +153,20 @@ def test_every_test_file_the_package_names_exists():
     assert named, "the package names its tests somewhere"
     missing = sorted(f"{source}: {path}" for source, path in named if not (root / path).is_file())
     assert not missing, f"named but absent: {missing}"
+
+
+def test_the_values_floor_loads_no_torch():
+    """Each values module, the package itself and the CLI's module import in a fresh
+    interpreter without torch (the package loads its public names on first use). A module that
+    pulls torch in is named: the imports run one by one and the first that loads it fails.
+    (Building the CLI's parser still loads torch: its commands read defaults from the model
+    and measurement floors.)"""
+    values = dict(LAYERS)["values"]
+    code = f"""
+import importlib, sys
+for name in ["rnr_lens", *("rnr_lens." + m for m in {values!r}), "rnr_lens.cli"]:
+    importlib.import_module(name)
+    assert "torch" not in sys.modules, name + " loaded torch"
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]

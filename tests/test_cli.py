@@ -12,6 +12,7 @@ import pytest
 
 import rnr_lens as R
 from rnr_lens.cli import main
+from rnr_lens.probe_specs import family_of
 from tests.conftest import format_miss_rows
 
 
@@ -131,7 +132,7 @@ def test_show_summarizes_unfinished_audits(tiny_folder, tmp_path, capsys, keep):
     assert main(["show", str(db), "--json"]) == 0
     (rec,) = json.loads(capsys.readouterr().out)
     assert rec["progress"]["default"] == {"stored": 0 if "default" in keep else 4, "expected": 4}
-    by_probe = {s["probe"].split(":")[0]: s for s in rec["summary"]}
+    by_probe = {family_of(s["probe"]): s for s in rec["summary"]}
     sampling_complete = keep["sampling"] // 2 if "default" not in keep else 0
     assert by_probe["sampling"]["questions"] == sampling_complete
     if sampling_complete == 0:

@@ -61,9 +61,11 @@ def test_fix_it_hints_name_python_arguments_from_python_and_flags_from_the_cli(t
     config = R.DeploymentConfig.load(tmp_path / "c.yaml")
     python = {
         "question='NAME', answer='NAME'": lambda: R.tasks.load_file(unnamed),
-        "pass that file (shots_file='PATH')": lambda: R.audit(tiny, R.tasks.get("add-small", n=2), config=config, progress=False),
+        "pass that file (config.for_task(task, shots_file=PATH))": lambda: R.audit(
+            tiny, R.tasks.get("add-small", n=2), config=config, progress=False
+        ),
         "then pass trust_code=True to run it": lambda: R.tasks.get(f"lm-eval:{tmp_path / 'task.yaml'}"),
-        "mine with that checkpoint (model='CHECKPOINT')": lambda: check_weights(tiny, "0" * 16, "a" * 16),
+        "mine with that checkpoint (model=R.load_model(CHECKPOINT))": lambda: check_weights(tiny, "0" * 16, "a" * 16),
         "the first N questions of a file, use task.first(N)": lambda: R.tasks.get(str(unnamed), n=5),
     }
     for said, call in python.items():

@@ -62,7 +62,8 @@ def build_planted(tiny, db_path, with_realized: bool = True):
 def test_planted_failures_are_reachable_by_the_ablation_probe(planted):
     result, _ = planted
     summary = result.summary().iloc[0]
-    assert summary["reachable_not_realized"] >= 4
+    assert summary["probe"] == "ablation" and summary["reachable_not_realized"] >= 4
+    assert result.questions["reachable[ablation]"].sum() >= 4, "the probe's label names its column, and the column holds its hits"
     assert 0 < summary["realized"].value < 1
 
 
@@ -173,7 +174,7 @@ def test_mining_refuses_another_model_than_the_audited_one(planted):
     fs = failures.freeze(result, store, probe="ablation")
     assert fs.model_fingerprint == result.info.model_fingerprint
     other = R.tiny_model(n_layers=4, seed=1)
-    with pytest.raises(R.RnrLensError, match=r"not the checkpoint audit .* was made with.*\(model='CHECKPOINT'\)"):
+    with pytest.raises(R.RnrLensError, match=r"not the checkpoint audit .* was made with.*\(model=R.load_model\(CHECKPOINT\)\)"):
         mine(other, fs, strategy="screen+confirm", progress=False)
     with pytest.raises(R.RnrLensError, match="not the checkpoint audit"):
         null_repair(other, fs)

@@ -23,22 +23,6 @@ TRAIN = T.TrainConfig(steps=2, prompts_per_step=4, group_size=4, lr=3e-3, miniba
 
 
 # -- the loss pieces ------------------------------------------------------------------------------
-def test_parse_layers():
-    assert T.parse_layers(None, 4) == [0, 1, 2, 3]
-    assert T.parse_layers("2-3,0", 4) == [0, 2, 3]
-    with pytest.raises(R.RnrLensError, match="outside 0..3"):
-        T.parse_layers("2-9", 4)
-    with pytest.raises(R.RnrLensError, match="cannot parse layers"):
-        T.parse_layers("two", 4)
-
-
-def test_overlong_penalty_is_soft_then_full():
-    assert T.overlong_penalty(12, 16, 4) == 0.0
-    assert T.overlong_penalty(14, 16, 4) == -0.5
-    assert T.overlong_penalty(16, 16, 4) == -1.0
-    assert T.overlong_penalty(17, 16, 4) == -1.0
-
-
 def test_group_advantages_are_normalised_within_each_group():
     adv = T.group_advantages(torch.tensor([[1.0, -1.0, -1.0, -1.0], [1.0, 1.0, 1.0, 1.0]]))
     assert torch.allclose(adv[0].mean(), torch.tensor(0.0), atol=1e-6)
@@ -73,15 +57,6 @@ def test_loss_is_token_level():
     loss, diag = T.clipped_token_loss(logp, logp, torch.tensor([1.0, -1.0]), mask, 0.2, 0.28)
     assert loss.item() == pytest.approx(-(4 * 1 + 1 * -1) / 5)
     assert diag["clip_fraction"] == 0 and diag["approx_kl"] == 0
-
-
-def test_train_config_rejects_bad_values():
-    with pytest.raises(R.RnrLensError, match="group_size"):
-        T.TrainConfig(group_size=1)
-    with pytest.raises(R.RnrLensError, match="components"):
-        T.TrainConfig(components="head")
-    with pytest.raises(R.RnrLensError, match="minibatches"):
-        T.TrainConfig(prompts_per_step=2, minibatches=3)
 
 
 # -- on the tiny model -------------------------------------------------------------------------------

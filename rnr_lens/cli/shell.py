@@ -287,7 +287,7 @@ def check_executor_args(args: argparse.Namespace) -> None:
 
 
 def add_executor_args(p: argparse.ArgumentParser, audits: str = "every shard") -> None:
-    from rnr_lens.executors import EXECUTORS
+    from rnr_lens.shards import EXECUTORS
 
     p.add_argument("--executor", choices=EXECUTORS, help=f"run {audits}: here one after another, or on Ray workers")
     p.add_argument("--shards", type=positive_int, help="number of shards for --executor (default 1)")
