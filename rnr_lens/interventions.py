@@ -29,10 +29,9 @@ from jaxtyping import Float
 from torch import Tensor
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.records import COMPONENTS as COMPONENTS  # re-exported: the vocabulary lives below torch
+from rnr_lens.records import METHODS as METHODS
 from rnr_lens.records import ablation_label
-
-COMPONENTS = ("mlp", "attn", "block")
-METHODS = ("zero", "mean", "resample")
 
 #: ``references(hook_name, prompts)`` -> one ``(pos, d_model)`` activation per prompt.
 References = Callable[[str, Sequence[str]], "list[Float[Tensor, 'pos d_model']]"]

@@ -50,6 +50,9 @@ from rnr_lens.stats import rate
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.sweeps import (
     NULL_BLOCKS,
+    SWEEP_COMPONENTS,
+    SWEEP_METHODS,
+    TOP_M,
     Bottleneck,
     CandidateRates,
     NullRepair,
@@ -57,10 +60,9 @@ from rnr_lens.sweeps import (
     rates,
     tied_best,
 )
+from rnr_lens.sweeps import STRATEGIES as STRATEGIES  # re-exported beside mine
 from rnr_lens.tasks.core import Question
 from rnr_lens.verdicts import BREAK_BOUND, BlockCounts, BlockTrial, BottleneckVerdict, bottleneck_verdict
-
-STRATEGIES = ("screen+confirm", "exhaustive")
 
 
 @dataclass
@@ -310,10 +312,10 @@ def mine(
     failure_set: FailureSet,
     control_set: Sequence[Question] | None = None,
     *,
-    components: Sequence[str] = ("mlp",),
-    methods: Sequence[str] = ("zero",),
-    strategy: str = "screen+confirm",
-    top_m: int = 3,
+    components: Sequence[str] = SWEEP_COMPONENTS,
+    methods: Sequence[str] = SWEEP_METHODS,
+    strategy: str = STRATEGIES[0],
+    top_m: int = TOP_M,
     break_bound: float = BREAK_BOUND,
     store: RunStore | None = None,
     batch_size: int | None = None,

@@ -58,6 +58,12 @@ def check_audit_id(text: object, where: str) -> str:
     return str(text)
 
 
+COMPONENTS = ("mlp", "attn", "block")
+"""What an ablation silences in a block: its MLP, its attention, or the whole block."""
+METHODS = ("zero", "mean", "resample")
+"""How an ablation silences it (``zero``: the paper's silencing)."""
+
+
 def ablation_label(layer: int, component: str, method: str) -> str:
     """An ablation's name, ``mlp4:zero``: the one spelling that
     :class:`rnr_lens.interventions.Ablation` prints and parses, and that sweep tables, pages and

@@ -22,6 +22,19 @@ from rnr_lens.verdicts import BREAK_BOUND
 NULL_BLOCKS = 3
 """Blocks drawn for the arbitrary-block null of a repair rate."""
 
+STRATEGIES = ("screen+confirm", "exhaustive")
+"""How a sweep chooses the blocks it generates (:func:`rnr_lens.miner.mine`): ``screen+confirm``
+(a one-forward screen, the top blocks generated) or ``exhaustive`` (every block generated)."""
+
+SWEEP_COMPONENTS: tuple[str, ...] = ("mlp",)
+"""What a sweep silences by default: the MLP of each block (the paper's bottleneck)."""
+
+SWEEP_METHODS: tuple[str, ...] = ("zero",)
+"""How it silences it by default: zeroing its output."""
+
+TOP_M = 3
+"""Blocks the screen passes on to be generated (``screen+confirm``)."""
+
 
 @dataclass(frozen=True)
 class NullRepair:

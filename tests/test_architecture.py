@@ -155,18 +155,22 @@ def test_every_test_file_the_package_names_exists():
     assert not missing, f"named but absent: {missing}"
 
 
-def test_the_values_floor_loads_no_torch():
-    """Each values module, the package itself and the CLI's module import in a fresh
-    interpreter without torch (the package loads its public names on first use). A module that
-    pulls torch in is named: the imports run one by one and the first that loads it fails.
-    (Building the CLI's parser still loads torch: its commands read defaults from the model
-    and measurement floors.)"""
+def test_the_values_floor_and_the_cli_parser_load_no_torch():
+    """Each values module, the package itself and ``rnr-lens --help`` (every command's parser:
+    their defaults are read from below torch) run in a fresh interpreter without torch (the
+    package loads its public names on first use). A module that pulls torch in is named: the
+    imports run one by one and the first that loads it fails."""
     values = dict(LAYERS)["values"]
     code = f"""
-import importlib, sys
-for name in ["rnr_lens", *("rnr_lens." + m for m in {values!r}), "rnr_lens.cli"]:
+import contextlib, importlib, io, sys
+for name in ["rnr_lens", *("rnr_lens." + m for m in {values!r}), "rnr_lens.failures", "rnr_lens.cli"]:
     importlib.import_module(name)
     assert "torch" not in sys.modules, name + " loaded torch"
+from rnr_lens.cli import build_parser
+for command in [None, *build_parser()._subparsers._group_actions[0].choices]:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        build_parser().parse_args(["--help"] if command is None else [command, "--help"])
+    assert "torch" not in sys.modules, f"rnr-lens {{command or ''}} --help loaded torch"
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr[-2000:]

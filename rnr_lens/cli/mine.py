@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 
 from rnr_lens.cli.shell import add_placement_args, existing_store, load_kwargs, non_negative_int, positive_int, print_table, seed_int
@@ -14,11 +13,10 @@ HELP = "sweep single-block ablations over a frozen failure set; name the bottlen
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from rnr_lens.failures import SELECTIONS
-    from rnr_lens.interventions import COMPONENTS, METHODS
-    from rnr_lens.miner import STRATEGIES, mine
-    from rnr_lens.sweeps import NULL_BLOCKS
+    from rnr_lens.records import COMPONENTS, METHODS
+    from rnr_lens.sweeps import NULL_BLOCKS, STRATEGIES, SWEEP_COMPONENTS, SWEEP_METHODS, TOP_M
+    from rnr_lens.verdicts import BREAK_BOUND
 
-    mining = {name: p.default for name, p in inspect.signature(mine).parameters.items()}
     p.add_argument("store")
     p.add_argument("--audit", help="audit id (may be left out when the store holds one)")
     p.add_argument("--failure-set", default=SELECTIONS[0], choices=[k for k in SELECTIONS if k != "ids"], help="how the failures are chosen")
@@ -27,12 +25,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default="main", help="name of the frozen failure set")
     p.add_argument("--seed", type=seed_int, default=0, help="seeds the discovery/held-out split")
     p.add_argument("--model", help="the audited model (default: the audit's model name)")
-    p.add_argument("--component", action="append", choices=COMPONENTS, help=f"default: {' '.join(mining['components'])}")
-    p.add_argument("--method", action="append", choices=METHODS, help=f"ablation method (default: {' '.join(mining['methods'])})")
+    p.add_argument("--component", action="append", choices=COMPONENTS, help=f"default: {' '.join(SWEEP_COMPONENTS)}")
+    p.add_argument("--method", action="append", choices=METHODS, help=f"ablation method (default: {' '.join(SWEEP_METHODS)})")
     p.add_argument("--kind", dest="method", action="append", choices=METHODS, help=argparse.SUPPRESS)  # the old name, still read
-    p.add_argument("--strategy", default=mining["strategy"], choices=STRATEGIES)
-    p.add_argument("--top-m", type=positive_int, default=mining["top_m"])
-    p.add_argument("--break-bound", type=float, default=mining["break_bound"])
+    p.add_argument("--strategy", default=STRATEGIES[0], choices=STRATEGIES)
+    p.add_argument("--top-m", type=positive_int, default=TOP_M)
+    p.add_argument("--break-bound", type=float, default=BREAK_BOUND)
     p.add_argument(
         "--null-blocks",
         type=non_negative_int,
@@ -50,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from rnr_lens.miner import mine, null_beside
     from rnr_lens.models import load_model
     from rnr_lens.results import AuditResult
+    from rnr_lens.sweeps import SWEEP_COMPONENTS, SWEEP_METHODS
 
     store = existing_store(args.store, f"; run 'rnr-lens audit --out {args.store}' first", mode="write")
     result = AuditResult.load(store, args.audit)
@@ -65,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
     sweep = mine(
         model,
         fs,
-        components=args.component or inspect.signature(mine).parameters["components"].default,
-        methods=args.method or inspect.signature(mine).parameters["methods"].default,
+        components=args.component or SWEEP_COMPONENTS,
+        methods=args.method or SWEEP_METHODS,
         strategy=args.strategy,
         top_m=args.top_m,
         break_bound=args.break_bound,
