@@ -74,7 +74,7 @@ def test_console_script_exit_code(tmp_path):
 
 
 def test_mine_names_the_planted_bottleneck(tiny_folder, tmp_path, capsys):
-    from tests.test_miner import PLANTED, build_planted
+    from tests.planted import PLANTED, build_planted
 
     db = tmp_path / "mine.db"
     build_planted(R.load_model(tiny_folder), db)

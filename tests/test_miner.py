@@ -1,103 +1,19 @@
 """The miner on a planted bottleneck: failures whose gold answer is exactly what the tiny
 model says with one MLP silenced, so silencing that MLP must repair them."""
 
-import re
-
 import pandas as pd
 import pytest
 
 import rnr_lens as R
 from rnr_lens import failures
-from rnr_lens.attribution import direct_logit_attribution
-from rnr_lens.audits import audit
-from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.miner import mine, null_beside, null_repair
 from rnr_lens.store import RunStore
-from rnr_lens.tasks import Question, Task, get
-
-PLANTED = R.Ablation(2, "mlp")
-CONFIG = DeploymentConfig.default_for("string").with_(max_new_tokens=6)
-
-
-def _answer_text(generated: str) -> str:
-    """The generated answer as the model wrote it (its own tokens), up to the sentence end."""
-    return re.split(r"[.\n!?]", generated, maxsplit=1)[0]
-
-
-def _round_trips(model, gen) -> bool:
-    """Whether the answer text re-tokenizes to the tokens the model generated (random byte-level
-    tokens often decode to replacement characters that do not)."""
-    text = _answer_text(gen.text)
-    ids = model.tokenizer(text, add_special_tokens=False)["input_ids"]
-    return "\ufffd" not in text and ids == gen.token_ids[: len(ids)]
+from tests.planted import CONFIG, PLANTED, build_planted
 
 
 @pytest.fixture(scope="module")
 def planted(tiny, tmp_path_factory):
     return build_planted(tiny, tmp_path_factory.mktemp("mine") / "m.db")
-
-
-def build_planted(tiny, db_path, with_realized: bool = True):
-    """Audit a task whose failures are answered right exactly when MLP 2 is silenced (and, with
-    ``with_realized``, as many questions the model already gets right)."""
-    base = list(get("add-two-digit", n=300, seed=2))
-    prompts = [CONFIG.prompt(q) for q in base]
-    clean = tiny.generate(prompts, max_new_tokens=CONFIG.max_new_tokens, stop=CONFIG.stop)
-    ablated = tiny.generate(prompts, max_new_tokens=CONFIG.max_new_tokens, stop=CONFIG.stop, ablations=[PLANTED])
-    questions = []
-    for q, c, a in zip(base, clean, ablated):
-        clean_ans, ablated_ans = CONFIG.extract(c.text), CONFIG.extract(a.text)
-        if clean_ans is None or ablated_ans is None or not (_round_trips(tiny, c) and _round_trips(tiny, a)):
-            continue
-        if len(questions) % 2 == 0 and clean_ans != ablated_ans:
-            questions.append(Question(q.id, q.prompt, _answer_text(a.text)))  # fails clean, right with mlp2 off
-        elif len(questions) % 2 == 1:
-            questions.append(Question(q.id, q.prompt, _answer_text(c.text)))  # realized
-    task = Task("planted", tuple(questions[:16] if with_realized else questions[:16:2]), "string")
-    store = RunStore(db_path)
-    result = audit(tiny, task, ["ablation:component=mlp"], CONFIG, store=store, progress=False)
-    return result, store
-
-
-def test_planted_failures_are_reachable_by_the_ablation_probe(planted):
-    result, _ = planted
-    summary = result.summary().iloc[0]
-    assert summary["probe"] == "ablation" and summary["reachable_not_realized"] >= 4
-    assert result.questions["reachable[ablation]"].sum() >= 4, "the probe's label names its column, and the column holds its hits"
-    assert 0 < summary["realized"].value < 1
-
-
-def test_failure_set_is_frozen_and_split(planted):
-    result, store = planted
-    fs = failures.freeze(result, store, probe="ablation")
-    assert set(fs.discovery.ids).isdisjoint(fs.heldout.ids)
-    assert set(fs.failures.ids) == set(result.reachable_not_realized("ablation"))
-    assert set(fs.control.ids) == set(result.realized_ids())
-    again = failures.freeze(result, store, probe="ablation")
-    assert again.discovery.ids == fs.discovery.ids
-    with pytest.raises(R.RnrLensError, match="frozen with another definition"):
-        failures.freeze(result, store, probe="ablation", seed=5)
-
-
-def test_the_control_set_is_split_and_each_half_has_its_break_rate(tiny, planted):
-    """The controls that admit a block bias its break rate low: they are split like the
-    failure set, the discovery half admits, the held-out half judges (issue 34)."""
-    result, store = planted
-    fs = failures.freeze(result, store, probe="ablation")
-    held = fs.heldout_controls
-    assert held < set(fs.control.ids) and len(held) == len(fs.control) // 2
-    assert failures.freeze(result, store, probe="ablation").heldout_controls == held, "the split is a function of the frozen set"
-    sweep = mine(tiny, fs, strategy="exhaustive", break_bound=1.0, store=store, progress=False)
-    for _, row in sweep.table.iterrows():
-        assert row["n_control_discovery"] + row["n_control_heldout"] == row["n_control"] and row["n_control_heldout"] == len(held)
-        assert row["break_discovery"] * row["n_control_discovery"] + row["break_heldout"] * row["n_control_heldout"] == pytest.approx(
-            row["break"] * row["n_control"]
-        )
-    broken = sweep.broken(PLANTED.layer, half="heldout")
-    assert len(broken) == len(held) and broken.mean() == pytest.approx(sweep.table.set_index("layer").loc[PLANTED.layer, "break_heldout"])
-    decided = sweep.verdict(break_bound=1.0)
-    assert decided.layer == PLANTED.layer and decided.break_heldout is not None and decided.break_heldout.n == len(held)
-    assert decided.verdict.status == R.verdicts.UNRESOLVED, "no null arms, no support"
 
 
 @pytest.mark.parametrize("strategy", ["exhaustive", "screen+confirm"])
@@ -144,17 +60,6 @@ def test_screen_matches_a_full_recompute(tiny, planted):
             with tiny.intervene(ablations=[ablation]):
                 full = rows.logprobs(tiny.forward_tokens(rows.input_ids, rows.attention_mask)).sum(-1)
             assert fast[ablation] == pytest.approx(float((full - clean).mean()), abs=1e-4)
-
-
-def test_direct_logit_attribution_adds_up(tiny, planted):
-    result, store = planted
-    fs = failures.freeze(result, store, probe="ablation")
-    dla = direct_logit_attribution(tiny, list(fs.discovery)[:2], CONFIG)
-    for _qid, group in dla.groupby("question_id"):
-        total = group[group.component == "total"].contribution.item()
-        parts = group[group.component != "total"].contribution.sum()
-        assert parts == pytest.approx(total, abs=1e-3 * max(1.0, abs(total)))
-        assert set(group.component) == {"embed", "attn", "mlp", "total"}
 
 
 def test_bad_miner_arguments(tiny, planted):
@@ -250,19 +155,6 @@ def test_the_bottleneck_says_its_n_and_what_it_passed_over(tiny, planted):
     assert chosen.layer == 4 and chosen.passed_over == ("mlp6:zero (discovery 1.00, break 0.40)",)
     assert "chosen over mlp6:zero (discovery 1.00, break 0.40): they repair more but break more than 0.20" in repr(chosen)
     assert chosen.few and chosen.heldout.n == 4
-
-
-def test_a_failure_set_without_realized_questions_reports_break_unmeasured(tiny, tmp_path):
-    """mine once refused such a set ("no realized questions to serve as a control set")."""
-    result, store = build_planted(tiny, tmp_path / "none.db", with_realized=False)
-    assert not result.realized_ids()
-    fs = failures.freeze(result, store, probe="ablation")
-    assert fs.control is None and "break rates are unmeasured" in fs.describe()
-    sweep = mine(tiny, fs, strategy="exhaustive", progress=False)
-    assert sweep.table["break"].isna().all() and (sweep.table["n_control"] == 0).all()
-    assert sweep.bottleneck.layer == PLANTED.layer and sweep.bottleneck.break_rate is None
-    assert "break unmeasured" in repr(sweep.bottleneck)
-    assert sweep.to_json()["bottleneck"]["break"] is None
 
 
 def test_unmeasured_break_reads_as_such_in_figures_and_widgets(tiny, tmp_path):

@@ -118,7 +118,7 @@ def test_cli_shard_and_merge(tmp_path, capsys):
 
 
 def test_sweep_shards_merge_into_the_whole_sweep(tiny, tmp_path, monkeypatch):
-    from tests.test_miner import PLANTED, build_planted
+    from tests.planted import PLANTED, build_planted
 
     result, store = build_planted(tiny, tmp_path / "base.db")
     fs = failures.freeze(result, store, probe="ablation")

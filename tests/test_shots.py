@@ -150,7 +150,7 @@ def test_every_path_renders_the_audits_prompt(tmp_path, monkeypatch):
     from rnr_lens.reuse_check import OPENING
     from rnr_lens.store import RunStore
     from rnr_lens.training import TrainConfig, train
-    from tests.test_miner import PLANTED, _answer_text, _round_trips
+    from tests.planted import PLANTED, answer_text, round_trips
 
     model = R.tiny_model(n_layers=4, seed=0)  # its own: training changes the weights in place
     train_split = tasks.get("add-two-digit", n=4, split="train")
@@ -162,12 +162,12 @@ def test_every_path_renders_the_audits_prompt(tmp_path, monkeypatch):
     ablated = model.generate(prompts, max_new_tokens=config.max_new_tokens, stop=config.stop, ablations=[PLANTED])
     planted = []
     for q, c, a in zip(pool, clean, ablated):  # failures right with MLP 2 silenced, and realized controls
-        if config.extract(c.text) is None or config.extract(a.text) is None or not (_round_trips(model, c) and _round_trips(model, a)):
+        if config.extract(c.text) is None or config.extract(a.text) is None or not (round_trips(model, c) and round_trips(model, a)):
             continue
         if len(planted) % 2 == 0 and config.extract(c.text) != config.extract(a.text):
-            planted.append(Question(q.id, q.prompt, _answer_text(a.text)))
+            planted.append(Question(q.id, q.prompt, answer_text(a.text)))
         elif len(planted) % 2 == 1:
-            planted.append(Question(q.id, q.prompt, _answer_text(c.text)))
+            planted.append(Question(q.id, q.prompt, answer_text(c.text)))
     task = Task("planted", tuple(planted[:12]), "string")
     expected = {model.render(config.prompt(q))[0] for q in task}
     assert all(text.count("The answer is ") == 3 for text in expected), "two worked examples, then the question"

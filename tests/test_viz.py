@@ -9,7 +9,7 @@ from rnr_lens.attribution import direct_logit_attribution
 from rnr_lens.audits import audit
 from rnr_lens.miner import mine
 from tests.conftest import require_chromium
-from tests.test_miner import CONFIG, PLANTED, build_planted
+from tests.planted import CONFIG, PLANTED, build_planted
 
 
 @pytest.fixture(scope="module")

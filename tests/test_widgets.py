@@ -8,7 +8,7 @@ import pytest
 from rnr_lens import failures, tasks, widgets
 from rnr_lens.audits import audit
 from rnr_lens.miner import mine
-from tests.test_miner import PLANTED, build_planted
+from tests.planted import PLANTED, build_planted
 
 
 @pytest.fixture(scope="module")
