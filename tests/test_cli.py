@@ -58,6 +58,9 @@ def test_audit_show_export(tiny_folder, tmp_path, capsys):
         assert len(files) == 2 and all(f.endswith(f".{fmt}") for f in files)
     tries = pd.read_parquet(next(f for f in files if "tries" in f))
     assert len(tries) == 4 * (1 + 2 + 2) and set(tries["probe"]) == {"default", *[s["probe"] for s in out["summary"]]}
+    questions = pd.read_parquet(next(f for f in files if "questions" in f))
+    labels = set(tries["probe_label"]) - {"default"}  # each questions column's label, joined to its full spec by the tries
+    assert {f"reachable[{label}]" for label in labels} <= set(questions.columns) and tries.groupby("probe")["probe_label"].nunique().eq(1).all()
 
 
 def test_models_lists_known_models(capsys):

@@ -42,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise RnrLensError(f"cannot write into --out {out} ({exc.strerror or exc}); choose a folder you can write to") from None
     written = []
-    for name, frame in (("tries", result.tries), ("questions", result.questions)):
+    # the questions' columns name each probe by its label (reachable[sampling]); each try says it too
+    tries = result.tries.assign(probe_label=result.tries["probe"].map(lambda p: result.labels.get(p, p)))
+    for name, frame in (("tries", tries), ("questions", result.questions)):
         path = out / f"{audit_id}-{name}.{args.format}"
         buffer = io.BytesIO()
         if args.format == "parquet":
