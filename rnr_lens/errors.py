@@ -37,9 +37,9 @@ SPELLINGS: dict[str, tuple[str, str, bool]] = {
 keyword of an argument with a value, or the whole assignment of a switch), its CLI flag, and
 whether the flag takes a value (a flag ending in ``=`` takes it joined: ``--field answer=NAME``;
 a spelling that shows its own placeholder, ``--limit N``, takes none from the message).
-``resume`` continues an unfinished audit (Python's default,
-the CLI's ``--resume``); ``resume_only`` continues and never starts one; ``no_resume`` starts
-training afresh (``train``'s ``--no-resume``)."""
+``resume`` continues an unfinished audit (Python's default, the CLI's ``--resume``);
+``resume_only`` continues and never starts one; ``no_resume`` starts training afresh
+(``train``'s ``--no-resume``)."""
 
 _CLI: ContextVar[bool] = ContextVar("rnr_lens_cli_spelling", default=False)
 

@@ -196,7 +196,7 @@ class AuditResult:
 
         Example:
             >>> result.labels  # doctest: +SKIP
-            {'sampling:k=8,t=0.7,top_p=1.0,draw=multinomial': 'sampling', 'routes:k=8,skip=1-3,repeat=1-3': 'routes'}
+            {'sampling:k=8,t=0.7,top_p=1.0,draw=multinomial': 'sampling', 'routes:k=8,edit_rate=0.25,max_segment=4,protect=1,shared=false': 'routes'}
         """
         return short_labels(self.probes)
 
