@@ -25,7 +25,7 @@ from rnr_lens.lens import LensModel
 from rnr_lens.phases import phase
 from rnr_lens.probe_specs import check_readable, short_labels
 from rnr_lens.probes import Default, Probe, ProbeContext, legacy_name_note, parse_probe
-from rnr_lens.records import COMPLETE, DEFAULT_PROBE, AuditRecord, audit_key
+from rnr_lens.records import COMPLETE, DEFAULT_PROBE, AuditRecord, audit_key, check_seed
 from rnr_lens.results import AuditResult
 from rnr_lens.shards import Shard
 from rnr_lens.shots import Shots
@@ -41,15 +41,6 @@ or start one (``True``), refuse to continue one (``False``), continue only (``"o
 
 def audit_id(model_fingerprint: str, task: Task, config: DeploymentConfig, probes: Sequence[Probe], seed: int) -> str:
     return audit_key(model_fingerprint, task.fingerprint(), config.hash(), [p.name for p in probes], seed)
-
-
-MAX_SEED = 2**32 - 1
-
-
-def check_seed(seed: object) -> None:
-    """Refuse a seed that is not an integer in ``0..2**32-1`` (before any work is done)."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise RnrLensError(f"seed must be an integer from 0 to {MAX_SEED}, got {seed!r}")
 
 
 def check_context(model: LensModel, config: DeploymentConfig, questions: Sequence[Question]) -> None:

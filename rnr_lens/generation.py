@@ -27,6 +27,7 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.interventions import Ablation
 from rnr_lens.phases import phase
 from rnr_lens.prompts import PromptLike
+from rnr_lens.records import DRAWS as DRAWS  # the sampler's draws, named below torch
 from rnr_lens.routes import Route, as_route
 
 RouteLike = Route | str | Sequence[int]
@@ -99,15 +100,6 @@ class ContinuationScore:
 
     logprob: float
     token_logprobs: list[float] = field(default_factory=list)
-
-
-DRAWS = ("multinomial", "inverse-cdf")
-"""How a sampled token is drawn from a row's distribution, each from the row's own generator:
-``multinomial`` (``torch.multinomial``, row by row: a pass over the vocabulary per row and step)
-or ``inverse-cdf`` (one uniform per row and step against the distribution's cumulative sum in
-float64, every row in one batched search). Both draw exactly from the (top-p filtered)
-distribution; they give different tokens for one seed, so the name of the draw is part of a
-sampling probe's name."""
 
 
 def draw_tokens(probs: Float[torch.Tensor, "batch d_vocab"], generators: Sequence[torch.Generator], draw: str) -> Int[torch.Tensor, " batch"]:

@@ -39,17 +39,18 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
-from rnr_lens.generation import DRAWS, Generation
-from rnr_lens.interventions import COMPONENTS, METHODS, Ablation
-from rnr_lens.lens import MAX_AUTO_BATCH, LensModel
 from rnr_lens.probe_specs import ProbeSpec, family_of
-from rnr_lens.records import DEFAULT_PROBE, Try
+from rnr_lens.records import COMPONENTS, DEFAULT_PROBE, DRAWS, METHODS, Try
 from rnr_lens.routes import KEEP, REPEAT, SKIP, Route, distinct_edit_routes, draw_edits, draw_route
 from rnr_lens.tasks.core import Question
+
+if TYPE_CHECKING:  # the model floor loads when a probe runs, not when a name is read
+    from rnr_lens.generation import Generation
+    from rnr_lens.lens import LensModel
 
 
 @dataclass
@@ -77,6 +78,8 @@ class ProbeContext:
     def rows_per_call(self) -> int:
         """Rows a probe may put into one generate call: the batch size, or the automatic
         batch's ceiling."""
+        from rnr_lens.lens import MAX_AUTO_BATCH
+
         return self.batch_size or MAX_AUTO_BATCH
 
     def make_try(self, question: Question, probe: str, index: int, gen: Generation, **extra: Any) -> Try:
@@ -557,6 +560,8 @@ class AblationProbe(Probe):
         return out
 
     def run(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
+        from rnr_lens.interventions import Ablation
+
         layers = self.layers if self.layers is not None else tuple(range(ctx.model.n_layers))
         for index, layer in enumerate(layers):
             pending = [q for q in questions if (q.id, index) not in done]

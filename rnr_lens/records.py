@@ -58,6 +58,24 @@ def check_audit_id(text: object, where: str) -> str:
     return str(text)
 
 
+DRAWS = ("multinomial", "inverse-cdf")
+"""How a sampled token is drawn from a row's distribution, each from the row's own generator:
+``multinomial`` (``torch.multinomial``, row by row: a pass over the vocabulary per row and step)
+or ``inverse-cdf`` (one uniform per row and step against the distribution's cumulative sum in
+float64, every row in one batched search). Both draw exactly from the (top-p filtered)
+distribution; they give different tokens for one seed, so the name of the draw is part of a
+sampling probe's name."""
+
+MAX_SEED = 2**32 - 1
+"""The largest seed an audit takes (seeds are 32-bit: every generator seeds from them)."""
+
+
+def check_seed(seed: object) -> None:
+    """Refuse a seed that is not an integer in ``0..2**32-1`` (before any work is done)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise RnrLensError(f"seed must be an integer from 0 to {MAX_SEED}, got {seed!r}")
+
+
 COMPONENTS = ("mlp", "attn", "block")
 """What an ablation silences in a block: its MLP, its attention, or the whole block."""
 METHODS = ("zero", "mean", "resample")

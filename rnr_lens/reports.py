@@ -41,7 +41,6 @@ import numpy as np
 import pandas as pd
 
 from rnr_lens import selectors, verdicts
-from rnr_lens.audits import check_seed
 from rnr_lens.ceiling import Ceiling
 from rnr_lens.claims import (
     BlockRates,
@@ -66,6 +65,7 @@ from rnr_lens.phases import phase
 from rnr_lens.probe_specs import budget_label
 from rnr_lens.probes import parse_probe
 from rnr_lens.provenance import Provenance, RunSpan, Weights
+from rnr_lens.records import check_seed
 from rnr_lens.regrade import REGRADING_FILE, Regrading
 from rnr_lens.regrade import regrade as regrade_document
 from rnr_lens.results import FORMAT_MISS_WARN, AuditResult
@@ -204,7 +204,7 @@ class Grid:
     @property
     def ceiling_probe(self) -> str | None:
         """The ceiling's probe: ``ceiling_k`` samples at the grid's temperature, drawn by inverse
-        CDF (:data:`rnr_lens.generation.DRAWS`; canonical name). None without ``ceiling_k``."""
+        CDF (:data:`rnr_lens.records.DRAWS`; canonical name). None without ``ceiling_k``."""
         if self.ceiling_k is None:
             return None
         return parse_probe(f"sampling:k={self.ceiling_k},t={self.temperature},draw=inverse-cdf").name

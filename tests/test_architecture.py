@@ -156,14 +156,16 @@ def test_every_test_file_the_package_names_exists():
 
 
 def test_the_values_floor_and_the_cli_parser_load_no_torch():
-    """Each values module, the package itself and ``rnr-lens --help`` (every command's parser:
-    their defaults are read from below torch) run in a fresh interpreter without torch (the
-    package loads its public names on first use). A module that pulls torch in is named: the
+    """Each values module, the readers of stored audits and failure sets, the package itself and
+    ``rnr-lens --help`` (every command's parser: their defaults are read from below torch) run
+    in a fresh interpreter without torch (the package loads its public names on first use; a
+    probe loads the model floor when it runs). A module that pulls torch in is named: the
     imports run one by one and the first that loads it fails."""
     values = dict(LAYERS)["values"]
     code = f"""
 import contextlib, importlib, io, sys
-for name in ["rnr_lens", *("rnr_lens." + m for m in {values!r}), "rnr_lens.failures", "rnr_lens.cli"]:
+readers = ["probes", "results", "comparison", "failures", "cli"]  # a probe's name, a stored audit, a failure set: read without a model
+for name in ["rnr_lens", *("rnr_lens." + m for m in [*{values!r}, *readers])]:
     importlib.import_module(name)
     assert "torch" not in sys.modules, name + " loaded torch"
 from rnr_lens.cli import build_parser

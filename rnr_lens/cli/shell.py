@@ -254,7 +254,7 @@ non_negative_int = _int_at_least(0)
 
 def seed_int(text: str) -> int:
     """An argparse type: a seed from 0 to 2**32-1."""
-    from rnr_lens.audits import MAX_SEED
+    from rnr_lens.records import MAX_SEED
 
     try:
         value = int(text)
