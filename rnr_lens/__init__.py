@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see; at run time each name l
     from rnr_lens.generation import ContinuationScore, Generation
     from rnr_lens.interventions import Ablation
     from rnr_lens.lens import LensModel
-    from rnr_lens.miner import SweepResult, mine
+    from rnr_lens.miner import mine
     from rnr_lens.model_cache import DEFAULT_MODEL, KNOWN_MODELS, list_models
     from rnr_lens.models import load_model
     from rnr_lens.probe_specs import ProbeSpec
@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see; at run time each name l
     from rnr_lens.route_trace import RouteTrace
     from rnr_lens.routes import Route
     from rnr_lens.stats import Estimate
+    from rnr_lens.sweep_results import SweepResult
     from rnr_lens.sweeps import Bottleneck
     from rnr_lens.tiny import tiny_model
     from rnr_lens.training import TrainConfig, TrainResult, train
@@ -58,7 +59,7 @@ _PUBLIC: dict[str, str] = {
     "Generation": "rnr_lens.generation",
     "Ablation": "rnr_lens.interventions",
     "LensModel": "rnr_lens.lens",
-    "SweepResult": "rnr_lens.miner",
+    "SweepResult": "rnr_lens.sweep_results",
     "mine": "rnr_lens.miner",
     "DEFAULT_MODEL": "rnr_lens.model_cache",
     "KNOWN_MODELS": "rnr_lens.model_cache",

@@ -43,10 +43,10 @@ from typing import Any
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.evidence import MINED, SettingRecord
-from rnr_lens.miner import SweepKey
 from rnr_lens.probes import parse_probe
 from rnr_lens.records import TRY_COLUMNS, AuditRecord, Outcome
 from rnr_lens.store import Artifact
+from rnr_lens.sweep_results import SweepKey
 from rnr_lens.tasks.core import Question
 
 REGRADING_FILE = "regrading.json"

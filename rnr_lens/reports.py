@@ -76,7 +76,7 @@ from rnr_lens.tasks import lm_eval
 from rnr_lens.untrusted import MAX_NAME_CHARS, load_yaml, quoted, read_small
 
 if TYPE_CHECKING:
-    from rnr_lens.miner import SweepResult
+    from rnr_lens.sweep_results import SweepResult
 
 
 CEILING_FIELDS = ("ceiling_k", "ceiling_n")
@@ -204,7 +204,7 @@ class Grid:
     @property
     def ceiling_probe(self) -> str | None:
         """The ceiling's probe: ``ceiling_k`` samples at the grid's temperature, drawn by inverse
-        CDF (:data:`rnr_lens.records.DRAWS`; canonical name). None without ``ceiling_k``."""
+        CDF (``records.DRAWS``; canonical name). None without ``ceiling_k``."""
         if self.ceiling_k is None:
             return None
         return parse_probe(f"sampling:k={self.ceiling_k},t={self.temperature},draw=inverse-cdf").name
@@ -416,7 +416,8 @@ def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, p
     screen+confirm sweep, with ``exhaustive`` the sweep of every block, and the null beside the
     block the deciding sweep picks."""
     from rnr_lens import failures
-    from rnr_lens.miner import mine, null_beside, save_null
+    from rnr_lens.miner import mine, null_beside
+    from rnr_lens.sweep_results import save_null
     from rnr_lens.sweeps import ranked
 
     probe = result.probe_name(grid.sampling)
@@ -440,7 +441,7 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: 
     With ``exhaustive``, the sweep of every block decides (its pick, and against only from it);
     the screen's pick is compared with it. Its repair/break figure is appended to ``figures``."""
     from rnr_lens import failures, viz
-    from rnr_lens.miner import SweepResult, load_null
+    from rnr_lens.sweep_results import SweepResult, load_null
     from rnr_lens.sweeps import ranked
 
     figures = figures if figures is not None else []

@@ -46,7 +46,7 @@ class Artifact(StrEnum):
     FAILURE_SET = "failure_set"
     """A frozen failure set, under its name."""
     SWEEP_EVAL = "sweep_eval"
-    """One ablation's greedy answers on a failure set, under its :class:`~rnr_lens.miner.SweepKey`."""
+    """One ablation's greedy answers on a failure set, under its :class:`~rnr_lens.sweep_results.SweepKey`."""
     SWEEP = "sweep"
     """A whole sweep (screen scores, rates, details), under its failure set's name."""
     NULL = "null"

@@ -35,9 +35,9 @@ if TYPE_CHECKING:
 
     from rnr_lens.ceiling import Ceiling
     from rnr_lens.comparison import Comparison
-    from rnr_lens.miner import SweepResult
     from rnr_lens.results import AuditResult
     from rnr_lens.route_trace import RouteTrace
+    from rnr_lens.sweep_results import SweepResult
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 SIGNED = "RdBu"

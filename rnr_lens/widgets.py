@@ -29,8 +29,8 @@ from rnr_lens.selectors import ANSWER_BLIND
 from rnr_lens.sweeps import CandidateRates
 
 if TYPE_CHECKING:
-    from rnr_lens.miner import SweepResult
     from rnr_lens.results import AuditResult
+    from rnr_lens.sweep_results import SweepResult
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:

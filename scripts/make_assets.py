@@ -80,9 +80,9 @@ def report_figures(folder: Path, out: Path, prefix: str) -> list[Path]:
     import json
 
     from rnr_lens.claims import Claims
-    from rnr_lens.miner import SweepResult
     from rnr_lens.reports import EXHAUSTIVE_SWEEP, REPORT_SET, SCREEN_SWEEP
     from rnr_lens.store import Artifact
+    from rnr_lens.sweep_results import SweepResult
 
     claims = Claims.from_dict(json.loads((folder / "claims.json").read_text()))
     store = RunStore(folder / "runs.db", mode="read")
@@ -119,7 +119,7 @@ WIDGETS = {"audit_explorer": ("result", ".rnr-share"), "question_explorer": ("re
 def screens(store_path: Path, out: Path) -> list[Path]:
     """Every figure at 1280 px wide and at column size, and every widget at 1280 px (JupyterLab),
     from the audit and the sweep of failure set ``assets`` in the store."""
-    from rnr_lens.miner import SweepResult
+    from rnr_lens.sweep_results import SweepResult
 
     out.mkdir(parents=True, exist_ok=True)
     store = RunStore(store_path, mode="read")
@@ -143,7 +143,7 @@ def _widget_cells(store_path: Path, call: str) -> list[str]:
     (stored, so no model loads), then runs ``call``."""
     return [
         f"import sys; sys.path.insert(0, {str(ROOT)!r})",
-        "import rnr_lens as R\nfrom rnr_lens import widgets\nfrom rnr_lens.miner import SweepResult\nfrom rnr_lens.store import RunStore\n"
+        "import rnr_lens as R\nfrom rnr_lens import widgets\nfrom rnr_lens.sweep_results import SweepResult\nfrom rnr_lens.store import RunStore\n"
         f"store = RunStore({str(store_path.resolve())!r}, mode='read')\nresult = R.AuditResult.load(store)\n"
         "sweep = SweepResult.load(store, name='assets')",
         call,

@@ -63,7 +63,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("questions", ["tasks", "shots", "deploy"]),
     ("store", ["store", "evidence"]),
     ("measurement", ["selectors", "probes", "results", "audits", "formats", "attribution", "checkpoints", "training"]),
-    ("analysis", ["comparison", "failures", "executors", "miner", "regrade"]),
+    ("analysis", ["comparison", "failures", "sweep_results", "executors", "miner", "regrade"]),
     ("people", ["viz_export", "viz", "report_page", "reports", "widgets", "cli"]),
 ]
 
@@ -164,7 +164,7 @@ def test_the_values_floor_and_the_cli_parser_load_no_torch():
     values = dict(LAYERS)["values"]
     code = f"""
 import contextlib, importlib, io, sys
-readers = ["probes", "results", "comparison", "failures", "cli"]  # a probe's name, a stored audit, a failure set: read without a model
+readers = ["probes", "results", "comparison", "failures", "sweep_results", "regrade", "reports", "cli"]  # a probe's name, a stored audit, a failure set: read without a model
 for name in ["rnr_lens", *("rnr_lens." + m for m in [*{values!r}, *readers])]:
     importlib.import_module(name)
     assert "torch" not in sys.modules, name + " loaded torch"

@@ -103,3 +103,21 @@ def test_an_independent_reading_agrees_with_every_stored_flag(folder):
             checked += 1
     if folder.name in {"grid-default", "grid-deep", "grid-seeds"}:
         assert checked, f"{folder.name}: its audits are read by concluding-exact"
+
+
+def test_a_referee_rederives_with_the_cli_and_no_torch(tmp_path):
+    """`rnr-lens report --from-evidence` is a referee's command on a machine that may hold no
+    model: it reads the evidence, derives every claim and renders the page without loading torch
+    (issue 57), and gives the committed claims.json byte for byte."""
+    import subprocess
+    import sys
+
+    folder = RESULTS / "grid-default"
+    code = (
+        "import sys\nfrom rnr_lens.cli import main\n"
+        f"assert main(['report', '--from-evidence', {str(folder / EVIDENCE_FILE)!r}, '--out', {str(tmp_path / 'referee')!r}]) == 0\n"
+        "assert 'torch' not in sys.modules, 'the re-derivation loaded torch'\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (tmp_path / "referee" / "claims.json").read_bytes() == (folder / "claims.json").read_bytes()
