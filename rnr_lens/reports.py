@@ -31,16 +31,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rnr_lens import selectors, verdicts
+from rnr_lens import evidence as evidence_  # the module; `evidence` names a file in this one
+from rnr_lens import failures, selectors, tasks, verdicts, viz
 from rnr_lens.ceiling import Ceiling
 from rnr_lens.claims import (
     BlockRates,
@@ -55,10 +57,10 @@ from rnr_lens.claims import (
     TrainingClaim,
     TrainingProbe,
 )
-from rnr_lens.comparison import compare
+from rnr_lens.comparison import compare, compare_ceiling
 from rnr_lens.deploy import DeploymentConfig, deployment_for_task
 from rnr_lens.errors import RnrLensError, arg
-from rnr_lens.evidence import MINED, SettingRecord
+from rnr_lens.evidence import EVIDENCE_FILE, MINED, SettingRecord
 from rnr_lens.failures import check_weights
 from rnr_lens.files import lock_file, write_atomic
 from rnr_lens.phases import phase
@@ -68,16 +70,15 @@ from rnr_lens.provenance import Provenance, RunSpan, Weights
 from rnr_lens.records import check_seed
 from rnr_lens.regrade import REGRADING_FILE, Regrading
 from rnr_lens.regrade import regrade as regrade_document
+from rnr_lens.report_page import render_html
 from rnr_lens.results import FORMAT_MISS_WARN, AuditResult
 from rnr_lens.routes import Route
 from rnr_lens.stats import Estimate, paired_difference, rate
 from rnr_lens.store import Artifact, RunStore
+from rnr_lens.sweep_results import SweepResult, load_null, save_null
+from rnr_lens.sweeps import ranked, within_bound
 from rnr_lens.tasks import lm_eval
 from rnr_lens.untrusted import MAX_NAME_CHARS, load_yaml, quoted, read_small
-
-if TYPE_CHECKING:
-    from rnr_lens.sweep_results import SweepResult
-
 
 CEILING_FIELDS = ("ceiling_k", "ceiling_n")
 """The grid fields of claim 3 at large k: a report may be resumed with them added (its finished
@@ -276,7 +277,6 @@ class Report:
 
 
 def _load_task(spec: str, grid: Grid, trust_code: bool = False) -> Any:
-    from rnr_lens import tasks
 
     if spec in tasks.BUILTINS:
         return tasks.get(spec, n=min(grid.n, tasks.split_size(spec)), seed=grid.task_seed)
@@ -415,10 +415,7 @@ def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, p
     :func:`claim_bottleneck` reads them back): the reachable-not-realized set frozen, the
     screen+confirm sweep, with ``exhaustive`` the sweep of every block, and the null beside the
     block the deciding sweep picks."""
-    from rnr_lens import failures
-    from rnr_lens.miner import mine, null_beside
-    from rnr_lens.sweep_results import save_null
-    from rnr_lens.sweeps import ranked
+    from rnr_lens.miner import mine, null_beside  # the model floor: only where a run mines
 
     probe = result.probe_name(grid.sampling)
     if len(result.reachable_not_realized(probe)) < failures.MIN_FAILURES:
@@ -440,9 +437,6 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid, figures: 
     silencing, an unablated re-run), and the verdict (:func:`rnr_lens.verdicts.bottleneck_verdict`).
     With ``exhaustive``, the sweep of every block decides (its pick, and against only from it);
     the screen's pick is compared with it. Its repair/break figure is appended to ``figures``."""
-    from rnr_lens import failures, viz
-    from rnr_lens.sweep_results import SweepResult, load_null
-    from rnr_lens.sweeps import ranked
 
     figures = figures if figures is not None else []
     probe = result.probe_name(grid.sampling)
@@ -514,7 +508,6 @@ def screen_agreement(full: SweepResult, picked: int) -> ScreenAgreement:
     found it, or a tied one); a pick outside the bound gives up all of it. ``spearman`` is the
     rank correlation of the log-prob screen with the generated repair rates over every block.
     """
-    from rnr_lens.sweeps import ranked, within_bound
 
     table = ranked(full.table)
     best = full.bottleneck.layer if full.bottleneck is not None else int(table.iloc[0]["layer"])
@@ -661,7 +654,6 @@ def mine_again(out: str | Path, *, progress: bool = True) -> Report:
     Example:
         >>> r = mine_again("regraded/grid-default")  # doctest: +SKIP
     """
-    from rnr_lens import evidence as evidence_
     from rnr_lens.models import load_model
 
     out = Path(out)
@@ -705,7 +697,6 @@ def _prepare(
     that ``out`` holds no other grid's report. Returns the evidence document (or None), the
     grid's config fitted to each task by spec (None: each model's default), its tasks by spec,
     the models to run in run order, and the absent models kept as recorded (``keep_absent``)."""
-    from rnr_lens import evidence as evidence_
     from rnr_lens.models import check_spec
 
     if evidence is not None and (out / "runs.db").exists():
@@ -781,7 +772,6 @@ def _not_keepable(
 def _open_store(out: Path, document: Any, evidence: str | Path | None) -> RunStore:
     """The report's store in ``out``: rebuilt from the evidence ``document`` where the run
     resumes on a machine that never had it, else the one there (or a new one)."""
-    from rnr_lens import evidence as evidence_
 
     out.mkdir(parents=True, exist_ok=True)
     if document is not None:
@@ -795,7 +785,6 @@ class _ReportRun:
     manifest, derives a finished setting and writes the claims and the evidence."""
 
     def __init__(self, grid: Grid, store: RunStore, files: dict[str, Path]) -> None:
-        from rnr_lens import evidence as evidence_
 
         self.grid, self.store = grid, store
         # this run's grid: the recorded one, or it with the ceiling's fields added (_check_same_grid)
@@ -805,7 +794,6 @@ class _ReportRun:
 
     def stage_done(self, finished: SettingRecord | None = None) -> Claims:
         """Keep the manifest, derive a finished setting, write the claims and the evidence."""
-        from rnr_lens import evidence as evidence_
 
         self.manifest = replace(self.manifest, provenance=self.manifest.provenance.with_run(self.span.touched()))
         self.manifest.save(self.store)
@@ -822,7 +810,6 @@ class _ReportRun:
         """After a setting's audit: its weights into the provenance (``audited_here``: the
         model that audited it in this process, None where Ray workers did), its record into
         the manifest, claim 2's stage where the grid mines it, then its claims."""
-        from rnr_lens import evidence as evidence_
         from rnr_lens.checkpoints import training_record
 
         mined = self.grid.mines(spec)
@@ -886,9 +873,6 @@ def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | Deploymen
         >>> r = rederive("assets/results/grid-default/evidence.json.gz", "rederived")  # doctest: +SKIP
         >>> r.claims.provenance.runs[0].code.commit  # doctest: +SKIP
     """
-    import sqlite3
-
-    from rnr_lens import evidence as evidence_
 
     out = Path(out)
     document = evidence_.read(evidence)
@@ -960,7 +944,6 @@ def _derived(manifest: Any, store: RunStore, files: dict[str, Path]) -> _Draft:
 
 
 def _report_files(out: Path) -> dict[str, Path]:
-    from rnr_lens.evidence import EVIDENCE_FILE
 
     return {"claims": out / "claims.json", "html": out / "report.html", "evidence": out / EVIDENCE_FILE}
 
@@ -1020,7 +1003,6 @@ class _Draft:
 
     def add_ceiling(self, record: SettingRecord) -> None:
         """A setting's ceiling audit; a trained pair's ceiling as soon as both of its are here."""
-        from rnr_lens.comparison import compare_ceiling
 
         assert record.ceiling is not None
         with phase("report:claims"):
@@ -1033,7 +1015,6 @@ class _Draft:
                         self.ceilings[(i, t)] = compare_ceiling(a, b, probe, margin=self.grid.margin)
 
     def add_routes_figure(self, spec: str) -> None:
-        from rnr_lens import viz
 
         results = [self.audits[(spec, t)] for t in self.grid.tasks]
         self.figures["routes"].append((str(results[0].info.model), viz.realized_vs_reachable(results)))
@@ -1060,7 +1041,6 @@ class _Draft:
 
     def write(self, provenance: Provenance | None = None) -> Claims:
         """Write what is answered so far (atomically) and return it."""
-        from rnr_lens.report_page import render_html
 
         claims = self.claims(provenance)
         write_atomic(self.files["claims"], claims_json(claims))
