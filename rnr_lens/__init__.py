@@ -8,6 +8,7 @@ and the values floor load no torch: only what a caller touches is imported.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what a type checker and an IDE see; at run time each name loads on first use
@@ -150,6 +151,8 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> Any:
     """Load public name ``name`` on first use (and keep it, so the next use is a plain lookup)."""
     where = _PUBLIC.get(name)
+    if where is None and not name.startswith("_") and importlib.util.find_spec(f"rnr_lens.{name}") is not None:
+        where = f"rnr_lens.{name}"  # any submodule, as `R.store` always was: loaded on first use too
     if where is None:
         raise AttributeError(f"module 'rnr_lens' has no attribute {name!r}")
     module = importlib.import_module(where)

@@ -19,7 +19,7 @@ from rnr_lens.errors import RnrLensError
 #: What a run may train inside each chosen block.
 TRAINABLE = ("block", "mlp", "attn")
 """What a DAPO fine-tune may train in each chosen block (not the ablation targets of
-:data:`rnr_lens.interventions.COMPONENTS`)."""
+:data:`rnr_lens.records.COMPONENTS`)."""
 
 
 CLI_FIELDS = ("steps", "prompts_per_step", "group_size", "temperature", "lr", "minibatches", "layers", "components", "save_every", "seed")

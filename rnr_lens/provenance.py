@@ -174,7 +174,10 @@ class RunSpan:
         return cls(now, now, Code.here(), Machine.here())
 
     def touched(self) -> RunSpan:
-        """This span, ending now."""
+        """This span, ending now; its machine read again where torch was not loaded when the
+        span began and is now (a run that loads its model after it starts)."""
+        if self.machine.torch_threads is None and "torch" in sys.modules:
+            return replace(self, end=_now(), machine=Machine.here())
         return replace(self, end=_now())
 
     def to_dict(self) -> dict[str, Any]:

@@ -65,3 +65,21 @@ def test_the_training_command_gives_back_the_config():
     flags = {a.dest for a in build_parser()._subparsers._group_actions[0].choices["train"]._actions}
     assert set(CLI_FIELDS) == flags & {f.name for f in fields(TrainConfig)}
     assert "set through the API: clip_high=0.3" in TrainConfig(clip_high=0.3).command_flags()
+
+
+def test_a_process_without_torch_records_none_and_reads_it_again_once_torch_loads():
+    """The provenance floor never loads torch (a referee's re-derivation has none): a machine
+    read before torch records no thread count, round-trips through its record, and a span
+    brought up to date after torch loaded reads it then."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom rnr_lens.provenance import Machine, RunSpan\n"
+        "m = Machine.here()\nassert m.torch_threads is None and m.cpu_capability is None and 'torch' not in sys.modules\n"
+        "assert Machine.from_dict(m.to_dict()) == m\n"
+        "span = RunSpan.begin()\nimport torch\n"
+        "assert span.touched().machine.torch_threads == torch.get_num_threads()\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
