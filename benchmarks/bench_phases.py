@@ -20,8 +20,9 @@ from pathlib import Path
 
 import torch
 
+from rnr_lens.grid import Grid
 from rnr_lens.phases import profiling
-from rnr_lens.reports import Grid, report
+from rnr_lens.reports import report
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see; at run time each name l
     from rnr_lens.errors import RnrLensError
     from rnr_lens.executors import run_audit
     from rnr_lens.generation import ContinuationScore, Generation
+    from rnr_lens.grid import Grid
     from rnr_lens.interventions import Ablation
     from rnr_lens.lens import LensModel
     from rnr_lens.miner import mine
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see; at run time each name l
     from rnr_lens.probe_specs import ProbeSpec
     from rnr_lens.probes import AblationProbe, Probe, RandomRoutes, RouteSearch, Sampling, parse_probe
     from rnr_lens.prompts import ChatPrompt
-    from rnr_lens.reports import Grid, Report, rederive, report
+    from rnr_lens.reports import Report, rederive, report
     from rnr_lens.results import AuditResult
     from rnr_lens.route_trace import RouteTrace
     from rnr_lens.routes import Route
@@ -74,7 +75,7 @@ _PUBLIC: dict[str, str] = {
     "Sampling": "rnr_lens.probes",
     "parse_probe": "rnr_lens.probes",
     "ChatPrompt": "rnr_lens.prompts",
-    "Grid": "rnr_lens.reports",
+    "Grid": "rnr_lens.grid",
     "Report": "rnr_lens.reports",
     "rederive": "rnr_lens.reports",
     "report": "rnr_lens.reports",

@@ -2,7 +2,8 @@
 
 A claim record holds what one setting (a model on a task, or a trained pair on a task) says
 about one claim: its estimates as :class:`~rnr_lens.stats.Estimate`, its verdict as a
-:class:`~rnr_lens.verdicts.Verdict`. :func:`rnr_lens.reports.report` builds them and the report page
+:class:`~rnr_lens.verdicts.Verdict`. :mod:`rnr_lens.setting_claims` builds them from the store, a
+report gathers them into :class:`Claims` (with :func:`summary_lines`' tally) and the report page
 reads them; each writes itself with ``to_dict`` (the JSON edge: ``claims.json`` keeps the keys it
 always had) and reads back with ``from_dict``, so a written report can be read and re-rendered.
 
@@ -15,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from rnr_lens import verdicts
 from rnr_lens.ceiling import Ceiling
 from rnr_lens.provenance import Provenance
 from rnr_lens.stats import Estimate
@@ -466,7 +468,7 @@ class Claims:
 
     grid: Mapping[str, Any]
     probes: tuple[str, ...]
-    """The grid's probes as its fields write them (:attr:`rnr_lens.reports.Grid.probe_specs`)."""
+    """The grid's probes as its fields write them (:attr:`rnr_lens.grid.Grid.probe_specs`)."""
     routes_vs_search: tuple[RoutesClaim, ...] = ()
     bottleneck: tuple[BottleneckClaim, ...] = ()
     training: tuple[TrainingClaim, ...] = ()
@@ -544,3 +546,46 @@ class Claims:
             rules=str(d.get("rules", "1")),
             provenance=Provenance.from_dict(d["provenance"]) if d.get("provenance") else None,
         )
+
+
+def _counts_text(vs: list[verdicts.Verdict]) -> str:
+    c = verdicts.counts(vs)
+    return ", ".join(f"{status} {c[status]}" for status in verdicts.STATUSES) + f" (of {len(vs)})"
+
+
+def summary_lines(claims: Claims) -> dict[str, str]:
+    """Per claim, how many settings are decided which way (never "not below in N of M" alone).
+    A tally, not a test: each verdict is at its own level, with no correction across settings."""
+    grid = claims.grid
+    routes, bottleneck, trained = claims.routes_vs_search, claims.bottleneck, claims.training_probes
+    both = [c.screen_vs_exhaustive for c in bottleneck if c.screen_vs_exhaustive is not None]
+    agree = (
+        f"; the screen's pick repaired as much as the exhaustive sweep's best in {sum(a.regret <= 0 for a in both)} of {len(both)} settings where both ran"
+        if both
+        else ""
+    )
+    with_set = sum(1 for c in bottleneck if c.failures >= 2)
+
+    def line(decided: list[verdicts.Verdict], what: str) -> str:
+        return f"{what}: " + (_counts_text(decided) if decided else "not evaluated in this grid")
+
+    at_budget = [v.verdict for c in claims.ceiling for k, v in c.verdicts if k == c.budget]
+    ceiling = {"ceiling": line(at_budget, f"the same at the ceiling's budget, k = {grid['ceiling_k']}, comparisons")} if claims.ceiling else {}
+    return {
+        "routes_vs_search": line(
+            [c.verdict for c in routes],
+            f"random routes reach as much as the search (margin {grid['margin']:.2f}) and keep half of its gain, settings",
+        ),
+        "retention": line(
+            [c.retention_verdict for c in routes],
+            f"answer-blind selectors keep under {grid['retention_margin']:.2f} of the random routes' gain, settings",
+        ),
+        "bottleneck": line(
+            [c.verdict for c in bottleneck], f"one MLP repairs most held-out failures ({with_set} settings with a failure set), settings"
+        )
+        + agree,
+        "training": line(
+            [p.verdict for p in trained],
+            f"realized rose while the ceiling rose by less than {grid['margin']:.2f} and less than half of it, or fell, comparisons",
+        ),
+    } | ceiling

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -188,7 +189,7 @@ class AuditResult:
     def probes(self) -> list[str]:
         return list(self.info.probes)
 
-    @property
+    @cached_property
     def labels(self) -> dict[str, str]:
         """Each probe's short label (its family, numbered where a family repeats), keyed by its
         full spec: the one name of a probe in tables, figures and widgets; the full spec stays

@@ -505,10 +505,12 @@ def _versus(repaired: np.ndarray, arm: np.ndarray, level: float) -> Estimate:
     return score_mean(x - y, (-1.0, 1.0), level=level)
 
 
-def _exhaustive_against(sweep: Sequence[BlockCounts], bound: float, level: float) -> tuple[bool, str]:
+def _exhaustive_against(sweep: Sequence[BlockCounts], bound: float, level: float) -> tuple[int, int] | None:
     """Is every block ruled out, each on the whole failure set and every control, at half the
     level (the "or" within a block spends two chances): repair resolved below one half, or
-    break resolved above ``bound``? No correction across blocks: against needs every one."""
+    break resolved above ``bound``? No correction across blocks: against needs every one.
+    Returns how many were ruled out by repair and how many more by break (None: some block
+    is not ruled out)."""
     half = 1 - (1 - level) / 2
     low_repair = high_break = 0
     for b in sweep:
@@ -519,11 +521,92 @@ def _exhaustive_against(sweep: Sequence[BlockCounts], bound: float, level: float
         elif broken is not None and broken.resolved == "above":
             high_break += 1
         else:
-            return False, ""
-    return True, (
-        f"every one of {len(sweep)} blocks is ruled out on the whole failure set and every control ({half:.1%} bounds): "
-        f"{low_repair} repair resolved below one half, {high_break} more break resolved above {bound:.2f}"
-    )
+            return None
+    return low_repair, high_break
+
+
+@dataclass(frozen=True)
+class _BottleneckDecision:
+    """Claim 2's decision on one setting, before its wording (:func:`_bottleneck_text`).
+
+    ``trials``: the tied blocks confirmed on held-out failures, each with its held-out repair
+    at the tie's Holm level; ``kept``: the one the verdict speaks for (None: no block confirmed);
+    ``broken`` and ``versus``: its held-out break against the bound and its repair against each
+    null arm; ``parts``: support's three conditions, by name; ``ruled_out``: the exhaustive
+    sweep's counts where it rules out every block."""
+
+    status: str
+    trials: tuple[tuple[BlockTrial, Estimate], ...]
+    kept: tuple[BlockTrial, Estimate] | None
+    broken: Estimate | None
+    versus: dict[str, Estimate]
+    parts: dict[str, bool]
+    ruled_out: tuple[int, int] | None
+
+
+def _decide_bottleneck(
+    tie: Sequence[BlockTrial], nulls: dict[str, np.ndarray], sweep: Sequence[BlockCounts], break_bound: float, level: float
+) -> _BottleneckDecision:
+    """The decision of :func:`bottleneck_verdict` (its rules are stated there)."""
+    tied_level = 1 - (1 - level) / max(len(tie), 1)
+    trials = tuple((t, rate(np.asarray(t.heldout_repaired, float), null=MOST, level=tied_level)) for t in tie if len(t.heldout_repaired))
+    ruled_out = _exhaustive_against(sweep, break_bound, level) if sweep else None
+    if not trials:
+        status = AGAINST if ruled_out is not None else UNRESOLVED if not tie else UNINFORMATIVE
+        return _BottleneckDecision(status, trials, None, None, {}, {}, ruled_out)
+    kept = min(trials, key=lambda th: (_toward(th[1], "above"), -th[1].value, th[0].layer))
+    t, held = kept
+    broken = rate(np.asarray(t.heldout_broken, float), null=break_bound, level=level) if len(t.heldout_broken) else None
+    versus = {name: _versus(t.heldout_repaired, arm, tied_level) for name, arm in nulls.items() if len(arm)}
+    parts = {
+        "held-out repair resolved above one half": held.resolved == "above",
+        f"a held-out break rate resolved below {break_bound:.2f}": broken is not None and broken.resolved == "below",
+        "held-out repair resolved above each null": bool(versus) and all(v.resolved == "above" for v in versus.values()),
+    }
+    status = SUPPORT if all(parts.values()) else AGAINST if ruled_out is not None else UNRESOLVED
+    return _BottleneckDecision(status, trials, kept, broken, versus, parts, ruled_out)
+
+
+def _bottleneck_text(d: _BottleneckDecision, *, swept: int, generated: tuple[int, int] | None, break_bound: float, level: float) -> str:
+    """The wording of a :class:`_BottleneckDecision` (``swept``: the blocks of the exhaustive
+    sweep, 0 without one): what was found, and for unresolved, what is missing and what n
+    would decide it."""
+    if d.ruled_out is not None and d.status == AGAINST:
+        half = 1 - (1 - level) / 2
+        return (
+            f"every one of {swept} blocks is ruled out on the whole failure set and every control ({half:.1%} bounds): "
+            f"{d.ruled_out[0]} repair resolved below one half, {d.ruled_out[1]} more break resolved above {break_bound:.2f}"
+        )
+    if d.kept is None:
+        if d.status == UNINFORMATIVE:
+            return "no held-out failures to confirm a block on"
+        made = f" ({generated[0]} of {generated[1]} blocks generated)" if generated else ""
+        screen_only = "" if swept else "; a screen alone never gives against (sweep every block with exhaustive)"
+        return f"no generated block repairs a discovery failure within the break bound {break_bound:.2f}{made}{screen_only}"
+    t, held = d.kept
+    broken = d.broken
+    named = f"MLP {t.layer} repairs {held.text()} of {held.n} held-out failures"
+    if len(d.trials) > 1:
+        others = ", ".join(str(x.layer) for x, _ in d.trials if x.layer != t.layer)
+        named += f" (tied on discovery repair with MLP {others}; kept by held-out repair, Holm over {len(d.trials)})"
+    if d.status == SUPPORT:
+        nulls_text = ", ".join(f"{k} {v.text()}" for k, v in d.versus.items())
+        return (
+            f"silencing {named}, resolved above one half; breaks {broken.text() if broken else '-'} of {broken.n if broken else 0} "
+            f"held-out controls; above the null ({nulls_text})"
+        )
+    notes = []
+    need = heldout_needed(len(d.trials), level=level)
+    if held.resolved != "above" and need is not None and held.n < need:
+        notes.append(f"no repair rate resolves above one half with fewer than {need} held-out failures")
+    if broken is None or broken.resolved != "below":
+        notes.append(
+            f"the break bound needs at least {controls_needed(0, bound=break_bound, level=level)} held-out controls with 0 breaks "
+            f"({controls_needed(1, bound=break_bound, level=level)} with 1); this set has {broken.n if broken is not None else 0}"
+        )
+    breaks = f"; breaks {broken.text()} of {broken.n} held-out controls" if broken is not None else "; break rate unmeasured (no held-out control)"
+    text = f"{named}{breaks}; support needs {' and '.join(_missing(d.parts))}" + (f" ({'; '.join(notes)})" if notes else "")
+    return text if swept else text + "; a screen alone never gives against"
 
 
 def bottleneck_verdict(
@@ -552,72 +635,18 @@ def bottleneck_verdict(
     - else *unresolved*, saying which part is missing and what n would decide it.
 
     ``generated`` is (blocks generated, blocks in the model), for the text where no block was
-    selected.
+    selected. The decision (:func:`_decide_bottleneck`) is made before it is worded
+    (:func:`_bottleneck_text`).
     """
-    nulls = nulls or {}
-    n_ties = max(len(tie), 1)
-    tied_level = 1 - (1 - level) / n_ties
-    trials = [(t, rate(np.asarray(t.heldout_repaired, float), null=MOST, level=tied_level)) for t in tie if len(t.heldout_repaired)]
-    ruled_out, against_text = _exhaustive_against(sweep, break_bound, level) if sweep else (False, "")
-
-    def judged(t: BlockTrial) -> tuple[Estimate | None, dict[str, Estimate]]:
-        """A block's held-out break against the bound and its repair against each null arm."""
-        broken = rate(np.asarray(t.heldout_broken, float), null=break_bound, level=level) if len(t.heldout_broken) else None
-        return broken, {name: _versus(t.heldout_repaired, arm, tied_level) for name, arm in nulls.items() if len(arm)}
-
-    def out(
-        status: str, text: str, kept: tuple[BlockTrial, Estimate] | None = None, plan: tuple[float | None, int | None] = (None, None)
-    ) -> BottleneckVerdict:
-        if kept is None:
-            return BottleneckVerdict(None, None, None, {}, tuple(t.layer for t in tie), Verdict(status, text, *plan))
-        return BottleneckVerdict(kept[0].layer, kept[1], broken, versus, tuple(x.layer for x in tie), Verdict(status, text, *plan))
-
-    if not trials:
-        if ruled_out:
-            return out(AGAINST, against_text)
-        if not tie:
-            made = f" ({generated[0]} of {generated[1]} blocks generated)" if generated else ""
-            screen_only = "" if sweep else "; a screen alone never gives against (sweep every block with exhaustive)"
-            return out(UNRESOLVED, f"no generated block repairs a discovery failure within the break bound {break_bound:.2f}{made}{screen_only}")
-        return out(UNINFORMATIVE, "no held-out failures to confirm a block on")
-    chosen = min(trials, key=lambda th: (_toward(th[1], "above"), -th[1].value, th[0].layer))
-    t, held = chosen
-    named = f"MLP {t.layer} repairs {held.text()} of {held.n} held-out failures"
-    if len(trials) > 1:
-        others = ", ".join(str(x.layer) for x, _ in trials if x.layer != t.layer)
-        named += f" (tied on discovery repair with MLP {others}; kept by held-out repair, Holm over {len(trials)})"
-    broken, versus = judged(t)
-    parts = {
-        "held-out repair resolved above one half": held.resolved == "above",
-        f"a held-out break rate resolved below {break_bound:.2f}": broken is not None and broken.resolved == "below",
-        "held-out repair resolved above each null": bool(versus) and all(v.resolved == "above" for v in versus.values()),
-    }
-    if all(parts.values()):
-        nulls_text = ", ".join(f"{k} {v.text()}" for k, v in versus.items())
-        return out(
-            SUPPORT,
-            f"silencing {named}, resolved above one half; breaks {broken.text() if broken else '-'} of {broken.n if broken else 0} held-out controls; above the null ({nulls_text})",
-            chosen,
-        )
-    if ruled_out:
-        return out(AGAINST, against_text, chosen)
-    missing = _missing(parts)
-    notes = []
-    need = heldout_needed(len(trials), level=level)
-    if held.resolved != "above" and need is not None and held.n < need:
-        notes.append(f"no repair rate resolves above one half with fewer than {need} held-out failures")
-    n_controls = broken.n if broken is not None else 0
-    if broken is None or broken.resolved != "below":
-        notes.append(
-            f"the break bound needs at least {controls_needed(0, bound=break_bound, level=level)} held-out controls with 0 breaks "
-            f"({controls_needed(1, bound=break_bound, level=level)} with 1); this set has {n_controls}"
-        )
-    breaks = f"; breaks {broken.text()} of {broken.n} held-out controls" if broken is not None else "; break rate unmeasured (no held-out control)"
-    plan = (detectable(0.5, held.n, level=level), n_needed(held.value - MOST, 0.5, level=level)) if held.resolved != "above" else (None, None)
-    text = f"{named}{breaks}; support needs {' and '.join(missing)}" + (f" ({'; '.join(notes)})" if notes else "")
-    if not sweep:
-        text += "; a screen alone never gives against"
-    return out(UNRESOLVED, text, chosen, plan)
+    d = _decide_bottleneck(tie, nulls or {}, sweep, break_bound, level)
+    text = _bottleneck_text(d, swept=len(sweep), generated=generated, break_bound=break_bound, level=level)
+    tied = tuple(t.layer for t in tie)
+    if d.kept is None:
+        return BottleneckVerdict(None, None, None, {}, tied, Verdict(d.status, text))
+    held = d.kept[1]
+    unresolved = d.status == UNRESOLVED and held.resolved != "above"
+    plan = (detectable(0.5, held.n, level=level), n_needed(held.value - MOST, 0.5, level=level)) if unresolved else (None, None)
+    return BottleneckVerdict(d.kept[0].layer, held, d.broken, d.versus, tied, Verdict(d.status, text, *plan))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ def report_figures(folder: Path, out: Path, prefix: str) -> list[Path]:
     import json
 
     from rnr_lens.claims import Claims
-    from rnr_lens.reports import EXHAUSTIVE_SWEEP, REPORT_SET, SCREEN_SWEEP
+    from rnr_lens.setting_claims import EXHAUSTIVE_SWEEP, REPORT_SET, SCREEN_SWEEP
     from rnr_lens.store import Artifact
     from rnr_lens.sweep_results import SweepResult
 

@@ -10,8 +10,9 @@ from dataclasses import replace
 import pytest
 
 from rnr_lens.audits import audit
-from rnr_lens.claims import BlockRates, BottleneckClaim, Claims, FailureSetSize, RoutesClaim, Setting
-from rnr_lens.reports import Grid, claim_routes, summary_lines
+from rnr_lens.claims import BlockRates, BottleneckClaim, Claims, FailureSetSize, RoutesClaim, Setting, summary_lines
+from rnr_lens.grid import Grid
+from rnr_lens.setting_claims import claim_routes
 from rnr_lens.stats import rate
 from rnr_lens.tasks import get
 from rnr_lens.verdicts import Verdict
@@ -98,3 +99,10 @@ def test_claim_3_across_training_runs_sits_side_by_side_per_base_task_and_probe(
     assert [t for t, _ in two_runs.across_checkpoints()[0].verdicts] == ["base+dapo30 (run 1)", "base+dapo30 (run 2)"]
     assert two_runs.run_labels(two_runs.training) == ["base+dapo30 (run 1)", "base+dapo30 (run 2)"]
     assert claims.run_labels(claims.training) == ["seed0", "seed1", "once", "seed2"], "names that differ stay as they are"
+
+
+def test_a_claim_with_no_setting_reads_not_evaluated():
+    """A grid without trained pairs once summarized claim 3 as "0 of 0 settings"."""
+    lines = summary_lines(Claims(grid={"margin": 0.05, "retention_margin": 0.25}, probes=()))
+    assert all(line.endswith("not evaluated in this grid") for line in lines.values()), lines
+    assert not any("0 of 0" in line or "(of 0)" in line for line in lines.values())

@@ -11,7 +11,7 @@ import yaml
 import rnr_lens as R
 from rnr_lens.cli import main
 from rnr_lens.evidence import Manifest
-from rnr_lens.reports import Grid
+from rnr_lens.grid import Grid
 from rnr_lens.store import RunStore
 
 READER = "concluding-exact"
@@ -399,140 +399,6 @@ def test_bad_grids_are_one_line_errors(tmp_path, content, message, capsys):
     assert not (tmp_path / "out").exists(), "nothing written"
 
 
-def test_the_example_grid_is_valid():
-    from pathlib import Path
-
-    grid = Grid.load(Path(__file__).resolve().parents[1] / "assets" / "grid.yaml")
-    assert (
-        grid.k == 8
-        and "smollm2-135m-instruct" in grid.models
-        and grid.probes[1] == R.parse_probe("routes:k=8,edits=2").name == "routes:k=8,edits=2,protect=1,shared=false"
-    )
-    assert np.all([p["trained"].endswith("runs/dapo/final") for p in grid.pairs])
-
-
-def _exhaustive(rows: list[tuple[int, float, float]], bound: float = 0.2):
-    """An exhaustive sweep's table (layer, discovery repair, break) as the miner keeps it."""
-    import pandas as pd
-
-    from rnr_lens.miner import SweepResult
-    from rnr_lens.sweeps import bottleneck_of as _bottleneck
-
-    table = pd.DataFrame(
-        [
-            {"layer": layer, "component": "mlp", "method": "zero", "repair_discovery": r, "repair_heldout": r, "repair": r, "break": b}
-            for layer, r, b in rows
-        ]
-    )
-    return SweepResult(table, pd.DataFrame(), _bottleneck(table, bound), {"screen_logprob": {"spearman": 0.5}}, "exhaustive", break_bound=bound)
-
-
-@pytest.mark.parametrize(
-    "picked, rows, best, same, regret",
-    [
-        # the top block breaks too much: the screen's pick within the bound is the same block
-        (4, [(1, 1.0, 0.38), (4, 0.8, 0.14), (7, 0.2, 0.0)], 4, True, 0.0),
-        (7, [(1, 1.0, 0.38), (4, 0.8, 0.14), (7, 0.2, 0.0)], 4, False, 0.6),
-        # a pick outside the bound (the screen confirmed nothing within it) gives up all of the pick
-        (1, [(1, 1.0, 0.38), (4, 0.8, 0.14), (7, 0.2, 0.0)], 4, False, 0.8),
-        # nothing within the bound: both sides fall back to the best generated block
-        (3, [(1, 1.0, 0.38), (3, 0.6, 0.5)], 1, False, 0.4),
-    ],
-)
-def test_the_screen_is_judged_against_the_exhaustive_pick_under_the_same_rule(picked, rows, best, same, regret):
-    """The deep grid's add-small once read "4 vs 1; regret 0.20": the exhaustive best ignored the
-    break bound the screen's pick obeys (MLP 1 breaks 0.38 of the controls)."""
-    from rnr_lens.reports import screen_agreement
-
-    a = screen_agreement(_exhaustive(rows), picked)
-    assert (a.exhaustive_block, a.same_block, a.spearman) == (best, same, 0.5)
-    assert a.regret == pytest.approx(regret)
-
-
-def test_the_seeds_grid_pairs_one_base_with_three_training_seeds():
-    """The grid behind claim 3 across training runs: one base, three checkpoints of the README's
-    DAPO command at seeds 0, 1, 2 (its comment's commands), the same questions for each."""
-    import re
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "assets" / "grid-seeds.yaml"
-    grid = Grid.load(path)
-    assert {p["base"] for p in grid.pairs} == {"smollm2-135m-instruct"} and len({p["trained"] for p in grid.pairs}) == 3
-    assert not grid.mine and grid.n >= 200 and set(grid.tasks) == {"add-two-digit", "sub"}
-    # claim 3 at large k (issue 41): at least 100 add-two-digit questions and sub whole, at k = 128
-    assert grid.ceiling_k == 128 and grid.ceiling_n >= 115 and grid.ceiling_probe.endswith("draw=inverse-cdf")
-    commands = re.findall(r"rnr-lens train .*", path.read_text())
-    assert [re.search(r"--seed (\d)", c).group(1) if "--seed" in c else "0" for c in commands] == ["0", "1", "2"]
-    assert [c.split("--out ")[1] + "/final" for c in commands] == [p["trained"].split("../", 1)[1] for p in grid.pairs]
-
-
-def test_the_deep_grid_is_valid_and_takes_small_tasks_whole():
-    """The deep grid asks n=700 of tasks whose test splits hold 50 and 115: those are used whole
-    (once "ask for n between 1 and 50"), the large task gives exactly n."""
-    from pathlib import Path
-
-    from rnr_lens import tasks
-    from rnr_lens.reports import _load_task
-
-    grid = Grid.load(Path(__file__).resolve().parents[1] / "assets" / "grid-deep.yaml")
-    assert grid.exhaustive and grid.k == 8 and grid.models == ("smollm2-135m-instruct",)
-    sizes = {spec: len(_load_task(spec, grid).questions) for spec in grid.tasks}
-    assert sizes == {spec: min(grid.n, tasks.split_size(spec)) for spec in grid.tasks}
-    assert sizes["add-small"] == tasks.split_size("add-small") < grid.n
-    assert _load_task("add-small", grid).questions == tasks.get("add-small", n="all").questions
-
-
-def test_the_gemma_deep_grid_is_the_smollm2_deep_grid_on_another_model():
-    """Issue 56's matched design: every field of the second architecture's deep grid equals the
-    SmolLM2 deep grid's (tasks, n, k, temperature, edits, seed, sweeps, margins), save the model
-    and the trained pair (a grid of its own); its deployment is the model's default."""
-    from pathlib import Path
-
-    assets = Path(__file__).resolve().parents[1] / "assets"
-    smollm2, gemma = (Grid.load(assets / name).to_dict() for name in ("grid-deep.yaml", "grid-deep-gemma.yaml"))
-    assert gemma.pop("models") == ["gemma3-270m"] and gemma.pop("pairs") == [] and gemma["config"] is None
-    assert {k: v for k, v in smollm2.items() if k not in ("models", "pairs")} == gemma
-
-
-def test_the_gemma_dapo_grid_is_the_seeds_grid_on_another_model():
-    """Issue 56's claim 3 on Gemma: the seeds grid's tasks, sizes and ceiling, one pair trained
-    from Gemma by the command in its comment, whose layers are the top half of the blocks (the
-    stated rule: SmolLM2's recipe trains 15-29 of 30)."""
-    import re
-    from pathlib import Path
-
-    from rnr_lens.models import KNOWN_MODELS
-
-    path = Path(__file__).resolve().parents[1] / "assets" / "grid-dapo-gemma.yaml"
-    gemma, seeds = Grid.load(path).to_dict(), Grid.load(path.parent / "grid-seeds.yaml").to_dict()
-    assert gemma.pop("models") == ["gemma3-270m"] and seeds.pop("models") == ["smollm2-135m-instruct"]
-    (pair,) = gemma.pop("pairs")
-    assert pair["base"] == "gemma3-270m" and {k: v for k, v in seeds.items() if k != "pairs"} == gemma
-    (command,) = re.findall(r"rnr-lens train .*", path.read_text())
-    assert command.split("--out ")[1] + "/final" == pair["trained"].split("../", 1)[1] and f"--model {pair['base']} " in command
-    first, last = map(int, re.search(r"--layers (\d+)-(\d+)", command).groups())
-    blocks = int(re.search(r"\((\d+) blocks\)", KNOWN_MODELS["gemma3-270m"].description).group(1))  # 18, without loading it
-    assert (first, last) == (blocks // 2, blocks - 1)
-
-
-def test_trained_checkpoints_run_right_after_their_base():
-    """So a partial report answers claim 3 for a pair as soon as both its audits are done."""
-    from rnr_lens.reports import _run_order
-
-    grid = Grid(models=("a", "b"), tasks=("add-small",), pairs=({"base": "a", "trained": "a2"}, {"base": "c", "trained": "c2"}))
-    assert _run_order(grid) == ["a", "a2", "b", "c", "c2"]
-
-
-def test_a_claim_with_no_setting_reads_not_evaluated():
-    """A grid without trained pairs once summarized claim 3 as "0 of 0 settings"."""
-    from rnr_lens.claims import Claims
-    from rnr_lens.reports import summary_lines
-
-    lines = summary_lines(Claims(grid={"margin": 0.05, "retention_margin": 0.25}, probes=()))
-    assert all(line.endswith("not evaluated in this grid") for line in lines.values()), lines
-    assert not any("0 of 0" in line or "(of 0)" in line for line in lines.values())
-
-
 @pytest.mark.slow
 def test_the_report_fits_a_1280px_window(first_report):
     """At 1280 px the report was 1381 px wide, its verdict column cut off or one word per line."""
@@ -544,26 +410,6 @@ def test_the_report_fits_a_1280px_window(first_report):
     text = (out / "report.html").read_text()
     assert text.count("class='rnr-below'") >= len(claims["routes_vs_search"]), "each verdict under its row, across the table"
     assert "<p class='caption'>" in text, "figures carry their captions"
-
-
-def test_a_setting_says_when_format_misses_could_change_its_verdict(tiny, tmp_path):
-    """Golds planted from the tiny model's own text: half are numbers it states but the
-    extractor does not read. The setting's note counts them, and claim 1 read leniently uses
-    a lenient chance level too (a lenient reach against a strict chance would be unmatched)."""
-    from rnr_lens.audits import audit
-    from rnr_lens.reports import Grid, claim_routes
-    from rnr_lens.tasks.core import Question, Task
-    from tests.conftest import format_miss_rows
-
-    rows = format_miss_rows(tiny)
-    task = Task("planted", tuple(Question(r["id"], r["question"], r["answer"]) for r in rows), "number")
-    grid = Grid(models=("x",), tasks=("planted",), n=len(rows), k=2, edits=1, temperature=1.0)
-    result = audit(tiny, task, [grid.random, grid.search], store=tmp_path / "fm.db", progress=False)
-    claim = claim_routes(result, grid).format_misses
-    assert claim.greedy == len(rows[::2]) and claim.answered == len(rows)
-    assert claim.note and claim.note.startswith(f"format misses: {len(rows[::2])} of {len(rows)} greedy answers")
-    strict, lenient = result.chance(grid.random), result.chance(grid.random, lenient=True)
-    assert (lenient >= strict - 1e-12).all() and lenient.sum() > strict.sum(), "every stated number counts toward chance too"
 
 
 @pytest.mark.slow
@@ -579,22 +425,6 @@ def test_claims_json_reads_back_into_the_records_that_wrote_it(first_report):
     assert again.training and again.bottleneck and again.progress is not None and again.progress.complete
     page = render_html(again)
     assert all(c.setting.task in page for c in again.routes_vs_search)
-
-
-def test_a_report_mines_only_with_the_weights_it_audited(tiny, tmp_path):
-    """Guards against a report mining (on this process's model) an audit that Ray workers made
-    with other weights (bfloat16 on GPUs): its sweep would compare two models' answers. The
-    report asks the failure sets' own check (one owner), with its own fix-it hint."""
-    from rnr_lens.errors import cli_spelling
-    from rnr_lens.failures import check_weights
-    from rnr_lens.reports import _mine_where_audited
-
-    result = R.audit(tiny, R.tasks.get("add-small", n=2), [], store=tmp_path / "a.db", progress=False)
-    check_weights(tiny, result.info.model_fingerprint, result.id, fix=_mine_where_audited())  # the audited weights: mined as they are
-    with pytest.raises(R.RnrLensError, match=r"not the checkpoint audit .* executor='local'"):
-        check_weights(R.tiny_model(n_layers=4, seed=1), result.info.model_fingerprint, result.id, fix=_mine_where_audited())
-    with cli_spelling(), pytest.raises(R.RnrLensError, match=r"not the checkpoint audit .* --executor local"):
-        check_weights(R.tiny_model(n_layers=4, seed=1), result.info.model_fingerprint, result.id, fix=_mine_where_audited())
 
 
 def test_a_page_rendered_from_a_strangers_evidence_holds_no_raw_script(tmp_path):

@@ -243,7 +243,8 @@ def test_the_drill_down_shows_the_worked_examples_a_question_saw():
 def test_a_grid_config_with_bad_shots_is_refused_before_any_store_or_model(tmp_path):
     """A report fits its grid's config to every task before it opens a store or loads a model:
     shots a task cannot give are one line, with nothing written."""
-    from rnr_lens.reports import Grid, report
+    from rnr_lens.grid import Grid
+    from rnr_lens.reports import report
 
     (tmp_path / "t.jsonl").write_text('{"question": "What is 2 + 2?", "answer": "4"}\n{"question": "What is 3 + 3?", "answer": "6"}\n')
     (tmp_path / "c.yaml").write_text("shots: {n: 2, source: self}\n")

@@ -64,8 +64,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from rnr_lens.grid import Grid
     from rnr_lens.phases import profiling
-    from rnr_lens.reports import Grid, mine_again, rederive, report
+    from rnr_lens.reports import mine_again, rederive, report
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():

@@ -1,0 +1,90 @@
+"""The grid file: its fields checked before any model loads, the committed grids' designs
+(matched across models, as their issues ask), and what follows from the fields alone."""
+
+import numpy as np
+
+import rnr_lens as R
+from rnr_lens.grid import Grid
+
+
+def test_the_example_grid_is_valid():
+    from pathlib import Path
+
+    grid = Grid.load(Path(__file__).resolve().parents[1] / "assets" / "grid.yaml")
+    assert (
+        grid.k == 8
+        and "smollm2-135m-instruct" in grid.models
+        and grid.probes[1] == R.parse_probe("routes:k=8,edits=2").name == "routes:k=8,edits=2,protect=1,shared=false"
+    )
+    assert np.all([p["trained"].endswith("runs/dapo/final") for p in grid.pairs])
+
+
+def test_the_seeds_grid_pairs_one_base_with_three_training_seeds():
+    """The grid behind claim 3 across training runs: one base, three checkpoints of the README's
+    DAPO command at seeds 0, 1, 2 (its comment's commands), the same questions for each."""
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "assets" / "grid-seeds.yaml"
+    grid = Grid.load(path)
+    assert {p["base"] for p in grid.pairs} == {"smollm2-135m-instruct"} and len({p["trained"] for p in grid.pairs}) == 3
+    assert not grid.mine and grid.n >= 200 and set(grid.tasks) == {"add-two-digit", "sub"}
+    # claim 3 at large k (issue 41): at least 100 add-two-digit questions and sub whole, at k = 128
+    assert grid.ceiling_k == 128 and grid.ceiling_n >= 115 and grid.ceiling_probe.endswith("draw=inverse-cdf")
+    commands = re.findall(r"rnr-lens train .*", path.read_text())
+    assert [re.search(r"--seed (\d)", c).group(1) if "--seed" in c else "0" for c in commands] == ["0", "1", "2"]
+    assert [c.split("--out ")[1] + "/final" for c in commands] == [p["trained"].split("../", 1)[1] for p in grid.pairs]
+
+
+def test_the_deep_grid_is_valid_and_takes_small_tasks_whole():
+    """The deep grid asks n=700 of tasks whose test splits hold 50 and 115: those are used whole
+    (once "ask for n between 1 and 50"), the large task gives exactly n."""
+    from pathlib import Path
+
+    from rnr_lens import tasks
+
+    grid = Grid.load(Path(__file__).resolve().parents[1] / "assets" / "grid-deep.yaml")
+    assert grid.exhaustive and grid.k == 8 and grid.models == ("smollm2-135m-instruct",)
+    sizes = {spec: len(grid.load_task(spec).questions) for spec in grid.tasks}
+    assert sizes == {spec: min(grid.n, tasks.split_size(spec)) for spec in grid.tasks}
+    assert sizes["add-small"] == tasks.split_size("add-small") < grid.n
+    assert grid.load_task("add-small").questions == tasks.get("add-small", n="all").questions
+
+
+def test_the_gemma_deep_grid_is_the_smollm2_deep_grid_on_another_model():
+    """Issue 56's matched design: every field of the second architecture's deep grid equals the
+    SmolLM2 deep grid's (tasks, n, k, temperature, edits, seed, sweeps, margins), save the model
+    and the trained pair (a grid of its own); its deployment is the model's default."""
+    from pathlib import Path
+
+    assets = Path(__file__).resolve().parents[1] / "assets"
+    smollm2, gemma = (Grid.load(assets / name).to_dict() for name in ("grid-deep.yaml", "grid-deep-gemma.yaml"))
+    assert gemma.pop("models") == ["gemma3-270m"] and gemma.pop("pairs") == [] and gemma["config"] is None
+    assert {k: v for k, v in smollm2.items() if k not in ("models", "pairs")} == gemma
+
+
+def test_the_gemma_dapo_grid_is_the_seeds_grid_on_another_model():
+    """Issue 56's claim 3 on Gemma: the seeds grid's tasks, sizes and ceiling, one pair trained
+    from Gemma by the command in its comment, whose layers are the top half of the blocks (the
+    stated rule: SmolLM2's recipe trains 15-29 of 30)."""
+    import re
+    from pathlib import Path
+
+    from rnr_lens.models import KNOWN_MODELS
+
+    path = Path(__file__).resolve().parents[1] / "assets" / "grid-dapo-gemma.yaml"
+    gemma, seeds = Grid.load(path).to_dict(), Grid.load(path.parent / "grid-seeds.yaml").to_dict()
+    assert gemma.pop("models") == ["gemma3-270m"] and seeds.pop("models") == ["smollm2-135m-instruct"]
+    (pair,) = gemma.pop("pairs")
+    assert pair["base"] == "gemma3-270m" and {k: v for k, v in seeds.items() if k != "pairs"} == gemma
+    (command,) = re.findall(r"rnr-lens train .*", path.read_text())
+    assert command.split("--out ")[1] + "/final" == pair["trained"].split("../", 1)[1] and f"--model {pair['base']} " in command
+    first, last = map(int, re.search(r"--layers (\d+)-(\d+)", command).groups())
+    blocks = int(re.search(r"\((\d+) blocks\)", KNOWN_MODELS["gemma3-270m"].description).group(1))  # 18, without loading it
+    assert (first, last) == (blocks // 2, blocks - 1)
+
+
+def test_trained_checkpoints_run_right_after_their_base():
+    """So a partial report answers claim 3 for a pair as soon as both its audits are done."""
+    grid = Grid(models=("a", "b"), tasks=("add-small",), pairs=({"base": "a", "trained": "a2"}, {"base": "c", "trained": "c2"}))
+    assert grid.run_order() == ["a", "a2", "b", "c", "c2"]
