@@ -177,9 +177,9 @@ def mine_setting(model: Any, result: AuditResult, store: RunStore, grid: Grid, p
     screen+confirm sweep, with ``exhaustive`` the sweep of every block, and the null beside the
     block the deciding sweep picks. ``model`` must hold the weights that audited ``result``
     (checked first: one line naming the fix where it does not)."""
+    failures.check_weights(model, result.info.model_fingerprint, result.id, fix=_mine_where_audited())
     from rnr_lens.miner import mine, null_beside  # the model floor: only where a run mines
 
-    failures.check_weights(model, result.info.model_fingerprint, result.id, fix=_mine_where_audited())
     probe = result.probe_name(grid.sampling)
     if len(result.reachable_not_realized(probe)) < failures.MIN_FAILURES:
         return

@@ -155,6 +155,14 @@ def test_every_test_file_the_package_names_exists():
     assert not missing, f"named but absent: {missing}"
 
 
+def test_every_module_has_its_mirror_test_file():
+    """Tests mirror the source tree: ``rnr_lens/NAME.py`` is tested in ``tests/test_NAME.py``,
+    a package ``rnr_lens/NAME/`` in ``tests/NAME/`` (issue 57: six modules had none)."""
+    root = Path(__file__).resolve().parents[1]
+    missing = [m for m in import_graph() if not (root / "tests" / f"test_{m}.py").is_file() and not (root / "tests" / m).is_dir()]
+    assert not missing, f"add tests/test_NAME.py for: {missing}"
+
+
 def test_the_values_floor_and_the_cli_parser_load_no_torch():
     """Each values module, the readers of stored audits and failure sets, the package itself and
     ``rnr-lens --help`` (every command's parser: their defaults are read from below torch) run
@@ -164,7 +172,7 @@ def test_the_values_floor_and_the_cli_parser_load_no_torch():
     values = dict(LAYERS)["values"]
     code = f"""
 import contextlib, importlib, io, sys
-readers = ["probes", "results", "comparison", "failures", "sweep_results", "regrade", "reports", "cli"]  # a probe's name, a stored audit, a failure set: read without a model
+readers = ["probes", "results", "comparison", "failures", "sweep_results", "regrade", "grid", "setting_claims", "reports", "cli"]  # a probe's name, a stored audit, a failure set: read without a model
 for name in ["rnr_lens", *("rnr_lens." + m for m in [*{values!r}, *readers])]:
     importlib.import_module(name)
     assert "torch" not in sys.modules, name + " loaded torch"

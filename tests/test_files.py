@@ -15,7 +15,6 @@ import sys
 
 import pytest
 
-import rnr_lens as R
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import NoSpace, human_bytes, lock_file, refusal, write_atomic, writer_lock
 from rnr_lens.store import RunStore
@@ -128,17 +127,3 @@ def test_a_store_begun_on_a_full_disk_leaves_no_file(tmp_path, monkeypatch):
             RunStore(tmp_path / "run.db")
     assert not [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
     RunStore(tmp_path / "run.db").close()  # and the rerun creates it
-
-
-@pytest.mark.slow  # starts a process
-def test_a_training_folder_has_one_writer(tmp_path):
-    model = R.tiny_model(n_layers=2)
-    task = R.tasks.get("add-small", n=4, split="train")
-    folder = R.checkpoints.RunFolder(tmp_path / "run", model, task, R.dapo.TrainConfig(steps=1), R.DeploymentConfig())
-    folder.open(resume=True)
-    code = f"from rnr_lens.files import acquire_writer_lock\nacquire_writer_lock({str(tmp_path / 'run')!r}, 'the training run')"
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert other.returncode != 0 and "the training run is being written by" in other.stderr
-    folder.close()
-    with pytest.raises(RnrLensError, match="already holds a training run"):
-        R.checkpoints.RunFolder(tmp_path / "run", model, task, R.dapo.TrainConfig(steps=1), R.DeploymentConfig()).open(resume=False)

@@ -427,32 +427,6 @@ def test_claims_json_reads_back_into_the_records_that_wrote_it(first_report):
     assert all(c.setting.task in page for c in again.routes_vs_search)
 
 
-def test_a_page_rendered_from_a_strangers_evidence_holds_no_raw_script(tmp_path):
-    """Every free-text field of the committed lm-eval evidence (model and task names wherever
-    they appear, questions, answers, the machine) holds a script; the re-derived page shows each
-    escaped. The fields evidence checks (ids, hashes) are refused when altered: tests/test_evidence.py."""
-    import gzip
-    from pathlib import Path
-
-    payload = "<script>alert('rnr')</script>"
-    source = Path(__file__).resolve().parents[1] / "assets" / "results" / "grid-lm-eval" / "evidence.json.gz"
-    document = json.loads(gzip.decompress(source.read_bytes()))
-    model, task = document["manifest"]["settings"][0]["model"], document["manifest"]["settings"][0]["task"]
-    document = json.loads(json.dumps(document).replace(f'"{model}', f'"{model}{payload}').replace(f'"{task}"', f'"{task}{payload}"'))
-    audit = document["audits"][0]
-    for q in audit["questions"]:
-        q[2], q[3] = q[2] + payload, q[3] + payload
-    for t in audit["tries"]:
-        t[3] += payload
-    document["manifest"]["provenance"]["runs"][0]["machine"]["cpu"] = payload
-    evidence = tmp_path / "evidence.json.gz"
-    evidence.write_bytes(gzip.compress(json.dumps(document).encode()))
-    report = R.reports.rederive(evidence, tmp_path / "out")
-    page = report.files["html"].read_text()
-    assert page.count("&lt;script&gt;alert(") >= 2, "the names are on the page, escaped"
-    assert "<script>alert(" not in page
-
-
 @pytest.mark.slow
 def test_a_report_regraded_without_a_model_then_mined_again_with_only_the_models_it_needs(first_report, grid_file, tmp_path, capsys, monkeypatch):
     """Issue 54's re-grading path: ``--regrade`` reads every try of the evidence again under

@@ -73,7 +73,8 @@ def test_a_report_mines_only_with_the_weights_it_audited(tiny, tmp_path):
     grid = Grid(models=("tiny",), tasks=("add-small",), k=2)
     result = R.audit(tiny, R.tasks.get("add-small", n=2), [grid.sampling], store=tmp_path / "a.db", progress=False)
     store = RunStore(tmp_path / "a.db")
-    mine_setting(tiny, result, store, grid, progress=False)  # the audited weights: mined as they are (no failure set here)
+    assert len(result.reachable_not_realized(grid.sampling)) < R.failures.MIN_FAILURES, "the premise: the check, then no set to mine"
+    mine_setting(tiny, result, store, grid, progress=False)  # the audited weights: passed by the check
     with pytest.raises(R.RnrLensError, match=r"not the checkpoint audit .* executor='local'"):
         mine_setting(R.tiny_model(n_layers=4, seed=1), result, store, grid, progress=False)
     with cli_spelling(), pytest.raises(R.RnrLensError, match=r"not the checkpoint audit .* --executor local"):
