@@ -26,6 +26,7 @@ from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.files import acquire_writer_lock, read_json, write_atomic
 from rnr_lens.lens import LensModel
 from rnr_lens.provenance import Machine
+from rnr_lens.tasks import BUILTINS
 from rnr_lens.tasks.core import Task
 
 
@@ -202,8 +203,6 @@ def training_record(folder: str | Path) -> dict[str, Any] | None:
     checkpoint written by ``rnr-lens train``): the base model and its fingerprint, the task,
     the steps, the training config and the ``rnr-lens train`` command that gives it (rebuilt
     from the recorded config; the task's size and seed are in its fingerprint, not the command)."""
-    from rnr_lens.tasks import BUILTINS
-
     path = Path(folder) / CHECKPOINT_FILE
     if not path.is_file():
         return None

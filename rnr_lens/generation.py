@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, Protocol
 
 import torch
 from jaxtyping import Float, Int
+from tqdm.auto import tqdm
 
 from rnr_lens.adapters import RouteCache, RowRouteCache, attention_window
 from rnr_lens.engine import Engine
@@ -235,8 +236,6 @@ def generate(
         batches = _plan_batches(sorted(range(len(prompts)), key=lambda i: -len(encoded[i])), n_distinct, size)
         iterator = batches
         if progress:
-            from tqdm.auto import tqdm
-
             iterator = tqdm(batches, desc=f"generate ({model.name})", unit="batch")
         for prompt_ids, samples in iterator:
 

@@ -23,6 +23,7 @@ on resume.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -59,7 +60,7 @@ from rnr_lens.sweeps import (
     rates,
 )
 from rnr_lens.sweeps import STRATEGIES as STRATEGIES  # re-exported beside mine
-from rnr_lens.tasks.core import Question
+from rnr_lens.tasks.core import Question, Task
 from rnr_lens.verdicts import BREAK_BOUND
 
 
@@ -171,8 +172,6 @@ def mine(
         raise RnrLensError(f"top_m must be at least 1, got {top_m}")
     failure_set.check_model(model)
     if control_set is not None:
-        from rnr_lens.tasks.core import Task
-
         failure_set = replace(failure_set, control=Task(f"{failure_set.name}:control", tuple(control_set), failure_set.discovery.answer_type))
     reference = _reference(failure_set, model) if any(k != "zero" for k in methods) else ()
     candidates = [
@@ -356,8 +355,6 @@ def null_repair(
     uniformly (seeded by the failure set's name) from every block but ``exclude`` (the
     bottleneck it stands beside), each silenced, and an unablated re-run; evaluations are
     stored and reused like a sweep's."""
-    import random
-
     failure_set.check_model(model)
     base = SweepKey.base(model, failure_set, ())
     pool = [b for b in range(model.n_layers) if b != exclude]

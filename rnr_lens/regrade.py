@@ -43,9 +43,11 @@ from typing import Any
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.evidence import MINED, SettingRecord
+from rnr_lens.failures import freeze
 from rnr_lens.probes import parse_probe
 from rnr_lens.records import TRY_COLUMNS, AuditRecord, Outcome
-from rnr_lens.store import Artifact
+from rnr_lens.results import AuditResult
+from rnr_lens.store import Artifact, RunStore
 from rnr_lens.sweep_results import SweepKey
 from rnr_lens.tasks.core import Question
 
@@ -192,10 +194,6 @@ def _failure_sets_moved(payload: Mapping[str, Any], mined_probe: str | None) -> 
     """Why a re-graded audit's failure sets no longer stand ("" where each is what
     :func:`rnr_lens.failures.freeze` freezes from the re-read tries, and no set appears where
     there was none): each set is frozen again, by its own definition, in a scratch store."""
-    from rnr_lens.failures import freeze
-    from rnr_lens.results import AuditResult
-    from rnr_lens.store import RunStore
-
     store = RunStore(":memory:")
     store.absorb({**payload, "artifacts": [a for a in payload["artifacts"] if a[0] not in _MINED_KINDS]}, source="the re-graded evidence")
     result = AuditResult.load(store, payload["audit"]["id"])

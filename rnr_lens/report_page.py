@@ -20,6 +20,7 @@ from rnr_lens.probe_specs import budget_label
 from rnr_lens.provenance import Provenance
 from rnr_lens.tasks.core import Question
 from rnr_lens.verdicts import Verdict
+from rnr_lens.viz import caption, ceiling_curves
 
 HOW_TO_READ = (
     "Every rate has a Wilson 95% interval (over prompts, with their design effect, where questions repeat one; the sweep's "
@@ -49,8 +50,6 @@ class _Figures:
         self.embedded = False
 
     def html(self, figures: list[tuple[str, Any]]) -> str:
-        from rnr_lens.viz import caption
-
         out = []
         for title, fig in figures:
             out.append(
@@ -315,8 +314,6 @@ def _training_html(claims: Claims) -> str:
 def _ceiling_html(claims: Claims, shown: _Figures) -> str:
     """Claim 3 at large k (grids with ``ceiling_k``; nothing otherwise): per trained pair and
     task, the curves and the verdict at each named k, the crossing, and the figure."""
-    from rnr_lens.viz import ceiling_curves
-
     if not claims.ceiling:
         return ""
     e = estimate_text

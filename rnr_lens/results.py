@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from rnr_lens import selectors as sel
+from rnr_lens.answers import canonical_gold, holds_gold, numbers_in
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.display import SELECTOR_COLUMN as SELECTOR_COLUMN  # re-exported: summary tables name their columns with it
 from rnr_lens.display import estimate_text, html_table, selector_column
@@ -371,8 +372,6 @@ class AuditResult:
         the chance level beside the oracle reachability; reachable minus chance is what the
         probe found beyond answering the task's common answers. ``lenient`` scores every
         number a numeric try states, as a reach that counts format misses must be matched."""
-        from rnr_lens.answers import canonical_gold, numbers_in
-
         probe = self.probe_name(probe)
         key = (probe, n_perm, lenient)
         if key in self._chance:  # the summary and the claims both read it: derange once
@@ -396,8 +395,6 @@ class AuditResult:
         """Wrong tries whose text states the gold answer elsewhere (the extractor read another
         number): format misses rather than capability misses. ``probe`` None: the default
         deployment's (realized) answers; else that probe's tries."""
-        from rnr_lens.answers import holds_gold
-
         name = DEFAULT_PROBE if probe is None else self.probe_name(probe)
         tries = self.tries[(self.tries["probe"] == name) & ~self.tries["correct"]]
         gold = self.questions.set_index("question_id")["gold"]

@@ -39,6 +39,7 @@ import functools
 import hashlib
 import json
 import os
+import platform
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -235,8 +236,6 @@ def _cpu() -> str:
     try:
         lines = Path("/proc/cpuinfo").read_text(errors="replace").splitlines()
     except OSError:
-        import platform
-
         return platform.processor() or platform.machine()
     keep = ("model name", "flags", "vendor_id", "cpu family", "model\t")
     return "\n".join(dict.fromkeys(line for line in lines if line.startswith(keep)))

@@ -39,6 +39,7 @@ from typing import Any
 import yaml
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.files import read_text
 
 MAX_DEPTH = 64
 """How deeply a JSON or YAML value from outside may nest (rnr_lens's own formats nest under 10)."""
@@ -273,8 +274,6 @@ def load_yaml(text: str, where: str | Path) -> Any:
 
 def read_small(path: str | Path, what: str) -> str:
     """A grid or config file's text, refused past :data:`SMALL_FILE_BYTES` before it is read."""
-    from rnr_lens.files import read_text
-
     path = Path(path)
     if path.stat().st_size > SMALL_FILE_BYTES.value:
         raise SMALL_FILE_BYTES.refusal(f"{what} {path}")

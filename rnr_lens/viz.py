@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
+from rnr_lens.comparison import STATES
 from rnr_lens.display import selector_column
 from rnr_lens.errors import RnrLensError
 from rnr_lens.probe_specs import budget_label
@@ -321,8 +323,6 @@ def repair_heatmap(sweep: SweepResult, component: str = "mlp", method: str = "ze
 def _signed_colour(value: int, bound: int = 1) -> str:
     """The colour the signed scale from ``-bound`` to ``bound`` gives ``value`` (so a legend
     matches the cells)."""
-    from plotly.colors import sample_colorscale
-
     return str(sample_colorscale(SIGNED, [(value + bound) / (2 * bound)])[0])
 
 
@@ -660,8 +660,6 @@ def route_passes(traces: dict[str, RouteTrace], gold_logits: dict[str, Sequence[
 def comparison(result: Comparison, probe: str | None = None) -> go.Figure:
     """Left: delta realized and delta reachable per probe (b - a, paired 95% intervals).
     Right: the transition counts between realized / reachable only / unreachable for one probe."""
-    from rnr_lens.comparison import STATES
-
     probe = probe or result.a.probes[0]
     # stacked, not side by side: the transition grid's row labels need the width a column has
     fig = make_subplots(

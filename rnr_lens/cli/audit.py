@@ -6,6 +6,7 @@ import argparse
 import json
 import shlex
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rnr_lens.cli.shell import (
@@ -24,8 +25,6 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.files import acquire_writer_lock
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from rnr_lens.audits import AuditPlan
     from rnr_lens.results import AuditResult
     from rnr_lens.store import RunStore
@@ -51,7 +50,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from rnr_lens.audits import audit, plan
     from rnr_lens.models import load_model
@@ -158,7 +156,6 @@ def next_steps(result: AuditResult, store: RunStore, args: argparse.Namespace) -
     store holds several audits, ``--probe`` where the audit has several, ``--model`` where
     the audit's model name alone would not load it, and ``mine`` only where it has a failure
     set to mine."""
-    from pathlib import Path
 
     q = shlex.quote
     path = q(str(store.path))

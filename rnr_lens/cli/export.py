@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import io
+from pathlib import Path
 
 from rnr_lens.cli.shell import existing_store
 from rnr_lens.errors import RnrLensError
+from rnr_lens.files import write_atomic
+from rnr_lens.records import check_audit_id
+from rnr_lens.untrusted import spreadsheet_safe
 
 NAME = "export"
 HELP = "write an audit's tries and questions as parquet or csv"
@@ -24,13 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import io
-    from pathlib import Path
 
-    from rnr_lens.files import write_atomic
-    from rnr_lens.records import check_audit_id
     from rnr_lens.results import AuditResult
-    from rnr_lens.untrusted import spreadsheet_safe
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rnr_lens.cli.shell import add_executor_args, add_task_trust_arg, check_executor_args, positive_int
@@ -62,7 +63,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from rnr_lens.grid import Grid
     from rnr_lens.phases import profiling

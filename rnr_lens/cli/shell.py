@@ -10,9 +10,12 @@ import shlex
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.records import MAX_SEED
+from rnr_lens.shards import EXECUTORS
 from rnr_lens.untrusted import one_line
 
 if TYPE_CHECKING:
@@ -104,7 +107,6 @@ def load_config(args: argparse.Namespace, task: Task) -> DeploymentConfig:
 def existing_store(path: str, hint: str = "", mode: str = "read") -> RunStore:
     """The run store at ``path``, which must exist (``hint`` says how to make one); opened
     read-only unless ``mode`` says otherwise, so a reader never modifies the file."""
-    from pathlib import Path
 
     from rnr_lens.store import RunStore
 
@@ -254,7 +256,6 @@ non_negative_int = _int_at_least(0)
 
 def seed_int(text: str) -> int:
     """An argparse type: a seed from 0 to 2**32-1."""
-    from rnr_lens.records import MAX_SEED
 
     try:
         value = int(text)
@@ -287,7 +288,6 @@ def check_executor_args(args: argparse.Namespace) -> None:
 
 
 def add_executor_args(p: argparse.ArgumentParser, audits: str = "every shard") -> None:
-    from rnr_lens.shards import EXECUTORS
 
     p.add_argument("--executor", choices=EXECUTORS, help=f"run {audits}: here one after another, or on Ray workers")
     p.add_argument("--shards", type=positive_int, help="number of shards for --executor (default 1)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from rnr_lens.cli.shell import add_task_args, add_trust_arg, load_config, load_kwargs, load_task, positive_int, seed_int
 
@@ -37,7 +38,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from rnr_lens import tasks
     from rnr_lens.checkpoints import check_folder
