@@ -294,6 +294,89 @@ def summary_lines(claims: Claims) -> str:
     return "\n".join(f"- {claim}: {line}" for claim, line in claims.summary.items())
 
 
+SIDE_BY_SIDE: dict[str, tuple[str, str | None]] = {
+    "SmolLM2-135M-Instruct": ("grid-deep", "grid-seeds"),
+    "Gemma-3-270M": ("grid-deep-gemma", "grid-dapo-gemma"),
+}
+"""Issue 56's two architectures: per model, the grid behind claims 1 and 2 (the deep grid's
+design) and the grid behind claim 3 (the seeds grid's design; its first pair, seed 0)."""
+
+
+def _status(v: Any) -> str:
+    return f"**{v.status}**" + (f" (n≈{v.n_needed:,})" if v.n_needed else "")
+
+
+def _cells(deep: Claims | None, trained: Claims | None) -> dict[tuple[str, str], str]:
+    """One model's cells of the side-by-side table, keyed by (claim row, task): each verdict
+    with its estimate, interval and null."""
+    cells: dict[tuple[str, str], str] = {}
+    for c in deep.routes_vs_search if deep else ():
+        task = _task(c.setting)
+        cells[("1, random routes vs search: random − search", task)] = (
+            f"{_status(c.verdict)} {_e(c.random_minus_search)}; random reach {_e(c.reachable_random)}, chance {c.chance_random.value:.2f}"
+        )
+        blind = {s: e for s, e in (c.retention.get(c.random) or {}).items() if e is not None}
+        kept = max(blind.items(), key=lambda se: se[1].value, default=None)
+        cells[("1, answer-blind selectors keep the gain: the most kept", task)] = _status(c.retention_verdict) + (
+            f" {kept[0]} {_e(kept[1])}" if kept else ""
+        )
+    for b in deep.bottleneck if deep else ():
+        held = f" MLP {b.bottleneck.layer} held-out repair {_e(b.bottleneck.repair_heldout)}" if b.bottleneck else f" {b.failures} failures"
+        null = f"; null (3 random blocks) {_e(b.null.random_block)}" if b.null else ""
+        cells[("2, one MLP repairs most failures", _task(b.setting))] = f"{_status(b.verdict)}{held}{null}"
+    pairs = trained.training[: len(trained.grid.get("tasks") or ())] if trained else ()  # the first pair: seed 0
+    for t in pairs:
+        for p in t.probes:
+            cells[(f"3, training at `{budget_label(p.probe)}`: Δ realized; Δ reachable", _task(t.task))] = (
+                f"{_status(p.verdict)} {_e(p.delta_realized)}; {_e(p.delta_reachable)}"
+            )
+    return cells
+
+
+def side_by_side(columns: dict[str, tuple[Claims | None, Claims | None]]) -> str:
+    """Issue 56's table: rows are claim × task, one column per model with each verdict, its
+    estimate and interval, and the null beside each effect; "not run" where a model's grid has
+    no such setting yet."""
+    cells = {model: _cells(deep, trained) for model, (deep, trained) in columns.items()}
+    keys = list(dict.fromkeys(key for by in cells.values() for key in by))
+    claims_, tasks_ = list(dict.fromkeys(k[0] for k in keys)), list(dict.fromkeys(k[1] for k in keys))
+    rows = sorted(keys, key=lambda key: (claims_.index(key[0]), tasks_.index(key[1])))  # claim by claim, tasks in grid order
+    return _table(
+        ["claim", "task", *columns], [[claim, f"`{task}`", *(by.get((claim, task), "not run") for by in cells.values())] for claim, task in rows]
+    )
+
+
+def side_by_side_reading(columns: dict[str, tuple[Claims | None, Claims | None]]) -> str:
+    """Where the two models' verdicts agree and where they differ, row by row of
+    :func:`side_by_side` (a decided verdict is support or against; the rest are undecided)."""
+    (first, a), (second, b) = ((m, _cells(*grids)) for m, grids in columns.items())
+    both = [key for key in dict.fromkeys([*a, *b]) if key in a and key in b]
+    status = {m: {k: by[k].split("**")[1] for k in both} for m, by in ((first, a), (second, b))}
+
+    def named(keys: list[tuple[str, str]]) -> str:
+        def one(claim: str, task: str) -> str:
+            number, what = claim.rsplit(": ", 1)[0].split(", ", 1)
+            return f"claim {number} ({what}) on `{task}`"
+
+        return _and([one(*k) for k in keys])
+
+    decided = ("support", "against")
+    same = [k for k in both if status[first][k] == status[second][k] and status[first][k] in decided]
+    one = [k for k in both if (status[first][k] in decided) != (status[second][k] in decided)]
+    opposite = [k for k in both if {status[first][k], status[second][k]} == set(decided)]
+    neither = [k for k in both if status[first][k] not in decided and status[second][k] not in decided]
+    said = [
+        f"of {_n(len(both), 'row')} run on both models, {len(same)} {'is' if len(same) == 1 else 'are'} decided the same way on both"
+        + (f" ({named(same)})" if same else "")
+    ]
+    said.append(f"{len(opposite)} opposite ways" + (f" ({named(opposite)})" if opposite else ""))
+    said.append(f"{len(one)} on one model only" + (f" ({named(one)})" if one else ""))
+    said.append(f"{len(neither)} on neither")
+    missing = [m for m, by in ((first, a), (second, b)) if len(by) < len(dict.fromkeys([*a, *b]))]
+    tail = f"; {_and(missing)} {'has' if len(missing) == 1 else 'have'} rows not run yet" if missing else ""
+    return "Side by side, " + "; ".join(said) + tail + "."
+
+
 def parity_table(parity: dict[str, Any]) -> str:
     """lm-eval parity, from ``scripts/lm-eval-parity``'s ``parity.json``: per question, whether
     the prompt, the greedy text and each filter's correctness are alike in both tools, then the
@@ -658,6 +741,13 @@ def rendered_blocks() -> dict[str, str]:
         return Claims.from_dict(json.loads((results / grid / "claims.json").read_text()))
 
     blocks = {"ceiling-summary": ceiling_summary(claims("grid-seeds"))}
+
+    def committed(grid: str | None) -> Claims | None:  # None: that grid has not run yet
+        return claims(grid) if grid and (results / grid / "claims.json").exists() else None
+
+    columns = {model: (committed(deep), committed(trained)) for model, (deep, trained) in SIDE_BY_SIDE.items()}
+    blocks["side-by-side"] = side_by_side(columns)
+    blocks["side-by-side-reading"] = side_by_side_reading(columns)
     blocks["lm-eval-parity"] = parity_table(json.loads((results / "lm-eval-parity" / "parity.json").read_text()))
     blocks["search-speedup"] = search_speedup(json.loads((results / "bench-prefix-store" / "search-rounds.json").read_text()))
     blocks["reuse-verdicts"] = reuse_verdicts([json.loads(f.read_text()) for f in sorted((results / "reuse-verdicts").glob("*.json"))])

@@ -88,8 +88,9 @@ def test_sentences_about_results_are_rendered_from_the_committed_claims():
                 f"{name}: block {block} differs from the committed claims; rerun scripts/claims_tables.py --render"
             )
     findings = {b for b in rendered if b.startswith("findings:")} | {"ceiling-summary", "search-speedup", "gpu-check"}
-    assert {b for b, _ in tables.blocks_in(readme)} == findings, (
-        "the README renders every grid's findings, the k = 128 summary and its measured numbers"
+    side_by_side = {"side-by-side", "side-by-side-reading"}  # issue 56: the two architectures, row by row
+    assert {b for b, _ in tables.blocks_in(readme)} == findings | side_by_side, (
+        "the README renders every grid's findings, the k = 128 summary, its measured numbers and the side-by-side table"
     )
     assert {"regrading-table", "regrade-verdicts"} <= {b for b, _ in tables.blocks_in(page)}, "the results page says what re-grading moved"
     grids = {b.split(":", 1)[1] for b in rendered if b.startswith("findings:")}
@@ -97,7 +98,7 @@ def test_sentences_about_results_are_rendered_from_the_committed_claims():
     shown = {b for b, _ in tables.blocks_in(page)}
     for grid in grids:  # each grid's section states its findings and every verdict's reason from its claims
         assert {f"findings:{grid}", f"reasons:{grid}"} <= shown, f"docs/results.md renders {grid}'s findings and reasons"
-    assert "lm-eval-parity" in shown and "ceiling-summary" in shown
+    assert "lm-eval-parity" in shown and "ceiling-summary" in shown and side_by_side <= shown
     assert [b for b, _ in tables.blocks_in(shots_page)] == ["shots-study", "shots-on-test"], "docs/shots.md renders the few-shot measurement"
     assert [b for b, _ in tables.blocks_in(performance)] == ["reuse-verdicts"], "docs/performance.md renders each reuse's verdict per CPU"
 
@@ -266,3 +267,24 @@ def test_every_python_block_of_the_docs_runs(page, readme_ran, tmp_path, monkeyp
         assert len(space["sweep"].table) > 0
     if "trace" in space:
         assert space["trace"].steps_of(10) == (10, 11)
+
+
+def test_the_side_by_side_reading_counts_what_its_table_shows():
+    """Issue 56's reading is rendered from the same cells as its table: a model beside itself
+    agrees on every decided row and differs on none; a model with no grid yet is "not run"."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    results = REPO / "assets" / "results"
+    deep, seeds = (tables.Claims.from_dict(json.loads((results / g / "claims.json").read_text())) for g in ("grid-deep", "grid-seeds"))
+    table = tables.side_by_side({"A": (deep, seeds), "B": (deep, seeds)})
+    rows = table.splitlines()[2:]
+    decided = sum("**support**" in r.split(" | ")[2] or "**against**" in r.split(" | ")[2] for r in rows)
+    reading = tables.side_by_side_reading({"A": (deep, seeds), "B": (deep, seeds)})
+    assert reading.startswith(f"Side by side, of {len(rows)} rows run on both models, {decided} are decided the same way on both")
+    assert "; 0 opposite ways; 0 on one model only;" in reading and "not run yet" not in reading
+    alone = tables.side_by_side({"A": (deep, seeds), "B": (None, None)})
+    assert all(r.endswith("| not run |") for r in alone.splitlines()[2:])
