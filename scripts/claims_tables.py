@@ -306,29 +306,32 @@ def _status(v: Any) -> str:
     return f"**{v.status}**" + (f" (n≈{v.n_needed:,})" if v.n_needed else "")
 
 
-def _cells(deep: Claims | None, trained: Claims | None) -> dict[tuple[str, str], str]:
-    """One model's cells of the side-by-side table, keyed by (claim row, task): each verdict
-    with its estimate, interval and null."""
-    cells: dict[tuple[str, str], str] = {}
+def _cells(deep: Claims | None, trained: Claims | None) -> dict[tuple[str, str], tuple[str, str]]:
+    """One model's cells of the side-by-side table, keyed by (claim row, task): each verdict's
+    status, and its cell (the verdict with its estimate, interval and null)."""
+    cells: dict[tuple[str, str], tuple[str, str]] = {}
     for c in deep.routes_vs_search if deep else ():
         task = _task(c.setting)
         cells[("1, random routes vs search: random − search", task)] = (
-            f"{_status(c.verdict)} {_e(c.random_minus_search)}; random reach {_e(c.reachable_random)}, chance {c.chance_random.value:.2f}"
+            c.verdict.status,
+            f"{_status(c.verdict)} {_e(c.random_minus_search)}; random reach {_e(c.reachable_random)}, chance {c.chance_random.value:.2f}",
         )
         blind = {s: e for s, e in (c.retention.get(c.random) or {}).items() if e is not None}
         kept = max(blind.items(), key=lambda se: se[1].value, default=None)
-        cells[("1, answer-blind selectors keep the gain: the most kept", task)] = _status(c.retention_verdict) + (
-            f" {kept[0]} {_e(kept[1])}" if kept else ""
+        cells[("1, answer-blind selectors keep the gain: the most kept", task)] = (
+            c.retention_verdict.status,
+            _status(c.retention_verdict) + (f" {kept[0]} {_e(kept[1])}" if kept else ""),
         )
     for b in deep.bottleneck if deep else ():
         held = f" MLP {b.bottleneck.layer} held-out repair {_e(b.bottleneck.repair_heldout)}" if b.bottleneck else f" {b.failures} failures"
         null = f"; null (3 random blocks) {_e(b.null.random_block)}" if b.null else ""
-        cells[("2, one MLP repairs most failures", _task(b.setting))] = f"{_status(b.verdict)}{held}{null}"
+        cells[("2, one MLP repairs most failures", _task(b.setting))] = (b.verdict.status, f"{_status(b.verdict)}{held}{null}")
     pairs = trained.training[: len(trained.grid.get("tasks") or ())] if trained else ()  # the first pair: seed 0
     for t in pairs:
         for p in t.probes:
             cells[(f"3, training at `{budget_label(p.probe)}`: Δ realized; Δ reachable", _task(t.task))] = (
-                f"{_status(p.verdict)} {_e(p.delta_realized)}; {_e(p.delta_reachable)}"
+                p.verdict.status,
+                f"{_status(p.verdict)} {_e(p.delta_realized)}; {_e(p.delta_reachable)}",
             )
     return cells
 
@@ -342,7 +345,8 @@ def side_by_side(columns: dict[str, tuple[Claims | None, Claims | None]]) -> str
     claims_, tasks_ = list(dict.fromkeys(k[0] for k in keys)), list(dict.fromkeys(k[1] for k in keys))
     rows = sorted(keys, key=lambda key: (claims_.index(key[0]), tasks_.index(key[1])))  # claim by claim, tasks in grid order
     return _table(
-        ["claim", "task", *columns], [[claim, f"`{task}`", *(by.get((claim, task), "not run") for by in cells.values())] for claim, task in rows]
+        ["claim", "task", *columns],
+        [[claim, f"`{task}`", *(by[(claim, task)][1] if (claim, task) in by else "not run" for by in cells.values())] for claim, task in rows],
     )
 
 
@@ -351,7 +355,7 @@ def side_by_side_reading(columns: dict[str, tuple[Claims | None, Claims | None]]
     :func:`side_by_side` (a decided verdict is support or against; the rest are undecided)."""
     (first, a), (second, b) = ((m, _cells(*grids)) for m, grids in columns.items())
     both = [key for key in dict.fromkeys([*a, *b]) if key in a and key in b]
-    status = {m: {k: by[k].split("**")[1] for k in both} for m, by in ((first, a), (second, b))}
+    status = {m: {k: by[k][0] for k in both} for m, by in ((first, a), (second, b))}
 
     def named(keys: list[tuple[str, str]]) -> str:
         def one(claim: str, task: str) -> str:
