@@ -853,7 +853,8 @@ def main() -> None:
         return
     print(routes_table(claims, args.model), end="\n\n")
     print(bottleneck_table(claims, args.model), end="\n\n")
-    print(training_table(claims), end="\n\n")
+    if claims.training:  # a grid without trained pairs has no claim 3 table
+        print(training_table(claims), end="\n\n")
     if across := across_runs_table(claims):
         print(across, end="\n\n")
     if claims.ceiling:
