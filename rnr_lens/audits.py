@@ -9,10 +9,11 @@ give the same per-question results.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 from rnr_lens.deploy import DeploymentConfig, deployment_for_task
 from rnr_lens.display import progress_bar, short_text
 from rnr_lens.errors import RnrLensError, arg
-from rnr_lens.files import NoSpace
+from rnr_lens.files import NoSpace, acquire_writer_lock
 from rnr_lens.lens import LensModel
 from rnr_lens.phases import phase
 from rnr_lens.probe_specs import check_readable, short_labels
@@ -217,6 +218,68 @@ def resume_mismatch(store: RunStore, settings: dict[str, Any]) -> str | None:
     )
 
 
+@contextlib.contextmanager
+def prepared(
+    planned: AuditPlan,
+    store: RunStore | str | Path | None,
+    *,
+    resume: bool | str = True,
+    deploy: Callable[[AuditPlan], AuditPlan] | None = None,
+) -> Iterator[AuditPlan]:
+    """Every check an audit into ``store`` passes before work starts, cheapest first, then the
+    store's writer lock, held while the block runs. :func:`audit` and the CLI's ``audit`` both
+    go through it, so a Python caller is refused exactly where the command is:
+
+    1. ``resume`` is one of :data:`RESUME`;
+    2. a path's folder exists, a resume (``"only"``) finds a file there, and a file there is a
+       run store (a file that is not is refused untouched);
+    3. a resume finds an audit with the plan's settings, compared on what the plan knows;
+    4. ``deploy`` gives the plan its config (the CLI reads the model's tokenizer, :func:`audit`
+       the loaded model) and step 3 runs again, naming the config's fields that differ;
+    5. the writer lock of a path: a second writer is refused before any model work (one
+       process may take it again; it is released when the block ends).
+
+    Yields the plan, with its config where ``deploy`` gave one. Nothing is written before the
+    block starts, so bad input leaves nothing behind.
+
+    Example:
+        >>> with prepared(plan(task, ["sampling:k=8"]), "run.db", resume="only", deploy=lambda p: p.deployed(model)) as planned:  # doctest: +SKIP
+        ...     planned.deployment.hash()
+    """
+    if resume not in RESUME:
+        raise RnrLensError(f"resume must be one of {', '.join(map(repr, RESUME))}, got {resume!r}")
+    path = None if store is None or isinstance(store, RunStore) else Path(store)
+    if path is not None:
+        if not path.parent.exists():
+            raise RnrLensError(f"folder {path.parent} does not exist; create it, or give {arg('store')} a path in another folder")
+        if resume == "only" and not path.is_file():
+            raise RnrLensError(f"nothing to resume: {path} does not exist; leave out {arg('resume_only')} to start an audit")
+        if path.exists():
+            RunStore(path, mode="read").close()  # refuses a file that is not a run store, untouched
+    _refuse_mismatch(planned, store, resume)
+    if deploy is not None:
+        planned = deploy(planned)
+        _refuse_mismatch(planned, store, resume)
+    release = acquire_writer_lock(path, f"the run store {path}") if path is not None else (lambda: None)
+    try:
+        yield planned
+    finally:
+        release()
+
+
+def _refuse_mismatch(planned: AuditPlan, store: RunStore | str | Path | None, resume: bool | str) -> None:
+    """Stop a resume (``"only"``) whose settings match no audit in an existing ``store``,
+    naming what differs (a store in memory or not yet made is the audit's own to refuse)."""
+    if resume != "only" or store is None or not (isinstance(store, RunStore) or Path(store).is_file()):
+        return
+    rs = store if isinstance(store, RunStore) else RunStore(store, mode="read")
+    mismatch = planned.resume_mismatch(rs)
+    if rs is not store:
+        rs.close()
+    if mismatch:
+        raise RnrLensError(mismatch)
+
+
 def audit(
     model: LensModel,
     task: Task,
@@ -254,23 +317,28 @@ def audit(
         shots_file: The file of worked examples a ``file:NAME`` shots source in ``config``
             names (the CLI's ``--shots-file``; :meth:`DeploymentConfig.for_task`).
 
+    Every check runs before the store is touched (:func:`prepared`, as the CLI's).
+
     Example:
         >>> result = audit(model, tasks.get("add-small", n=10), ["sampling:k=4,t=0.7"])  # doctest: +SKIP
         >>> result.summary()  # doctest: +SKIP
     """
-    if resume not in RESUME:
-        raise RnrLensError(f"resume must be one of {', '.join(map(repr, RESUME))}, got {resume!r}")
     if shots_file is not None:  # its examples drawn once; the plan checks them against the task again
         config = deployment_for_task(model, task, config, shots_file)
-    planned = plan(task, probes, seed=seed, config=config, shard=shard).deployed(model)
-    planned.check_model(model)
-    config, probe_objs, part, selected = planned.deployment, planned.probes, planned.shard, planned.selected()
-    names = planned.names
-    note = task.repeated_prompts()
-    if note:
-        warnings.warn(note, stacklevel=2)
-    # everything above is checked before the store is touched: bad input leaves nothing behind
-    rs = open_store(store)
+    planned = plan(task, probes, seed=seed, config=config, shard=shard)
+    with prepared(planned, store, resume=resume, deploy=lambda p: p.deployed(model)) as planned:
+        planned.check_model(model)
+        note = task.repeated_prompts()
+        if note:
+            warnings.warn(note, stacklevel=3)
+        return _audit(model, planned, open_store(store), batch_size=batch_size, progress=progress, label=label, resume=resume)
+
+
+def _audit(
+    model: LensModel, planned: AuditPlan, rs: RunStore, *, batch_size: int | None, progress: bool, label: str | None, resume: bool | str
+) -> AuditResult:
+    """:func:`audit` once every check has passed: record the audit, run its probes, mark it done."""
+    task, config, part, selected, seed = planned.task, planned.deployment, planned.shard, planned.selected(), planned.seed
     fingerprint = model.fingerprint()
     aid = planned.id(fingerprint)
     record = AuditRecord(
@@ -288,7 +356,7 @@ def audit(
         label=label,
     )
     existing = [a for a in rs.audits() if a.id == aid]
-    if resume == "only" and not existing:
+    if resume == "only" and not existing:  # the weights, which the plan's settings do not hold
         raise RnrLensError(
             resume_mismatch(rs, record.to_dict()) or f"nothing to resume: {rs.path} holds no audit; leave out {arg('resume_only')} to start one"
         )
@@ -297,7 +365,8 @@ def audit(
         started = {qid for qid, _ in rs.done_keys(aid, DEFAULT_PROBE)}
         if part is None or (str(part) not in rs.artifacts(aid, Artifact.SHARD) and any(q.id in started for _, q in selected)):
             raise RnrLensError(f"audit {aid} already exists in {rs.path} unfinished; pass {arg('resume')} to continue it")
-    planned_tries = len(selected) * sum(p.budget_for(model.n_layers) for p in [Default(), *probe_objs])
+    probes = [Default(), *planned.probes]
+    planned_tries = len(selected) * sum(p.budget_for(model.n_layers) for p in probes)
     try:
         rs.create_audit(record, [(i, q.id, q.prompt, q.answer) for i, q in selected])
         # what the model really sees (a null system_prompt means the chat template's own default):
@@ -308,7 +377,7 @@ def audit(
         questions = [q for _, q in selected]
         ctx = ProbeContext(model, config, task.answer_type, seed=seed, batch_size=batch_size)
         desc = f"{short_text(model.name, 28)} / {task.name}" + (f" [{part}]" if part else "")  # the task whole: it says what runs
-        _run_probes(rs, aid, ctx, [Default(), *probe_objs], questions, short_labels(names), desc if progress else None, planned_tries)
+        _run_probes(rs, aid, ctx, probes, questions, short_labels(planned.names), desc if progress else None, planned_tries)
         if part is None:
             rs.set_status(aid, COMPLETE)
         else:

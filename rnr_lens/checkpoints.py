@@ -29,6 +29,9 @@ from rnr_lens.provenance import Machine
 from rnr_lens.tasks import BUILTINS
 from rnr_lens.tasks.core import Task
 
+HISTORY_FILE = "history.jsonl"
+"""A run folder's training history, one JSON line per step."""
+
 
 @dataclass
 class TrainState:
@@ -154,7 +157,7 @@ class RunFolder:
         return list(self.machines)
 
     def write_history(self, history: list[dict[str, Any]]) -> None:
-        write_atomic(self.folder / "history.jsonl", "".join(json.dumps(r) + "\n" for r in history))
+        write_atomic(self.folder / HISTORY_FILE, "".join(json.dumps(r) + "\n" for r in history))
 
     def save(self, state: TrainState, optimizer: torch.optim.Optimizer, *, final: bool, base_name: str) -> Path:
         info = {
@@ -192,7 +195,7 @@ def _torch_bytes(obj: Any) -> bytes:
 
 def read_history(folder: str | Path) -> list[dict[str, Any]]:
     """The per-step records of the run in ``folder`` (its reward curve)."""
-    path = Path(folder) / "history.jsonl"
+    path = Path(folder) / HISTORY_FILE
     if not path.exists():
         raise RnrLensError(f"{folder} holds no history.jsonl; point at the {arg('out')} folder of a training run")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

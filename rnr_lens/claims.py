@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 from rnr_lens import verdicts
 from rnr_lens.ceiling import Ceiling
 from rnr_lens.provenance import Provenance
-from rnr_lens.stats import Estimate
-from rnr_lens.sweeps import NullRepair
+from rnr_lens.stats import Estimate, wilson
+from rnr_lens.sweeps import BlockRates, NullRepair
 from rnr_lens.verdicts import RULES, Verdict
 
 
@@ -179,27 +179,37 @@ def _est_or_empty(d: Mapping[str, Any] | None) -> Estimate:
     return Estimate.empty() if d is None else Estimate.from_dict(dict(d))
 
 
-@dataclass(frozen=True)
-class BlockRates:
-    """One generated block's repair on each half of a failure set and its break rate: on the
-    held-out controls (rules 2; on every control under rules 1, whose files say no ``rules``)."""
+def judged_break(b: BlockRates) -> Estimate:
+    """The break rate a claim's verdict reads of block ``b``: the held-out controls' (rules 2),
+    every control's in a rules-1 file (whose files say no ``rules``); empty where unmeasured."""
+    return b.break_heldout if not b.break_heldout.is_empty else b.break_all
 
-    layer: int
-    repair_discovery: float
-    repair_heldout: Estimate | None
-    break_rate: Estimate | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "block": self.layer,  # claims.json's key since rules 1
-            "repair_discovery": self.repair_discovery,
-            "repair_heldout": _out(self.repair_heldout),
-            "break": _out(self.break_rate),
-        }
+def _block_to_dict(b: BlockRates) -> dict[str, Any]:
+    """A claim's block at the JSON edge: its discovery repair (a value), held-out repair and
+    :func:`judged_break`. An unmeasured rate is written ``None``."""
+    brk = judged_break(b)
+    return {
+        "block": b.layer,  # claims.json's key since rules 1
+        "repair_discovery": b.repair_discovery.value,
+        "repair_heldout": None if b.repair_heldout.is_empty else b.repair_heldout.to_dict(),
+        "break": None if brk.is_empty else brk.to_dict(),
+    }
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BlockRates:
-        return cls(int(d["block"]), float(d["repair_discovery"]), _est(d.get("repair_heldout")), _est(d.get("break")))
+
+def _block_from_dict(d: Mapping[str, Any], n_discovery: int, rules: str) -> BlockRates:
+    """:func:`_block_to_dict` read back: the discovery repair is the Wilson rate of its count
+    over the failure set's ``n_discovery`` questions (as it was computed), and ``break`` is the
+    held-out controls' (rules 2) or every control's (rules 1)."""
+    held, brk = _est(d.get("repair_heldout")), _est(d.get("break"))
+    empty = Estimate.empty("wilson")
+    return BlockRates(
+        int(d["block"]),
+        repair_discovery=wilson(round(float(d["repair_discovery"]) * n_discovery), n_discovery),
+        repair_heldout=held or empty,
+        break_all=(brk or empty) if rules == "1" else empty,
+        break_heldout=(brk or empty) if rules != "1" else empty,
+    )
 
 
 @dataclass(frozen=True)
@@ -290,15 +300,16 @@ class BottleneckClaim:
                 "null": self.null.to_dict() if self.null else None,
                 "screen_vs_exhaustive": self.screen_vs_exhaustive.to_dict() if self.screen_vs_exhaustive else None,
                 "format_misses": {"failures": m.format_failures, "extractor": m.extractor, "note": m.format_note},
-                "bottleneck": self.bottleneck.to_dict() if self.bottleneck else None,
-                "second": self.second.to_dict() if self.second else None,
+                "bottleneck": _block_to_dict(self.bottleneck) if self.bottleneck else None,
+                "second": _block_to_dict(self.second) if self.second else None,
                 "versus_null": {k: e.to_dict() for k, e in self.versus_null.items()},
                 "tie": list(self.tie),
             }
         return out | {"verdict": self.verdict.to_dict()}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BottleneckClaim:
+    def from_dict(cls, d: Mapping[str, Any], rules: str = RULES) -> BottleneckClaim:
+        """A claim read back from :meth:`to_dict`, under the ``rules`` of its file."""
         setting, verdict = Setting.from_dict(d), Verdict.from_dict(d["verdict"])
         if "discovery" not in d:
             return cls(setting, int(d["failures"]), verdict)
@@ -313,8 +324,8 @@ class BottleneckClaim:
             float(d["break_bound"]),
             NullRepair.from_dict(d["null"]) if d.get("null") else None,
             ScreenAgreement.from_dict(d["screen_vs_exhaustive"]) if d.get("screen_vs_exhaustive") else None,
-            BlockRates.from_dict(d["bottleneck"]) if d.get("bottleneck") else None,
-            BlockRates.from_dict(d["second"]) if d.get("second") else None,
+            _block_from_dict(d["bottleneck"], int(d["discovery"]), rules) if d.get("bottleneck") else None,
+            _block_from_dict(d["second"], int(d["discovery"]), rules) if d.get("second") else None,
             {k: Estimate.from_dict(e) for k, e in (d.get("versus_null") or {}).items()},
             tuple(int(b) for b in d.get("tie", ())),
         )
@@ -532,18 +543,18 @@ class Claims:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Claims:
         """Read a ``claims.json`` back (``Claims.from_dict(json.load(f))``)."""
-        progress = d.get("progress")
+        progress, rules = d.get("progress"), str(d.get("rules", "1"))
         return cls(
             grid=dict(d["grid"]),
             probes=tuple(d.get("probes", ())),
             routes_vs_search=tuple(RoutesClaim.from_dict(c) for c in d.get("routes_vs_search", ())),
-            bottleneck=tuple(BottleneckClaim.from_dict(c) for c in d.get("bottleneck", ())),
+            bottleneck=tuple(BottleneckClaim.from_dict(c, rules) for c in d.get("bottleneck", ())),
             training=tuple(TrainingClaim.from_dict(c) for c in d.get("training", ())),
             ceiling=tuple(Ceiling.from_dict(c) for c in d.get("ceiling", ())),
             configs={h: dict(c) for h, c in d.get("configs", {}).items()},
             progress=Progress(**progress) if progress else None,
             summary=dict(d.get("summary", {})),
-            rules=str(d.get("rules", "1")),
+            rules=rules,
             provenance=Provenance.from_dict(d["provenance"]) if d.get("provenance") else None,
         )
 

@@ -19,6 +19,7 @@ SPELLINGS: dict[str, tuple[str, str, bool]] = {
     "resume_only": ("resume='only'", "--resume", False),
     "no_resume": ("resume=False", "--no-resume", False),
     "out": ("out", "--out", True),
+    "store": ("store", "--out", True),
     "config": ("config", "--config", True),
     "name": ("name", "--name", True),
     "device": ("device", "--device", True),

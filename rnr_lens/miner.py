@@ -278,7 +278,7 @@ def _tabulate(
         }
         if a in results:
             after = results[a]
-            row.update(rates(after, before, failure_set.heldout_controls).columns())
+            row.update(rates(a.layer, after, before, failure_set.heldout_controls).columns())
             for o in after:
                 b = before[o.question_id]
                 details.append(

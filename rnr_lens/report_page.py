@@ -13,11 +13,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from rnr_lens.claims import Claims, RoutesClaim, ScreenAgreement
+from rnr_lens.claims import Claims, RoutesClaim, ScreenAgreement, judged_break
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.display import estimate_text, html_table
 from rnr_lens.probe_specs import budget_label
 from rnr_lens.provenance import Provenance
+from rnr_lens.sweeps import BlockRates
 from rnr_lens.tasks.core import Question
 from rnr_lens.verdicts import Verdict
 from rnr_lens.viz import caption, ceiling_curves
@@ -216,6 +217,15 @@ def _retention_html(claims: Claims) -> str:
     )
 
 
+def _judging_break(b: BlockRates | None) -> str:
+    """The break rate a claim's verdict reads (held-out controls; every control in a rules-1
+    file), or why there is none."""
+    if b is None:
+        return "-"
+    brk = judged_break(b)
+    return "unmeasured" if brk.is_empty else estimate_text(brk)
+
+
 def _bottleneck_html(claims: Claims) -> str:
     """Claim 2's section: the bottleneck MLP of each failure set beside its null."""
     e = estimate_text
@@ -229,7 +239,7 @@ def _bottleneck_html(claims: Claims) -> str:
                 c.failures,
                 b.layer if b else "-",
                 e(b.repair_heldout) if b else "-",
-                e(b.break_rate) if b and b.break_rate else "unmeasured" if b else "-",
+                _judging_break(b),
                 e(null.random_block if null else None),
                 e(null.rerun if null else None),
                 "; ".join(f"{k} {e(v)}" for k, v in c.versus_null.items()) or "-",

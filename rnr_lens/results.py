@@ -29,7 +29,7 @@ from rnr_lens.probe_specs import family_of, short_labels
 from rnr_lens.probes import parse_probe
 from rnr_lens.records import DEFAULT_PROBE, TRY_ANSWERS, TRY_KEYS, AuditRecord, first_hit_column, reachable_column, try_from_row
 from rnr_lens.stats import Estimate, above_chance, pass_at_k, permutation_chance, rate
-from rnr_lens.store import RunStore, open_store
+from rnr_lens.store import Artifact, RunStore, open_store
 
 FORMAT_MISS_WARN = 0.1
 """Share of greedy answers that are format misses above which an audit warns that its
@@ -161,12 +161,15 @@ class AuditResult:
             reachable flag and the first try that hit, named by the probe's short label
             (``reachable[sampling]``; :attr:`labels` maps each full spec to it, and
             :meth:`column` names a probe's column).
+        rendered_prompt: What the model really saw: the task's first question rendered
+            (``question_id``, ``text``), as the audit stored it (None in a store made before).
     """
 
     info: AuditRecord
     tries: pd.DataFrame
     questions: pd.DataFrame
     seed: int = 0
+    rendered_prompt: dict[str, Any] | None = None
     _chance: dict[tuple[str, int, bool], np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
@@ -180,7 +183,8 @@ class AuditResult:
         info = rs.audit(audit_id)
         tries = rs.tries(info.id)
         qs = rs.questions(info.id)
-        return cls(info, tries, _question_table(qs, tries, short_labels(info.probes)), seed=info.seed)
+        rendered = rs.get_artifact(info.id, Artifact.DEPLOYMENT, "rendered")
+        return cls(info, tries, _question_table(qs, tries, short_labels(info.probes)), seed=info.seed, rendered_prompt=rendered)
 
     @property
     def id(self) -> str:
@@ -444,6 +448,24 @@ class AuditResult:
     def summary_records(self) -> list[dict[str, Any]]:
         """The summary at the JSON edge: :meth:`ProbeSummary.to_dict` per probe."""
         return [s.to_dict() for s in self.probe_summaries()]
+
+    def to_json(self) -> dict[str, Any]:
+        """The audit at the JSON edge, the one form ``audit --json`` prints and ``show --json``
+        lists: its identity, config and what the model saw, progress per probe, the summary."""
+        i = self.info
+        return {
+            "id": i.id,
+            "model": i.model,
+            "task": i.task,
+            "questions": i.n_questions,
+            "config_hash": i.config_hash,
+            "config": self.config.to_dict(),
+            "rendered_prompt": self.rendered_prompt,
+            "seed": i.seed,
+            "status": str(i.status),
+            "progress": {p: {"stored": d, "expected": e} for p, (d, e) in self.progress().items()},
+            "summary": self.summary_records(),
+        }
 
 
 def _question_table(questions: pd.DataFrame, tries: pd.DataFrame, labels: Mapping[str, str]) -> pd.DataFrame:

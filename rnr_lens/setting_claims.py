@@ -24,7 +24,6 @@ import pandas as pd
 
 from rnr_lens import failures, selectors, verdicts
 from rnr_lens.claims import (
-    BlockRates,
     BottleneckClaim,
     FailureSetSize,
     FormatMisses,
@@ -43,7 +42,7 @@ from rnr_lens.routes import Route
 from rnr_lens.stats import Estimate, paired_difference, rate
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.sweep_results import SweepResult, load_null, save_null
-from rnr_lens.sweeps import ranked, within_bound
+from rnr_lens.sweeps import BlockRates, ranked, within_bound
 
 REPORT_SET = "report"
 """The name of the failure set a report freezes in each audit (and of the null kept beside it)."""
@@ -248,14 +247,14 @@ def _failure_set_size(result: AuditResult, fs: Any) -> FailureSetSize:
 
 
 def _block_rates(sweep: Any, layer: int) -> BlockRates:
-    """One generated block's repair on each half and its break on the held-out controls (the
-    ones that did not admit it), as estimates."""
+    """One generated block's rates its claim keeps: repair on each half (the held-out one tested
+    against most) and break on the held-out controls (the ones that did not admit it)."""
     held, broken = sweep.repaired(layer, "heldout"), sweep.broken(layer, half="heldout")
     return BlockRates(
         layer,
-        rate(sweep.repaired(layer, "discovery")).value,
-        rate(held, null=verdicts.MOST) if len(held) else None,
-        rate(broken) if len(broken) else None,
+        repair_discovery=rate(sweep.repaired(layer, "discovery")),
+        repair_heldout=rate(held, null=verdicts.MOST),
+        break_heldout=rate(broken),
     )
 
 

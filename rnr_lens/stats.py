@@ -108,8 +108,16 @@ class Estimate:
 
     @classmethod
     def empty(cls, method: str = "") -> Estimate:
-        """An estimate over no questions."""
-        nan = float("nan")
+        """An estimate over no questions. Its NaNs are the one ``math.nan`` object, as
+        :meth:`from_dict`'s are, so two empty estimates compare equal (``==`` on a tuple of
+        fields holds where they are the same object) and a record holding one equals itself
+        read back from JSON.
+
+        Example:
+            >>> Estimate.empty("wilson") == Estimate.from_dict(Estimate.empty("wilson").to_dict())
+            True
+        """
+        nan = math.nan
         return cls(nan, nan, nan, 0, method)
 
     @property
@@ -162,7 +170,7 @@ class Estimate:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Estimate:
         """The inverse of :meth:`to_dict` (a missing bound of a present value reads as unbounded)."""
-        nan = float("nan")
+        nan = math.nan  # the one NaN object, as in :meth:`empty`
         value = nan if d.get("value") is None else float(d["value"])
         low = (nan if value != value else -math.inf) if d.get("low") is None else float(d["low"])
         high = (nan if value != value else math.inf) if d.get("high") is None else float(d["high"])

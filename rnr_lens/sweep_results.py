@@ -23,8 +23,8 @@ from rnr_lens.records import ablation_label
 from rnr_lens.shards import Shard
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.sweeps import (
+    BlockRates,
     Bottleneck,
-    CandidateRates,
     NullRepair,
     bottleneck_of,
     tied_best,
@@ -121,7 +121,7 @@ class SweepResult:
                 got.break_all.text(),
             ]
             for r in done.to_dict("records")
-            if (got := CandidateRates.from_row(r)) is not None
+            if (got := BlockRates.from_row(r)) is not None
         ]
         head = f"<b>sweep of {html.escape(self.failure_set)}</b> ({self.strategy}): {len(done)} of {len(self.table)} blocks generated; "
         head += f"bottleneck {self.bottleneck._repr_html_()}" if self.bottleneck else "no bottleneck within the break bound"
@@ -177,9 +177,9 @@ class SweepResult:
         generated_all = "repair_discovery" in self.table and bool(self.table["repair_discovery"].notna().all())
         counts = (
             [
-                BlockCounts(int(r["layer"]), got.n_repaired, got.repair.n, got.n_broken, got.break_all.n)
+                BlockCounts(got.layer, got.n_repaired, got.repair.n, got.n_broken, got.break_all.n)
                 for _, r in self.table.iterrows()
-                if (got := CandidateRates.from_row(r)) is not None
+                if (got := BlockRates.from_row(r)) is not None
             ]
             if self.strategy == "exhaustive" and generated_all
             else []

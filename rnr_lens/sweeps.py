@@ -81,45 +81,50 @@ FEW_HELDOUT = 10
 
 @dataclass(frozen=True)
 class Bottleneck:
-    """The chosen block and its rates; prints them to three digits.
+    """The chosen block: its rates, the ablation, and why it was chosen; prints its rates to three
+    digits.
 
     Attributes:
-        layer, component, method: The ablation (``mlp``, ``zero`` for the paper's silencing).
-        repair_discovery: Repair rate on the discovery half (where it was chosen).
-        repair_heldout: Repair rate on the held-out half (its confirmation).
-        repair: Repair rate on the whole failure set.
-        break_rate: Break rate on the discovery half of the control set (where it was admitted),
-            or None when unmeasured (no control set). The verdict reads the held-out half.
-        heldout: The held-out repair with its Wilson 95% interval and n (the held-out failures).
-        n_discovery: Discovery failures it was chosen on.
+        rates: The block's rates (:class:`BlockRates`): repair on the whole failure set and each
+            half, break on every control and each half.
+        component, method: The ablation (``mlp``, ``zero`` for the paper's silencing).
+        admitted_on: The break rate that admitted it (:func:`admitting_break`): the discovery
+            half of the controls, or every control in a table written before the controls were
+            split. The verdict reads the held-out half.
         passed_over: Generated blocks that rank above it (more discovery repair) but break
             more than the bound allows, e.g. ``"mlp6:zero (discovery 1.00, break 0.40)"``.
         break_bound: The bound it was chosen under.
     """
 
-    layer: int
+    rates: BlockRates
     component: str
     method: str
-    repair_discovery: float
-    repair_heldout: float
-    repair: float
-    break_rate: float | None
-    heldout: Estimate | None = None
-    n_discovery: int = 0
+    admitted_on: str = "break_discovery"
     passed_over: tuple[str, ...] = ()
     break_bound: float = BREAK_BOUND
 
     @property
+    def layer(self) -> int:
+        return self.rates.layer
+
+    @property
+    def admitting_break(self) -> Estimate:
+        """The break rate it was admitted on (empty: unmeasured, no control set)."""
+        return self.rates.estimate(self.admitted_on)
+
+    @property
     def few(self) -> bool:
         """Fewer than :data:`FEW_HELDOUT` held-out failures: too few to read a repair rate."""
-        return self.heldout is not None and self.heldout.n < FEW_HELDOUT
+        held = self.rates.repair_heldout
+        return not held.is_empty and held.n < FEW_HELDOUT
 
     def why(self) -> list[str]:
         """How it was chosen and how far to trust it, one clause each (the CLI, the repr and
         the notebook's HTML print these)."""
         out = []
-        if self.heldout is not None:
-            out.append(f"held-out repair {self.heldout.text()} of {self.heldout.n} failures (chosen on {self.n_discovery} discovery failures)")
+        held = self.rates.repair_heldout
+        if not held.is_empty:
+            out.append(f"held-out repair {held.text()} of {held.n} failures (chosen on {self.rates.repair_discovery.n} discovery failures)")
         if self.few:
             out.append(
                 f"fewer than {FEW_HELDOUT} held-out failures: its held-out repair cannot be told from chance or from most (audit more questions)"
@@ -134,26 +139,26 @@ class Bottleneck:
         return ablation_label(self.layer, self.component, self.method)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, with the table's column names (``break`` for the break rate)."""
+        """JSON-ready (``mine --json``), with the table's column names: ``break`` is the break
+        rate it was admitted on, ``heldout`` the held-out repair with its interval."""
+        r, admitting = self.rates, self.admitting_break
         return {
             "layer": self.layer,
             "component": self.component,
             "method": self.method,
-            "repair_discovery": self.repair_discovery,
-            "repair_heldout": self.repair_heldout,
-            "repair": self.repair,
-            "break": self.break_rate,
-            "heldout": self.heldout.to_dict() if self.heldout is not None else None,
-            "n_discovery": self.n_discovery,
+            "repair_discovery": r.repair_discovery.value,
+            "repair_heldout": r.repair_heldout.value,
+            "repair": r.repair.value,
+            "break": None if admitting.is_empty else admitting.value,
+            "heldout": None if r.repair_heldout.is_empty else r.repair_heldout.to_dict(),
+            "n_discovery": r.repair_discovery.n,
             "passed_over": list(self.passed_over),
             "break_bound": self.break_bound,
         }
 
     def __repr__(self) -> str:
-        rates = ", ".join(
-            f"{name} {value:.3f}" if value is not None else f"{name} unmeasured"
-            for name, value in (("repair_discovery", self.repair_discovery), ("repair_heldout", self.repair_heldout), ("break", self.break_rate))
-        )
+        named = (("repair_discovery", self.rates.repair_discovery), ("repair_heldout", self.rates.repair_heldout), ("break", self.admitting_break))
+        rates = ", ".join(f"{name} {e.value:.3f}" if not e.is_empty else f"{name} unmeasured" for name, e in named)
         return f"Bottleneck({self.ablation}; {rates})" + "".join(f"\n  {line}" for line in self.why())
 
     def _repr_html_(self) -> str:
@@ -175,35 +180,43 @@ _COUNTS = {
 }
 
 
+def _unmeasured() -> Estimate:
+    return Estimate.empty("wilson")
+
+
 @dataclass(frozen=True)
-class CandidateRates:
-    """One generated candidate's repair and break rates, each an
-    :class:`~rnr_lens.stats.Estimate` (Wilson 95%, its ``n`` the questions behind it; empty over
-    none), with the repaired and broken counts they were computed from.
+class BlockRates:
+    """One block's repair and break rates, each an :class:`~rnr_lens.stats.Estimate` (Wilson
+    95%, its ``n`` the questions behind it; empty where unmeasured), with the repaired and broken
+    counts they were computed from. The one record of a block's rates: a sweep's candidate, the
+    bottleneck (:attr:`Bottleneck.rates`) and a claim's bottleneck and runner-up
+    (:class:`rnr_lens.claims.BottleneckClaim`, which keeps the rates its verdict reads).
 
     Invariant: the sweep table keeps them as flat columns for plotting and export (``repair``,
     ``repair_low``, ``repair_high``, ``n_failures``, ...); :meth:`columns` is the one writer of
     that layout and :meth:`from_row` its one reader, so every page, widget and verdict reads a
-    candidate's rates as estimates.
+    block's rates as estimates. ``break_all`` is every control's (the column ``break``);
+    ``break_discovery`` the half that admits a block, ``break_heldout`` the half that judges it.
 
     Example:
         >>> from rnr_lens.stats import wilson
-        >>> r = CandidateRates(wilson(3, 8), wilson(2, 4), wilson(1, 4), wilson(1, 20), wilson(0, 10), wilson(1, 10), 3, 1)
-        >>> CandidateRates.from_row(r.columns()) == r
+        >>> r = BlockRates(4, wilson(3, 8), wilson(2, 4), wilson(1, 4), wilson(1, 20), wilson(0, 10), wilson(1, 10), 3, 1)
+        >>> BlockRates.from_row({"layer": 4, **r.columns()}) == r
         True
         >>> r.estimate("break").text()
         '0.05 [0.01,0.24]'
     """
 
-    repair: Estimate
-    repair_discovery: Estimate
-    repair_heldout: Estimate
-    break_all: Estimate
+    layer: int
+    repair: Estimate = field(default_factory=_unmeasured)
+    repair_discovery: Estimate = field(default_factory=_unmeasured)
+    repair_heldout: Estimate = field(default_factory=_unmeasured)
+    break_all: Estimate = field(default_factory=_unmeasured)
     """The break rate on every control (the table's column ``break``)."""
-    break_discovery: Estimate
-    break_heldout: Estimate
-    n_repaired: int
-    n_broken: int
+    break_discovery: Estimate = field(default_factory=_unmeasured)
+    break_heldout: Estimate = field(default_factory=_unmeasured)
+    n_repaired: int = 0
+    n_broken: int = 0
 
     def estimate(self, key: str) -> Estimate:
         """The rate of table column ``key`` (one of :data:`RATES`)."""
@@ -212,7 +225,8 @@ class CandidateRates:
         return getattr(self, "break_all" if key == "break" else key)
 
     def columns(self) -> dict[str, Any]:
-        """The table's flat columns: each rate with ``_low``/``_high``, then the counts."""
+        """The table's flat rate columns (the row's ``layer`` is the table's own): each rate
+        with ``_low``/``_high``, then the counts."""
         out: dict[str, Any] = {}
         for key in RATES:
             est = self.estimate(key)
@@ -228,8 +242,8 @@ class CandidateRates:
         return out
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any] | pd.Series) -> CandidateRates | None:
-        """A table row's rates (None where the candidate was not generated). A rate missing
+    def from_row(cls, row: Mapping[str, Any] | pd.Series) -> BlockRates | None:
+        """A table row's rates (None where the block was not generated). A rate missing
         from a table written before it existed (the control set's halves) reads as empty; a
         rate without its interval columns (a table built by hand) gets its count's Wilson
         interval."""
@@ -238,7 +252,7 @@ class CandidateRates:
 
         def est(key: str) -> Estimate:
             if key not in row or pd.isna(row[key]):
-                return Estimate.empty("wilson")
+                return _unmeasured()
             got = row.get(_COUNTS[key])
             n = int(got) if got is not None and pd.notna(got) else 0
             if f"{key}_low" not in row or pd.isna(row[f"{key}_low"]):  # a table built by hand: the Wilson interval of its count
@@ -251,6 +265,7 @@ class CandidateRates:
 
         repair, brk = est("repair"), est("break")
         return cls(
+            int(row["layer"]),
             repair,
             est("repair_discovery"),
             est("repair_heldout"),
@@ -262,8 +277,8 @@ class CandidateRates:
         )
 
 
-def rates(after: list[Outcome], before: dict[str, Outcome], heldout_controls: frozenset[str] = frozenset()) -> CandidateRates:
-    """One generated candidate's rates on the outcomes ``after`` its ablation: repair on all
+def rates(layer: int, after: list[Outcome], before: dict[str, Outcome], heldout_controls: frozenset[str] = frozenset()) -> BlockRates:
+    """One generated block's rates on the outcomes ``after`` its ablation: repair on all
     failures and each half, break on all controls and each half; ``before`` holds the audit's
     default answers."""
     failures = [o for o in after if o.set != "control"]
@@ -281,7 +296,8 @@ def rates(after: list[Outcome], before: dict[str, Outcome], heldout_controls: fr
     def break_(rows: list[Outcome]) -> Estimate:
         return wilson(sum(map(broken, rows)), len(rows))
 
-    return CandidateRates(
+    return BlockRates(
+        layer,
         repair(failures),
         repair([o for o in failures if o.set == "discovery"]),
         repair([o for o in failures if o.set == "heldout"]),
@@ -335,23 +351,11 @@ def bottleneck_of(table: pd.DataFrame, bound: float) -> Bottleneck | None:
     order = ranked(table)
     above = order.iloc[: list(order.index).index(best.name)]
     brk = admitting_break(table)
-    best_rates = CandidateRates.from_row(best)
+    best_rates = BlockRates.from_row(best)
     assert best_rates is not None, "ranked rows are generated ones"
     passed = tuple(
         f"{ablation_label(r.layer, r.component, r.method)} (discovery {r.repair_discovery:.2f}, break {r[brk]:.2f})"
         for _, r in above.iterrows()
         if r.repair_discovery > best.repair_discovery and pd.notna(r[brk]) and r[brk] > bound
     )
-    return Bottleneck(
-        layer=int(best.layer),
-        component=str(best.component),
-        method=str(best.method),
-        repair_discovery=float(best.repair_discovery),
-        repair_heldout=float(best.repair_heldout),
-        repair=float(best.repair),
-        break_rate=None if pd.isna(best[brk]) else float(best[brk]),
-        heldout=None if best_rates.repair_heldout.is_empty else best_rates.repair_heldout,
-        n_discovery=int(best.n_discovery) if "n_discovery" in best and pd.notna(best.n_discovery) else 0,
-        passed_over=passed,
-        break_bound=bound,
-    )
+    return Bottleneck(best_rates, str(best.component), str(best.method), brk, passed, bound)

@@ -42,13 +42,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from jaxtyping import Float
 
 from rnr_lens import adapters
-from rnr_lens.checkpoints import RunFolder, TrainState, read_history, trained_name
+from rnr_lens.checkpoints import HISTORY_FILE, RunFolder, TrainState, read_history, trained_name
 from rnr_lens.dapo import TRAINABLE, TrainConfig, overlong_penalty, parse_layers
 from rnr_lens.deploy import DeploymentConfig, deployment_for_task
 from rnr_lens.display import progress_bar
@@ -56,6 +56,7 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.faults import point
 from rnr_lens.generation import Generation, generate, token_logprobs
 from rnr_lens.lens import LensModel
+from rnr_lens.provenance import Machine
 from rnr_lens.tasks.core import Question, Task
 
 
@@ -75,6 +76,43 @@ class TrainResult:
     checkpoint: Path | None
     config: TrainConfig
     resumed_from: int = 0
+    base_model: str = ""
+    """The name of the model it was trained from."""
+    task: str = ""
+    """The name of the task it was trained on."""
+    deployment: DeploymentConfig | None = None
+    """The deployment whose prompts and grader made the rollouts and their rewards."""
+
+    SUMMARY_STEPS: ClassVar[int] = 5
+    """Steps at each end of the run whose rollout accuracy :meth:`summary` reports."""
+
+    def summary(self) -> dict[str, Any]:
+        """The run at the JSON edge (``train --json``): the checkpoint, what it was trained
+        from and on, under which deployment and on which machine (the CPU's vector instructions
+        and the thread count move float sums, so the weights depend on it:
+        docs/reproducibility.md), and the rollouts' accuracy over the first and last
+        :attr:`SUMMARY_STEPS` steps.
+
+        Example:
+            >>> train(model, task, TrainConfig(steps=2)).summary()["last_steps_accuracy"]  # doctest: +SKIP
+            0.25
+        """
+        k = min(self.SUMMARY_STEPS, len(self.history))
+        head, tail = self.history[:k], self.history[len(self.history) - k :]
+        return {
+            "checkpoint": str(self.checkpoint) if self.checkpoint is not None else None,
+            "model": self.model.name,
+            "base_model": self.base_model,
+            "task": self.task,
+            "steps": len(self.history),
+            "resumed_from": self.resumed_from,
+            "config_hash": self.deployment.hash() if self.deployment is not None else None,
+            "machine": Machine.here().to_dict(),
+            "summary_steps": k,
+            "first_steps_accuracy": sum(r["accuracy"] for r in head) / k if k else None,
+            "last_steps_accuracy": sum(r["accuracy"] for r in tail) / k if k else None,
+            "history": str(self.checkpoint.parent / HISTORY_FILE) if self.checkpoint is not None else None,
+        }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,7 +204,7 @@ def train(
             if found.name == "final":
                 model.name = run.meta["final_name"]
                 run.close()
-                return TrainResult(model, state.history, found, config, resumed_from=state.step)
+                return TrainResult(model, state.history, found, config, state.step, base_name, task.name, deployment)
     resumed_from = state.step
     order = list(range(len(task)))
     random.Random(config.seed).shuffle(order)
@@ -207,7 +245,7 @@ def train(
             p.requires_grad_(flag)
     model.name = trained_name(base_name, state.step, config.seed)
     checkpoint = run.folder / "final" if run is not None else None
-    return TrainResult(model, state.history, checkpoint, config, resumed_from=resumed_from)
+    return TrainResult(model, state.history, checkpoint, config, resumed_from, base_name, task.name, deployment)
 
 
 def _step_record(step: int, sampled: list[_Group], kept: list[_Group], update: dict[str, Any], started: float) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from rnr_lens.probe_specs import budget_label
 from rnr_lens.routes import Route
 from rnr_lens.selectors import ANSWER_BLIND
 from rnr_lens.stats import Estimate
-from rnr_lens.sweeps import Bottleneck, CandidateRates
+from rnr_lens.sweeps import BlockRates, Bottleneck
 from rnr_lens.viz_export import MIN_FONT_PT as MIN_FONT_PT  # re-exported: viz.save is the call users know
 from rnr_lens.viz_export import SIZES as SIZES
 from rnr_lens.viz_export import print_layout as print_layout
@@ -132,7 +132,7 @@ def _add_block_panels(fig: go.Figure, g: int, comp: str, method: str, df: pd.Dat
     )
     done = df.dropna(subset=["repair"]) if "repair" in df else df.iloc[0:0]
     only = df[~df["layer"].isin(done["layer"])]
-    got = [r for r in map(CandidateRates.from_row, done.to_dict("records")) if r is not None]
+    got = [r for r in map(BlockRates.from_row, done.to_dict("records")) if r is not None]
     for key, name, colour in (("repair", "repair", OKABE_ITO[0]), ("break", "break", OKABE_ITO[3])):
         if done.empty:
             continue

@@ -26,7 +26,7 @@ from rnr_lens.display import html_table, selector_column
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import DEFAULT_PROBE
 from rnr_lens.selectors import ANSWER_BLIND
-from rnr_lens.sweeps import CandidateRates
+from rnr_lens.sweeps import BlockRates
 
 if TYPE_CHECKING:
     from rnr_lens.results import AuditResult
@@ -61,7 +61,7 @@ def layer_summary_html(sweep: SweepResult, layer: int, component: str = "mlp", m
             f"<div class='rnr-layer' data-layer='{layer}'><b>block {layer}</b> ({component}, {method}): screened only, not "
             f"confirmed by generation; screen Δ log p(gold) = {screen:.3f}</div>"
         )
-    got = CandidateRates.from_row(row.iloc[0])
+    got = BlockRates.from_row(row.iloc[0])
     assert got is not None, "a generated row (checked above)"
     d = sweep.details[(sweep.details.layer == layer) & (sweep.details.component == component) & (sweep.details.method == method)]
     repaired = d[(d.set != "control") & d.after_correct & ~d.before_correct]

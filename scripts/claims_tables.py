@@ -24,11 +24,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rnr_lens.claims import BlockRates, Claims, Setting  # noqa: E402
+from rnr_lens.claims import Claims, Setting, judged_break  # noqa: E402
 from rnr_lens.phases import INNER_PHASES, Profile  # noqa: E402
 from rnr_lens.probe_specs import budget_label  # noqa: E402
 from rnr_lens.reuse import REUSES  # noqa: E402
 from rnr_lens.stats import Estimate, wilson  # noqa: E402
+from rnr_lens.sweeps import BlockRates  # noqa: E402
 
 
 def _e(e: Estimate | None) -> str:
@@ -74,10 +75,15 @@ def routes_table(claims: Claims, model: str) -> str:
     return _table(cols, rows)
 
 
+def _measured(e: Estimate) -> Estimate | None:
+    """An estimate, or None where it is unmeasured (printed "–")."""
+    return None if e.is_empty else e
+
+
 def _block(b: BlockRates | None) -> str:
     if b is None:
         return "–"
-    return f"MLP {b.layer}: {_e(b.repair_heldout)}, breaks {_e(b.break_rate)}"
+    return f"MLP {b.layer}: {_e(_measured(b.repair_heldout))}, breaks {_e(_measured(judged_break(b)))}"
 
 
 def bottleneck_table(claims: Claims, model: str) -> str:
@@ -323,7 +329,9 @@ def _cells(deep: Claims | None, trained: Claims | None) -> dict[tuple[str, str],
             _status(c.retention_verdict) + (f" {kept[0]} {_e(kept[1])}" if kept else ""),
         )
     for b in deep.bottleneck if deep else ():
-        held = f" MLP {b.bottleneck.layer} held-out repair {_e(b.bottleneck.repair_heldout)}" if b.bottleneck else f" {b.failures} failures"
+        held = (
+            f" MLP {b.bottleneck.layer} held-out repair {_e(_measured(b.bottleneck.repair_heldout))}" if b.bottleneck else f" {b.failures} failures"
+        )
         null = f"; null (3 random blocks) {_e(b.null.random_block)}" if b.null else ""
         cells[("2, one MLP repairs most failures", _task(b.setting))] = (b.verdict.status, f"{_status(b.verdict)}{held}{null}")
     pairs = trained.training[: len(trained.grid.get("tasks") or ())] if trained else ()  # the first pair: seed 0
@@ -544,8 +552,8 @@ def _claim2_numbers(c: Any) -> tuple[tuple[Any, ...], dict[str, Estimate | float
     numbers: dict[str, Estimate | float | None] = {}
     for b in (c.bottleneck, c.second):
         if b is not None:
-            numbers[f"block {b.layer} discovery"] = b.repair_discovery
-            numbers[f"block {b.layer} held-out"] = b.repair_heldout
+            numbers[f"block {b.layer} discovery"] = b.repair_discovery.value
+            numbers[f"block {b.layer} held-out"] = _measured(b.repair_heldout)
     if c.null is not None:
         numbers[f"null over {c.null.blocks}"] = c.null.random_block
         numbers["unablated re-run"] = c.null.rerun

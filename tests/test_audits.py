@@ -55,6 +55,31 @@ def test_unfinished_audit_needs_resume(tiny, tmp_path):
     assert not (tmp_path / "other.db").exists(), "a bad policy is refused before the store is touched"
 
 
+def test_a_python_caller_is_refused_where_the_cli_is_before_the_store_is_touched(tiny, tmp_path):
+    """The audit's checks lived in the CLI's handler (issue 57): ``R.audit`` with a path in a
+    missing folder, or ``resume='only'`` on a missing file, made the file and then failed; a
+    resume whose settings differ named nothing. One library function (``audits.prepared``)
+    now makes every check for both, each naming the argument as the caller spells it."""
+    t = tasks.get("add-small", n=3)
+    with pytest.raises(R.RnrLensError, match=r"folder .*nowhere does not exist; create it, or give store= a path in another folder"):
+        audit(tiny, t, ["routes:k=2"], store=tmp_path / "nowhere" / "r.db", progress=False)
+    with pytest.raises(R.RnrLensError, match=r"nothing to resume: .*r.db does not exist; leave out resume='only' to start an audit"):
+        audit(tiny, t, ["routes:k=2"], store=tmp_path / "r.db", progress=False, resume="only")
+    assert not (tmp_path / "r.db").exists(), "a refused resume leaves no store behind"
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a run store")
+    with pytest.raises(R.RnrLensError, match="is damaged or not an rnr_lens run store"):
+        audit(tiny, t, ["routes:k=2"], store=notes, progress=False)
+    assert notes.read_text() == "not a run store", "a file that is not a run store is refused untouched"
+    db = tmp_path / "r.db"
+    done = audit(tiny, t, ["routes:k=2"], store=db, progress=False)
+    with pytest.raises(R.RnrLensError, match=r"differs in: probes .*rerun with its settings"):
+        audit(tiny, t, ["routes:k=3"], store=db, progress=False, resume="only")
+    there = done.config.max_new_tokens
+    with pytest.raises(R.RnrLensError, match=rf"differs in: deployment config \(max_new_tokens {there} there, {there - 1} now\)"):
+        audit(tiny, t, ["routes:k=2"], done.config.with_(max_new_tokens=there - 1), store=db, progress=False, resume="only")
+
+
 def _rows(db, aid):
     with sqlite3.connect(db) as c:
         return c.execute(

@@ -10,10 +10,11 @@ from dataclasses import replace
 import pytest
 
 from rnr_lens.audits import audit
-from rnr_lens.claims import BlockRates, BottleneckClaim, Claims, FailureSetSize, RoutesClaim, Setting, summary_lines
+from rnr_lens.claims import BottleneckClaim, Claims, FailureSetSize, RoutesClaim, Setting, judged_break, summary_lines
 from rnr_lens.grid import Grid
 from rnr_lens.setting_claims import claim_routes
 from rnr_lens.stats import rate
+from rnr_lens.sweeps import BlockRates
 from rnr_lens.tasks import get
 from rnr_lens.verdicts import Verdict
 
@@ -48,11 +49,34 @@ def test_a_setting_without_a_failure_set_writes_only_its_count_and_verdict(route
         Verdict("unresolved", "held-out repair not resolved above one half"),
         FailureSetSize(3, 3, 4, 1, "concluding-number", "1 of 6 failures state the gold"),
         break_bound=0.2,
-        bottleneck=BlockRates(2, 1.0, rate([1.0, 1.0, 0.0], null=0.5), None),
+        bottleneck=BlockRates(2, repair_discovery=rate([1.0, 1.0, 1.0]), repair_heldout=rate([1.0, 1.0, 0.0], null=0.5)),
+        second=BlockRates(5, repair_discovery=rate([1.0, 0.0, 0.0]), repair_heldout=rate([0.0, 1.0, 0.0], null=0.5), break_heldout=rate([0.0, 1.0])),
     )
     again = BottleneckClaim.from_dict(_through_json(mined.to_dict()))
     assert again.to_dict() == mined.to_dict() and again.format_note == mined.format_note
-    assert again.bottleneck is not None and again.bottleneck.break_rate is None
+    assert again.bottleneck is not None and judged_break(again.bottleneck).is_empty, "no held-out controls: unmeasured"
+    assert mined.to_dict()["bottleneck"]["break"] is None and mined.to_dict()["bottleneck"]["repair_discovery"] == 1.0
+    # the discovery repair is kept as a value and read back as the Wilson rate over the discovery half
+    assert again.bottleneck.repair_discovery == mined.bottleneck.repair_discovery
+    assert again.second is not None and again.second.break_heldout == mined.second.break_heldout and again.second.break_all.is_empty
+
+
+def test_a_rules_1_claims_break_is_every_controls(routes_claim):
+    """Rules 1 wrote every control's break under ``break``; rules 2 the held-out controls'. One
+    name per meaning: a rules-1 file reads it as ``break_all``, and writes it back unchanged."""
+    mined = BottleneckClaim(
+        routes_claim.setting,
+        6,
+        Verdict("unresolved", "held-out repair not resolved above one half"),
+        FailureSetSize(3, 3, 4, 0, "concluding-number"),
+        break_bound=0.2,
+        bottleneck=BlockRates(
+            2, repair_discovery=rate([1.0, 1.0, 1.0]), repair_heldout=rate([1.0, 1.0, 0.0], null=0.5), break_heldout=rate([0.0, 1.0])
+        ),
+    )
+    old = BottleneckClaim.from_dict(_through_json(mined.to_dict()), rules="1")
+    assert old.bottleneck is not None and old.bottleneck.break_heldout.is_empty and old.bottleneck.break_all == rate([0.0, 1.0])
+    assert judged_break(old.bottleneck) == rate([0.0, 1.0]) and old.to_dict() == mined.to_dict()
 
 
 def test_the_summary_counts_the_records_verdicts(routes_claim):

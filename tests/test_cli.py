@@ -46,7 +46,8 @@ def test_audit_show_export(tiny_folder, tmp_path, capsys):
     assert out["summary"][0]["probe"].startswith("sampling") and out["summary"][0]["questions"] == 4
     assert main(["show", str(db), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert [a["id"] for a in shown] == [out["audit"]] and shown[0]["status"] == "complete"
+    assert shown == [out], "audit --json and show --json print one form"
+    assert shown[0]["status"] == "complete"
     rendered = shown[0]["rendered_prompt"]
     assert shown[0]["config"]["system_prompt"] is None and "<|im_start|>" in rendered["text"], "what the model really saw"
     assert rendered["text"].endswith("The answer is ") and shown[0]["config"]["assistant_prefix"] == "The answer is "

@@ -24,7 +24,7 @@ def test_miner_finds_the_planted_bottleneck(tiny, planted, strategy):
     assert (sweep.bottleneck.layer, sweep.bottleneck.component) == (PLANTED.layer, "mlp")
     row = sweep.table.set_index("layer").loc[PLANTED.layer]
     assert row["repair_discovery"] == 1.0 and row["repair"] == 1.0
-    assert sweep.bottleneck.repair_heldout == 1.0
+    assert sweep.bottleneck.rates.repair_heldout.value == 1.0
     evaluated = sweep.table.dropna(subset=["repair"])
     assert len(evaluated) == (tiny.n_layers if strategy == "exhaustive" else 2)
     repaired = sweep.details[(sweep.details.layer == PLANTED.layer) & (sweep.details.set != "control")]
@@ -125,7 +125,7 @@ def test_the_bottleneck_says_its_n_and_what_it_passed_over(tiny, planted):
     strict = mine(tiny, fs, strategy="exhaustive", break_bound=0.2, progress=False)
     loose = mine(tiny, fs, strategy="exhaustive", break_bound=1.0, progress=False)
     b = loose.bottleneck
-    assert b.heldout.n == len(fs.heldout) and b.n_discovery == len(fs.discovery)
+    assert b.rates.repair_heldout.n == len(fs.heldout) and b.rates.repair_discovery.n == len(fs.discovery)
     assert f"of {len(fs.heldout)} failures" in repr(b)
     assert b.few == (len(fs.heldout) < 10) and ("fewer than 10 held-out failures" in repr(b)) == b.few
     assert strict.bottleneck is None, "every block breaks the tiny model's controls (break 1.0 > 0.2)"
@@ -153,7 +153,7 @@ def test_the_bottleneck_says_its_n_and_what_it_passed_over(tiny, planted):
     chosen = _bottleneck(table, 0.2)
     assert chosen.layer == 4 and chosen.passed_over == ("mlp6:zero (discovery 1.00, break 0.40)",)
     assert "chosen over mlp6:zero (discovery 1.00, break 0.40): they repair more but break more than 0.20" in repr(chosen)
-    assert chosen.few and chosen.heldout.n == 4
+    assert chosen.few and chosen.rates.repair_heldout.n == 4
 
 
 def test_unmeasured_break_reads_as_such_in_figures_and_widgets(tiny, tmp_path):

@@ -154,7 +154,7 @@ def test_the_change_table_compares_claim_2s_estimates_not_only_its_sizes():
     tables = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tables)
     claims = tables.Claims.from_dict(json.loads((REPO / "assets" / "results" / "grid-deep" / "claims.json").read_text()))
-    c = next(c for c in claims.bottleneck if c.bottleneck is not None and c.bottleneck.repair_heldout is not None)
+    c = next(c for c in claims.bottleneck if c.bottleneck is not None and not c.bottleneck.repair_heldout.is_empty)
     flipped = dataclasses.replace(c.verdict, status="unresolved" if c.verdict.status != "unresolved" else "against")
     held = c.bottleneck.repair_heldout
     moved = dataclasses.replace(c.bottleneck, repair_heldout=dataclasses.replace(held, value=held.value + 0.1))

@@ -146,6 +146,10 @@ def test_training_raises_the_rewarded_answers_and_only_touches_chosen_blocks(fre
     assert reloaded.fingerprint() == model.fingerprint() != R.tiny_model(n_layers=4, seed=0).fingerprint()
     history = T.read_history(tmp_path / "run")
     assert history == result.history
+    summary = result.summary()  # train --json prints it (issue 57: computed by the library, not the CLI)
+    assert (summary["base_model"], summary["model"], summary["steps"], summary["task"]) == ("tiny-llama", "tiny-llama+dapo2", 2, task.name)
+    assert summary["first_steps_accuracy"] == summary["last_steps_accuracy"] == sum(r["accuracy"] for r in history) / 2
+    assert summary["config_hash"] == CONFIG.hash() and summary["history"] == str(tmp_path / "run" / "history.jsonl")
 
 
 def test_a_crashed_run_resumes_to_the_same_weights(tmp_path, monkeypatch):

@@ -21,8 +21,6 @@ from rnr_lens.cli.shell import (
     print_audit,
     seed_int,
 )
-from rnr_lens.errors import RnrLensError
-from rnr_lens.files import acquire_writer_lock
 
 if TYPE_CHECKING:
     from rnr_lens.audits import AuditPlan
@@ -50,43 +48,46 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
-    from rnr_lens.audits import audit, plan
-    from rnr_lens.models import load_model
+    from rnr_lens.audits import plan, prepared
     from rnr_lens.probes import parse_probe
     from rnr_lens.store import RunStore
 
-    # validate everything cheap before loading a model or touching the store
+    # everything cheap is checked before a model loads or the store is touched (audits.prepared)
     probes = [parse_probe(p) for p in args.probe]  # a bad spec is named before the task is read
     task = load_task(args)
     planned = plan(task, probes, seed=args.seed, shard=args.shard)
     note_repeats(task)
-    out = Path(args.out)
-    if not out.parent.exists():
-        raise RnrLensError(f"folder {out.parent} does not exist; create it or choose another --out path")
-    if args.resume and not out.is_file():
-        raise RnrLensError(f"nothing to resume: {out} does not exist; leave out --resume to start an audit")
-    if not args.resume and out.exists():
-        RunStore(out, mode="read").close()  # refuses a file that is not a run store, untouched
-    if args.resume:  # what differs without the model first; the default config needs its tokenizer
-        _refuse_mismatch(planned, out)
-    planned = planned.with_config(load_config(args, task))
-    if args.resume:
-        _refuse_mismatch(planned, out)
-    config = planned.deployment
     load = load_kwargs(args)
     check_executor_args(args)
-    # every cheap check done: one writer per store, and a read-only folder, found before the model
-    # loads (released when the command ends)
-    acquire_writer_lock(out, f"the run store {out}")
+    out = Path(args.out)
+    resume = "only" if args.resume else True
+    # the default config needs the model's tokenizer: what differs without it is named first
+    with prepared(planned, out, resume=resume, deploy=lambda p: p.with_config(load_config(args, task))) as planned:
+        result, model_name = _run(args, planned, out, load)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+        return 0
+    print_audit(
+        result,
+        f"audit {result.id}  [{result.info.status}]\nmodel {model_name}  task {task.name} ({len(task)} questions)  config {planned.deployment.hash()}  seed {args.seed}",
+        str(out),
+    )
+    print("\nnext:")
+    for what, cmd in next_steps(result, RunStore(out, mode="read"), args):
+        print(f"  # {what}\n  {cmd}")
+    return 0
+
+
+def _run(args: argparse.Namespace, planned: AuditPlan, out: Path, load: dict) -> tuple[AuditResult, str]:
+    """The audit itself, on Ray or here; the result and the model's name."""
     if args.executor:
         from rnr_lens.executors import run_audit
 
         result = run_audit(
             args.model,
-            task,
-            probes,
-            config,
+            planned.task,
+            list(planned.probes),
+            planned.deployment,
             store=out,
             seed=args.seed,
             shards=args.shards or 1,
@@ -98,57 +99,27 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.json,
             label=args.label,
         )
-        model_name = result.info.model
-    else:
-        model = load_model(args.model, **load)
-        model_name = model.name
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"task .* distinct prompts")  # said once above, as a note
-            result = audit(
-                model,
-                task,
-                probes,
-                config,
-                store=out,
-                seed=args.seed,
-                batch_size=args.batch_size,
-                progress=not args.json,
-                resume="only" if args.resume else True,
-                label=args.label,
-                shard=args.shard,
-            )
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "audit": result.id,
-                    "store": str(out),
-                    "config_hash": result.info.config_hash,
-                    "status": str(result.info.status),
-                    "summary": result.summary_records(),
-                },
-                indent=2,
-            )
+        return result, result.info.model
+    from rnr_lens.audits import audit
+    from rnr_lens.models import load_model
+
+    model = load_model(args.model, **load)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"task .* distinct prompts")  # said once above, as a note
+        result = audit(
+            model,
+            planned.task,
+            list(planned.probes),
+            planned.deployment,
+            store=out,
+            seed=args.seed,
+            batch_size=args.batch_size,
+            progress=not args.json,
+            resume="only" if args.resume else True,
+            label=args.label,
+            shard=args.shard,
         )
-    else:
-        print_audit(
-            result,
-            f"audit {result.id}  [{result.info.status}]\nmodel {model_name}  task {task.name} ({len(task)} questions)  config {config.hash()}  seed {args.seed}",
-            str(out),
-        )
-        print("\nnext:")
-        for what, cmd in next_steps(result, RunStore(out, mode="read"), args):
-            print(f"  # {what}\n  {cmd}")
-    return 0
-
-
-def _refuse_mismatch(planned: AuditPlan, out: Path) -> None:
-    """Stop a --resume whose settings match no audit in ``out``, naming what differs."""
-    from rnr_lens.store import RunStore
-
-    mismatch = planned.resume_mismatch(RunStore(out, mode="read"))
-    if mismatch:
-        raise RnrLensError(mismatch)
+    return result, model.name
 
 
 def next_steps(result: AuditResult, store: RunStore, args: argparse.Namespace) -> list[tuple[str, str]]:

@@ -97,9 +97,12 @@ def run(args: argparse.Namespace) -> int:
     if b is None:
         print(f"no bottleneck: no candidate repairs a failure with break rate <= {args.break_bound}")
     else:
-        broke = f"{b.break_rate:.2f}" if b.break_rate is not None else "unmeasured (no realized question to break)"
+        admitting = b.admitting_break
+        broke = f"{admitting.value:.2f}" if not admitting.is_empty else "unmeasured (no realized question to break)"
+        controls = "discovery controls" if b.admitted_on == "break_discovery" else "every control"
         print(
-            f"bottleneck: {b.ablation}  repair discovery {b.repair_discovery:.2f}, held-out {b.repair_heldout:.2f}, break (discovery controls) {broke}"
+            f"bottleneck: {b.ablation}  repair discovery {b.rates.repair_discovery.value:.2f}, "
+            f"held-out {b.rates.repair_heldout.value:.2f}, break ({controls}) {broke}"
         )
         for line in b.why():
             print(f"  {line}")

@@ -19,32 +19,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rnr_lens.results import AuditResult
-    from rnr_lens.store import Artifact
 
     store = existing_store(args.store, f"; create one with 'rnr-lens audit --out {args.store}'")
     results = [AuditResult.load(store, info.id) for info in store.audits()]
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "id": r.id,
-                        "model": r.info.model,
-                        "task": r.info.task,
-                        "questions": r.info.n_questions,
-                        "config_hash": r.info.config_hash,
-                        "config": r.config.to_dict(),
-                        "rendered_prompt": store.get_artifact(r.id, Artifact.DEPLOYMENT, "rendered"),
-                        "seed": r.info.seed,
-                        "status": str(r.info.status),
-                        "progress": {p: {"stored": d, "expected": e} for p, (d, e) in r.progress().items()},
-                        "summary": r.summary_records(),
-                    }
-                    for r in results
-                ],
-                indent=2,
-            )
-        )
+        print(json.dumps([r.to_json() for r in results], indent=2))
         return 0
     if not results:
         print(f"{args.store} holds no audits")

@@ -42,7 +42,6 @@ def run(args: argparse.Namespace) -> int:
     from rnr_lens import tasks
     from rnr_lens.checkpoints import check_folder
     from rnr_lens.models import load_model
-    from rnr_lens.provenance import Machine
     from rnr_lens.training import TrainConfig, train
 
     config = TrainConfig(
@@ -65,44 +64,23 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)  # a run folder, made with its parents when training starts (as the README's runs/dapo)
     check_folder(out)  # a file, another folder's content or a damaged run.json, before the model loads
     model = load_model(args.model, **load_kwargs(args))
-    base = model.name
     result = train(model, task, config, deployment, out=out, resume=not args.no_resume, progress=not args.json, batch_size=args.batch_size)
     from rnr_lens.viz import reward_curve, save
 
-    # the CPU's vector instructions and the thread count move float sums, so the trained weights
-    # depend on the machine: the summary says which one trained them (docs/reproducibility.md)
-    machine = Machine.here()
-
-    curve = save(reward_curve(result.history), out / "reward_curve.html")
-    head, tail = result.history[: min(5, len(result.history))], result.history[-min(5, len(result.history)) :]
-    summary = {
-        "checkpoint": str(result.checkpoint),
-        "model": result.model.name,
-        "base_model": base,
-        "task": task.name,
-        "steps": len(result.history),
-        "resumed_from": result.resumed_from,
-        "config_hash": deployment.hash(),
-        "machine": machine.to_dict(),
-        "first_steps_accuracy": sum(r["accuracy"] for r in head) / len(head),
-        "last_steps_accuracy": sum(r["accuracy"] for r in tail) / len(tail),
-        "reward_curve": str(curve),
-        "history": str(out / "history.jsonl"),
-    }
+    summary = result.summary() | {"reward_curve": str(save(reward_curve(result.history), out / "reward_curve.html"))}
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print(f"trained {base} for {summary['steps']} steps on {task.name} ({len(task)} questions); checkpoint: {result.checkpoint}")
+    machine, k = summary["machine"], summary["summary_steps"]
+    print(f"trained {summary['base_model']} for {summary['steps']} steps on {task.name} ({len(task)} questions); checkpoint: {result.checkpoint}")
     # what graded the rollouts is part of what was trained: the same command under another default config trains otherwise
-    print(f"rewards graded under deployment config {deployment.hash()} (version {deployment.version}, extractor {deployment.extractor!r})")
+    print(f"rewards graded under deployment config {summary['config_hash']} (version {deployment.version}, extractor {deployment.extractor!r})")
     print(
-        f"trained on {machine.cpu} ({machine.cpu_capability}, {machine.torch_threads} torch threads): the same command "
+        f"trained on {machine['cpu']} ({machine['cpu_capability']}, {machine['torch_threads']} torch threads): the same command "
         "gives these weights again on this CPU type with this thread count (docs/reproducibility.md)"
     )
-    print(
-        f"training rollouts correct: first {len(head)} steps {summary['first_steps_accuracy']:.2f}, last {len(tail)} steps {summary['last_steps_accuracy']:.2f}"
-    )
-    print(f"reward curve: {curve}")
+    print(f"training rollouts correct: first {k} steps {summary['first_steps_accuracy']:.2f}, last {k} steps {summary['last_steps_accuracy']:.2f}")
+    print(f"reward curve: {summary['reward_curve']}")
     print("audit both under matched conditions, then compare:")
     print(f"  rnr-lens audit --model {args.model} --task {args.task} --probe sampling:k=8,t=0.7 --out pair.db")
     print(f"  rnr-lens audit --model {result.checkpoint} --task {args.task} --probe sampling:k=8,t=0.7 --out pair.db")
