@@ -30,7 +30,7 @@ from rnr_lens.records import COMPLETE, DEFAULT_PROBE, AuditRecord, audit_key, ch
 from rnr_lens.results import AuditResult
 from rnr_lens.shards import Shard
 from rnr_lens.shots import Shots
-from rnr_lens.store import Artifact, RunStore, open_store
+from rnr_lens.store import MEMORY, Artifact, RunStore, open_store
 from rnr_lens.tasks.core import Question, Task
 
 ROWS_PER_UNIT = 64  # generation rows per commit unit of a probe (one full batch)
@@ -239,8 +239,10 @@ def prepared(
     5. the writer lock of a path: a second writer is refused before any model work (one
        process may take it again; it is released when the block ends).
 
-    Yields the plan, with its config where ``deploy`` gave one. Nothing is written before the
-    block starts, so bad input leaves nothing behind.
+    Yields the plan, with its config where ``deploy`` gave one. Nothing but the lock file is
+    written before the block starts, so bad input leaves no store behind. A path to an empty
+    file is a store to make there, as :class:`~rnr_lens.store.RunStore` makes one; ``":memory:"``
+    is a store in memory, which takes no lock.
 
     Example:
         >>> with prepared(plan(task, ["sampling:k=8"]), "run.db", resume="only", deploy=lambda p: p.deployed(model)) as planned:  # doctest: +SKIP
@@ -248,13 +250,13 @@ def prepared(
     """
     if resume not in RESUME:
         raise RnrLensError(f"resume must be one of {', '.join(map(repr, RESUME))}, got {resume!r}")
-    path = None if store is None or isinstance(store, RunStore) else Path(store)
+    path = None if store is None or isinstance(store, RunStore) or str(store) == MEMORY else Path(store)
     if path is not None:
         if not path.parent.exists():
-            raise RnrLensError(f"folder {path.parent} does not exist; create it, or give {arg('store')} a path in another folder")
+            raise RnrLensError(f"folder {path.parent} does not exist; create it or choose another {arg('store')} path")
         if resume == "only" and not path.is_file():
             raise RnrLensError(f"nothing to resume: {path} does not exist; leave out {arg('resume_only')} to start an audit")
-        if path.exists():
+        if path.exists() and not (path.is_file() and path.stat().st_size == 0):  # an empty file becomes the store
             RunStore(path, mode="read").close()  # refuses a file that is not a run store, untouched
     _refuse_mismatch(planned, store, resume)
     if deploy is not None:
@@ -326,11 +328,16 @@ def audit(
     if shots_file is not None:  # its examples drawn once; the plan checks them against the task again
         config = deployment_for_task(model, task, config, shots_file)
     planned = plan(task, probes, seed=seed, config=config, shard=shard)
-    with prepared(planned, store, resume=resume, deploy=lambda p: p.deployed(model)) as planned:
-        planned.check_model(model)
+
+    def deployed(p: AuditPlan) -> AuditPlan:  # the model's config, and its blocks and context checked, before the lock
+        p = p.deployed(model)
+        p.check_model(model)
+        return p
+
+    with prepared(planned, store, resume=resume, deploy=deployed) as planned:
         note = task.repeated_prompts()
         if note:
-            warnings.warn(note, stacklevel=3)
+            warnings.warn(note, stacklevel=2)
         return _audit(model, planned, open_store(store), batch_size=batch_size, progress=progress, label=label, resume=resume)
 
 

@@ -12,16 +12,16 @@ Invariant: ``Record.from_dict(r.to_dict()).to_dict() == r.to_dict()`` for every 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rnr_lens import verdicts
 from rnr_lens.ceiling import Ceiling
 from rnr_lens.provenance import Provenance
 from rnr_lens.stats import Estimate, wilson
 from rnr_lens.sweeps import BlockRates, NullRepair
-from rnr_lens.verdicts import RULES, Verdict
+from rnr_lens.verdicts import RULES, STATUSES, Verdict, counts
 
 
 def _est(d: Mapping[str, Any] | None) -> Estimate | None:
@@ -203,9 +203,11 @@ def _block_from_dict(d: Mapping[str, Any], n_discovery: int, rules: str) -> Bloc
     held-out controls' (rules 2) or every control's (rules 1)."""
     held, brk = _est(d.get("repair_heldout")), _est(d.get("break"))
     empty = Estimate.empty("wilson")
+    value = math.nan if d.get("repair_discovery") is None else float(d["repair_discovery"])
     return BlockRates(
         int(d["block"]),
-        repair_discovery=wilson(round(float(d["repair_discovery"]) * n_discovery), n_discovery),
+        # a block generated on no discovery failure: unmeasured
+        repair_discovery=wilson(round(value * n_discovery), n_discovery) if math.isfinite(value) else empty,
         repair_heldout=held or empty,
         break_all=(brk or empty) if rules == "1" else empty,
         break_heldout=(brk or empty) if rules != "1" else empty,
@@ -559,9 +561,9 @@ class Claims:
         )
 
 
-def _counts_text(vs: list[verdicts.Verdict]) -> str:
-    c = verdicts.counts(vs)
-    return ", ".join(f"{status} {c[status]}" for status in verdicts.STATUSES) + f" (of {len(vs)})"
+def _counts_text(vs: list[Verdict]) -> str:
+    c = counts(vs)
+    return ", ".join(f"{status} {c[status]}" for status in STATUSES) + f" (of {len(vs)})"
 
 
 def summary_lines(claims: Claims) -> dict[str, str]:
@@ -577,7 +579,7 @@ def summary_lines(claims: Claims) -> dict[str, str]:
     )
     with_set = sum(1 for c in bottleneck if c.failures >= 2)
 
-    def line(decided: list[verdicts.Verdict], what: str) -> str:
+    def line(decided: list[Verdict], what: str) -> str:
         return f"{what}: " + (_counts_text(decided) if decided else "not evaluated in this grid")
 
     at_budget = [v.verdict for c in claims.ceiling for k, v in c.verdicts if k == c.budget]

@@ -169,7 +169,7 @@ class AuditResult:
     tries: pd.DataFrame
     questions: pd.DataFrame
     seed: int = 0
-    rendered_prompt: dict[str, Any] | None = None
+    rendered_prompt: dict[str, Any] | None = field(default=None, repr=False)
     _chance: dict[tuple[str, int, bool], np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod

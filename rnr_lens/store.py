@@ -34,6 +34,10 @@ TYPICAL_TRY_BYTES = 1500
 1.3 kB); what a disk-full message assumes before a store holds a hundred tries."""
 
 
+MEMORY = ":memory:"
+"""The path of a run store held in memory (SQLite's own name for one): never a file, never locked."""
+
+
 class Artifact(StrEnum):
     """The categories of artifact an audit keeps beside its tries (the ``artifacts`` table's
     column, called ``kind`` as older stores call it; the values are what they hold, so they
@@ -149,7 +153,7 @@ class RunStore:
             raise RnrLensError(f"unknown run-store mode {mode!r}; use one of {', '.join(self.MODES)}")
         self.path = str(path)
         self.mode = mode
-        memory = self.path == ":memory:"
+        memory = self.path == MEMORY
         if not memory and not Path(self.path).parent.exists():
             raise RnrLensError(f"folder {Path(self.path).parent} does not exist; create it or choose another path for the store")
         exists = not memory and Path(self.path).exists()
@@ -210,7 +214,7 @@ class RunStore:
     def bytes_per_try(self) -> float:
         """The store's size on disk (its WAL included) per stored try: what one more try costs,
         about (:data:`TYPICAL_TRY_BYTES` until the store holds enough tries to say)."""
-        if self.path == ":memory:":
+        if self.path == MEMORY:
             return 0.0
         size = sum(Path(self.path + s).stat().st_size for s in ("", "-wal") if Path(self.path + s).exists())
         (n,) = self.conn.execute("SELECT count(*) FROM tries").fetchone()
@@ -467,7 +471,7 @@ def open_store(store: RunStore | str | Path | None, mode: str = "create") -> Run
     (None: a new one in memory)."""
     if isinstance(store, RunStore):
         return store
-    return RunStore(":memory:" if store is None else store, mode=mode)
+    return RunStore(MEMORY if store is None else store, mode=mode)
 
 
 def _insert_audit(c: sqlite3.Connection, record: AuditRecord, *, created: float, status: AuditStatus) -> None:

@@ -88,7 +88,8 @@ class Bottleneck:
         rates: The block's rates (:class:`BlockRates`): repair on the whole failure set and each
             half, break on every control and each half.
         component, method: The ablation (``mlp``, ``zero`` for the paper's silencing).
-        admitted_on: The break rate that admitted it (:func:`admitting_break`): the discovery
+        admitted_on: The table column of the break rate that admitted it (:func:`admitting_column`;
+            read with :meth:`BlockRates.estimate`): the discovery
             half of the controls, or every control in a table written before the controls were
             split. The verdict reads the held-out half.
         passed_over: Generated blocks that rank above it (more discovery repair) but break
@@ -108,7 +109,7 @@ class Bottleneck:
         return self.rates.layer
 
     @property
-    def admitting_break(self) -> Estimate:
+    def admitted_break(self) -> Estimate:
         """The break rate it was admitted on (empty: unmeasured, no control set)."""
         return self.rates.estimate(self.admitted_on)
 
@@ -141,7 +142,7 @@ class Bottleneck:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (``mine --json``), with the table's column names: ``break`` is the break
         rate it was admitted on, ``heldout`` the held-out repair with its interval."""
-        r, admitting = self.rates, self.admitting_break
+        r, admitting = self.rates, self.admitted_break
         return {
             "layer": self.layer,
             "component": self.component,
@@ -157,7 +158,7 @@ class Bottleneck:
         }
 
     def __repr__(self) -> str:
-        named = (("repair_discovery", self.rates.repair_discovery), ("repair_heldout", self.rates.repair_heldout), ("break", self.admitting_break))
+        named = (("repair_discovery", self.rates.repair_discovery), ("repair_heldout", self.rates.repair_heldout), ("break", self.admitted_break))
         rates = ", ".join(f"{name} {e.value:.3f}" if not e.is_empty else f"{name} unmeasured" for name, e in named)
         return f"Bottleneck({self.ablation}; {rates})" + "".join(f"\n  {line}" for line in self.why())
 
@@ -246,7 +247,8 @@ class BlockRates:
         """A table row's rates (None where the block was not generated). A rate missing
         from a table written before it existed (the control set's halves) reads as empty; a
         rate without its interval columns (a table built by hand) gets its count's Wilson
-        interval."""
+        interval, and without its count too, reads as unmeasured (a rate over unknown n is no
+        estimate)."""
         if "repair" not in row or pd.isna(row["repair"]):
             return None
 
@@ -309,7 +311,7 @@ def rates(layer: int, after: list[Outcome], before: dict[str, Outcome], heldout_
     )
 
 
-def admitting_break(table: pd.DataFrame) -> str:
+def admitting_column(table: pd.DataFrame) -> str:
     """The break-rate column that admits a block: the discovery half of the controls (tables
     written before the control set was split have only ``break``, every control)."""
     return "break_discovery" if "break_discovery" in table else "break"
@@ -320,7 +322,7 @@ def ranked(table: pd.DataFrame) -> pd.DataFrame:
     the discovery controls (unmeasured last), then the earlier layer. The bottleneck is the
     first row within the break bound."""
     done = table.dropna(subset=["repair_discovery"])
-    return done.sort_values(["repair_discovery", admitting_break(table), "layer"], ascending=[False, True, True], na_position="last")
+    return done.sort_values(["repair_discovery", admitting_column(table), "layer"], ascending=[False, True, True], na_position="last")
 
 
 def within_bound(table: pd.DataFrame, bound: float) -> pd.DataFrame:
@@ -328,7 +330,7 @@ def within_bound(table: pd.DataFrame, bound: float) -> pd.DataFrame:
     rate on the discovery controls at most ``bound``. An unmeasured break rate (no control set)
     bounds nothing: the bottleneck says so instead."""
     ok = table.dropna(subset=["repair_discovery"])
-    brk = ok[admitting_break(table)]
+    brk = ok[admitting_column(table)]
     return ok[((brk <= bound) | brk.isna()) & (ok["repair_discovery"] > 0)]
 
 
@@ -350,7 +352,7 @@ def bottleneck_of(table: pd.DataFrame, bound: float) -> Bottleneck | None:
     best = ranked(ok).iloc[0]
     order = ranked(table)
     above = order.iloc[: list(order.index).index(best.name)]
-    brk = admitting_break(table)
+    brk = admitting_column(table)
     best_rates = BlockRates.from_row(best)
     assert best_rates is not None, "ranked rows are generated ones"
     passed = tuple(

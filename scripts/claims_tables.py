@@ -52,8 +52,13 @@ def _task(setting: Setting | str) -> str:
 
 
 def _table(columns: Sequence[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+    """A Markdown table; a ``|`` inside a cell is escaped, so it never splits the cell."""
+
+    def cells(row: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in row) + " |"
+
+    lines = [cells(columns), "| " + " | ".join("---" for _ in columns) + " |"]
+    return "\n".join(lines + [cells(r) for r in rows])
 
 
 def routes_table(claims: Claims, model: str) -> str:

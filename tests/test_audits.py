@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -61,7 +62,7 @@ def test_a_python_caller_is_refused_where_the_cli_is_before_the_store_is_touched
     resume whose settings differ named nothing. One library function (``audits.prepared``)
     now makes every check for both, each naming the argument as the caller spells it."""
     t = tasks.get("add-small", n=3)
-    with pytest.raises(R.RnrLensError, match=r"folder .*nowhere does not exist; create it, or give store= a path in another folder"):
+    with pytest.raises(R.RnrLensError, match=r"folder .*nowhere does not exist; create it or choose another store= path"):
         audit(tiny, t, ["routes:k=2"], store=tmp_path / "nowhere" / "r.db", progress=False)
     with pytest.raises(R.RnrLensError, match=r"nothing to resume: .*r.db does not exist; leave out resume='only' to start an audit"):
         audit(tiny, t, ["routes:k=2"], store=tmp_path / "r.db", progress=False, resume="only")
@@ -72,6 +73,12 @@ def test_a_python_caller_is_refused_where_the_cli_is_before_the_store_is_touched
         audit(tiny, t, ["routes:k=2"], store=notes, progress=False)
     assert notes.read_text() == "not a run store", "a file that is not a run store is refused untouched"
     db = tmp_path / "r.db"
+    empty = tmp_path / "empty.db"
+    empty.touch()  # a tempfile: the store is made there, as RunStore makes one
+    assert audit(tiny, t, ["routes:k=2"], store=empty, progress=False).finished and RunStore(empty, mode="read").audits()
+    lock = tmp_path / ".:memory:.lock"
+    assert audit(tiny, t, ["routes:k=2"], store=":memory:", progress=False).finished
+    assert not lock.exists() and not list(Path.cwd().glob(".:memory:*")), "a store in memory takes no lock file"
     done = audit(tiny, t, ["routes:k=2"], store=db, progress=False)
     with pytest.raises(R.RnrLensError, match=r"differs in: probes .*rerun with its settings"):
         audit(tiny, t, ["routes:k=3"], store=db, progress=False, resume="only")

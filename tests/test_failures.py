@@ -63,6 +63,6 @@ def test_a_failure_set_without_realized_questions_reports_break_unmeasured(tiny,
     assert fs.control is None and "break rates are unmeasured" in fs.describe()
     sweep = mine(tiny, fs, strategy="exhaustive", progress=False)
     assert sweep.table["break"].isna().all() and (sweep.table["n_control"] == 0).all()
-    assert sweep.bottleneck.layer == PLANTED.layer and sweep.bottleneck.admitting_break.is_empty
+    assert sweep.bottleneck.layer == PLANTED.layer and sweep.bottleneck.admitted_break.is_empty
     assert "break unmeasured" in repr(sweep.bottleneck)
     assert sweep.to_json()["bottleneck"]["break"] is None

@@ -288,3 +288,22 @@ def test_the_side_by_side_reading_counts_what_its_table_shows():
     assert "; 0 opposite ways; 0 on one model only;" in reading and "not run yet" not in reading
     alone = tables.side_by_side({"A": (deep, seeds), "B": (None, None)})
     assert all(r.endswith("| not run |") for r in alone.splitlines()[2:])
+
+
+def test_a_pipe_in_a_rendered_cell_never_splits_it():
+    """A reuse check's reason is free text from the check; a ``|`` in it once would have split
+    its table cell and shifted every cell after it."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    why = {r: {"on": False, "why": "rows differ | at batch 3"} for r in tables.REUSES}
+    run = {"cpu": {"model": "Xeon", "flags": "avx2"}, "threads": 2, "date": "2026-12-06", "models": {"tiny": why}}
+    head, _, row = tables.reuse_verdicts([run]).splitlines()
+
+    def columns(line: str) -> int:
+        return len(re.findall(r"(?<!\\)\|", line))
+
+    assert columns(row) == columns(head) and "rows differ \\| at batch 3" in row

@@ -78,7 +78,7 @@ def test_the_bottleneck_reads_its_held_out_estimate_from_the_same_record():
     b = bottleneck_of(pd.DataFrame([other, row]), bound=0.5)
     assert b is not None and b.layer == 2 and b.rates == BlockRates.from_row(row)
     assert b.rates.repair_heldout == wilson(1, 3) and b.rates.repair_heldout.n == 3
-    assert b.admitted_on == "break_discovery" and b.admitting_break == wilson(1, 4)  # admitted on the discovery controls
+    assert b.admitted_on == "break_discovery" and b.admitted_break == wilson(1, 4)  # admitted on the discovery controls
     assert b.rates.break_heldout == wilson(1, 2), "the held-out controls' break is its own name, never the admitting one"
     d = b.to_dict()
     assert (d["break"], d["repair_heldout"], d["n_discovery"]) == (pytest.approx(0.25), pytest.approx(1 / 3), 5), "mine --json's keys"
@@ -89,7 +89,7 @@ def test_a_table_written_before_the_controls_were_split_admits_on_every_control(
     row = {"layer": 2, "component": "mlp", "method": "zero", **rates(2, after, before, frozenset({"c4", "c5"})).columns()}
     old = {k: v for k, v in row.items() if not k.startswith(("break_discovery", "break_heldout", "n_control_"))}
     b = bottleneck_of(pd.DataFrame([old]), bound=0.5)
-    assert b is not None and b.admitted_on == "break" and b.admitting_break == wilson(2, 6)
+    assert b is not None and b.admitted_on == "break" and b.admitted_break == wilson(2, 6)
     assert b.rates.break_discovery.is_empty and b.rates.break_heldout.is_empty
     assert "break 0.333" in repr(b)
 

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if b is None:
         print(f"no bottleneck: no candidate repairs a failure with break rate <= {args.break_bound}")
     else:
-        admitting = b.admitting_break
+        admitting = b.admitted_break
         broke = f"{admitting.value:.2f}" if not admitting.is_empty else "unmeasured (no realized question to break)"
         controls = "discovery controls" if b.admitted_on == "break_discovery" else "every control"
         print(
