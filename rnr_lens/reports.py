@@ -171,6 +171,16 @@ def report(
     return Report(run.stage_done(), out / "runs.db", run.draft.files)
 
 
+def profile_file(out: str | Path) -> Path:
+    """Where a report run's profile is written (``out/profile.json``; ``report --profile``). A
+    resumed run continues the profile there; one left by a run whose store is gone belongs to
+    no run and is removed, so this run's profile starts afresh."""
+    saved = Path(out) / "profile.json"
+    if saved.exists() and not (Path(out) / "runs.db").exists():
+        saved.unlink()
+    return saved
+
+
 def mine_again(out: str | Path, *, progress: bool = True) -> Report:
     """Mine every setting of the report in ``out`` that was audited but not mined: the stages
     :func:`rederive` with ``regrade`` dropped. Only those settings' models are loaded (each

@@ -482,3 +482,16 @@ def test_a_report_regraded_without_a_model_then_mined_again_with_only_the_models
     assert "--regrade re-reads a report's evidence without a model" in capsys.readouterr().err
     assert main(["report", "--mine-again", "--out", str(tmp_path / "no")]) == 2
     assert "holds no report store" in capsys.readouterr().err
+
+
+def test_a_profile_left_by_a_run_whose_store_is_gone_is_not_continued(tmp_path):
+    """``report --profile`` continues the profile of the run it resumes; one whose store was
+    deleted belongs to no run (the rule lived in the CLI's handler until issue 57)."""
+    from rnr_lens.reports import profile_file
+
+    saved = tmp_path / "profile.json"
+    saved.write_text("{}")
+    assert profile_file(tmp_path) == saved and not saved.exists(), "no runs.db: a stale profile, removed"
+    saved.write_text("{}")
+    (tmp_path / "runs.db").write_bytes(b"")
+    assert profile_file(tmp_path) == saved and saved.read_text() == "{}", "the run it resumes: kept, to be continued"

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     from rnr_lens.grid import Grid
     from rnr_lens.phases import profiling
-    from rnr_lens.reports import mine_again, rederive, report
+    from rnr_lens.reports import mine_again, profile_file, rederive, report
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -88,9 +88,7 @@ def run(args: argparse.Namespace) -> int:
         raise RnrLensError("--regrade re-reads a report's evidence without a model: give --from-evidence FILE and no grid")
     grid = Grid.load(args.grid)
     check_executor_args(args)
-    saved = out / "profile.json"
-    if args.profile and saved.exists() and not (out / "runs.db").exists():
-        saved.unlink()  # a profile of a run whose store is gone: this run starts afresh
+    saved = profile_file(out) if args.profile else out / "profile.json"
     with profiling(path=saved) if args.profile else contextlib.nullcontext() as profile:
         result = report(
             grid,
