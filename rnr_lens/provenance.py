@@ -22,7 +22,7 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
@@ -161,17 +161,20 @@ class Machine:
 @dataclass(frozen=True)
 class RunSpan:
     """One run of a report (a grid resumed after a crash has several): its start, its end so
-    far (brought up to date after every stage), its code and its machine."""
+    far (brought up to date after every stage), its code and its machine, and the grid models
+    it kept as recorded without their weights (``keep_absent``: their settings were finished
+    elsewhere, and this run neither loaded nor audited them)."""
 
     start: str
     end: str
     code: Code
     machine: Machine
+    kept: tuple[str, ...] = ()
 
     @classmethod
-    def begin(cls) -> RunSpan:
+    def begin(cls, kept: Sequence[str] = ()) -> RunSpan:
         now = _now()
-        return cls(now, now, Code.here(), Machine.here())
+        return cls(now, now, Code.here(), Machine.here(), tuple(kept))
 
     def touched(self) -> RunSpan:
         """This span, ending now; its machine read again where torch was not loaded when the
@@ -181,11 +184,14 @@ class RunSpan:
         return replace(self, end=_now())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"start": self.start, "end": self.end, "code": self.code.to_dict(), "machine": self.machine.to_dict()}
+        out = {"start": self.start, "end": self.end, "code": self.code.to_dict(), "machine": self.machine.to_dict()}
+        if self.kept:  # absent from a run that kept none, as from records made before it was kept
+            out["kept"] = list(self.kept)
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RunSpan:
-        return cls(str(d["start"]), str(d["end"]), Code.from_dict(d["code"]), Machine.from_dict(d["machine"]))
+        return cls(str(d["start"]), str(d["end"]), Code.from_dict(d["code"]), Machine.from_dict(d["machine"]), tuple(map(str, d.get("kept", ()))))
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ import contextlib
 import json
 import sqlite3
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -128,7 +128,7 @@ def report(
     check_executor(executor, shards)
     out = Path(out)
     document, configs, tasks_, model_specs, kept = _prepare(grid, out, evidence, trust_code, keep_absent)
-    run = _ReportRun(grid, _open_store(out, document, evidence), _report_files(out))
+    run = _ReportRun(grid, _open_store(out, document, evidence), _report_files(out), kept)
     run.stage_done()
     for spec in kept:  # said even under --json (stderr): what this run did not redo
         print(f"kept as recorded: every setting of {spec!r}, all finished (its weights are not here)", file=sys.stderr)
@@ -309,12 +309,12 @@ class _ReportRun:
     and this run's span in the provenance. After every stage :meth:`stage_done` keeps the
     manifest, derives a finished setting and writes the claims and the evidence."""
 
-    def __init__(self, grid: Grid, store: RunStore, files: dict[str, Path]) -> None:
+    def __init__(self, grid: Grid, store: RunStore, files: dict[str, Path], kept: Sequence[str] = ()) -> None:
 
         self.grid, self.store = grid, store
         # this run's grid: the recorded one, or it with the ceiling's fields added (_check_same_grid)
         self.manifest = replace(evidence_.Manifest.load(store) or evidence_.Manifest(grid.to_dict()), grid=grid.to_dict())
-        self.span = RunSpan.begin()
+        self.span = RunSpan.begin(kept)  # the provenance says which models this run kept without their weights
         self.draft = _derived(self.manifest, store, files)  # what earlier runs finished, as rederive derives it
 
     def stage_done(self, finished: SettingRecord | None = None) -> Claims:

@@ -482,3 +482,18 @@ def test_each_command_is_one_module_with_its_flags_beside_its_handler():
     for module in cli._MODULES:
         assert callable(module.add_arguments) and cli.COMMANDS[module.NAME] is module.run and module.HELP
     assert list(cli.COMMANDS) == ["models", "audit", "show", "export", "mine", "compare", "train", "merge", "report", "check-format"]
+
+
+def test_the_printable_stdout_answers_isatty_after_its_stream_closed():
+    """Ray loads colorama, which keeps the stdout it saw while a command ran (the CLI's
+    printable wrapper) and asks it ``isatty()`` at interpreter exit, when pytest's capture (or
+    a pipe) may be closed: the wrapper once raised there, printed as an ignored exception."""
+    import io
+
+    from rnr_lens.cli import _Printable
+
+    stream = io.StringIO()
+    wrapped = _Printable(stream)
+    assert wrapped.isatty() is False
+    stream.close()
+    assert wrapped.isatty() is False

@@ -204,6 +204,8 @@ def test_a_model_absent_here_keeps_its_finished_settings_only_when_asked(first_r
         resumed, claims = json.loads(captured.out), json.loads((out / "claims.json").read_text())
         for key in ("routes_vs_search", "bottleneck", "training", "summary"):
             assert resumed[key] == claims[key], key
+        runs = resumed["provenance"]["runs"]
+        assert runs[-1]["kept"] == [str(tuned)] and all("kept" not in r for r in runs[:-1]), "the provenance says what this run kept unrun"
         # a folder without a store has nothing finished to keep
         assert main(["report", str(grid_file), "--out", str(tmp_path / "bare"), "--keep-absent"]) == 2
         err = capsys.readouterr().err

@@ -56,7 +56,9 @@ class _Printable(io.TextIOBase):
         self._stream.flush()
 
     def isatty(self) -> bool:
-        return self._stream.isatty()
+        """The wrapped stream's answer; False once it is closed (colorama, which Ray loads, asks
+        at interpreter exit about the stdout it saw while a command ran)."""
+        return not self._stream.closed and self._stream.isatty()
 
 
 class _Terminated(KeyboardInterrupt):
