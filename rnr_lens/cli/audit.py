@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     resume = "only" if args.resume else True
     # the default config needs the model's tokenizer: what differs without it is named first
     with prepared(planned, out, resume=resume, deploy=lambda p: p.with_config(load_config(args, task))) as planned:
-        result, model_name = _run(args, planned, out, load)
+        result, model_name = _run(args, planned, out, load, resume)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0
@@ -78,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace, planned: AuditPlan, out: Path, load: dict) -> tuple[AuditResult, str]:
-    """The audit itself, on Ray or here; the result and the model's name."""
+def _run(args: argparse.Namespace, planned: AuditPlan, out: Path, load: dict, resume: bool | str) -> tuple[AuditResult, str]:
+    """The audit itself, on Ray or here, under ``run``'s resume policy; the result and the model's name."""
     if args.executor:
         from rnr_lens.executors import run_audit
 
@@ -115,7 +115,7 @@ def _run(args: argparse.Namespace, planned: AuditPlan, out: Path, load: dict) ->
             seed=args.seed,
             batch_size=args.batch_size,
             progress=not args.json,
-            resume="only" if args.resume else True,
+            resume=resume,
             label=args.label,
             shard=args.shard,
         )
