@@ -64,9 +64,10 @@ def test_the_gemma_deep_grid_is_the_smollm2_deep_grid_on_another_model():
 
 
 def test_the_gemma_dapo_grid_is_the_seeds_grid_on_another_model():
-    """Issue 56's claim 3 on Gemma: the seeds grid's tasks, sizes and ceiling, one pair trained
-    from Gemma by the command in its comment, whose layers are the top half of the blocks (the
-    stated rule: SmolLM2's recipe trains 15-29 of 30)."""
+    """Issue 56's claim 3 on Gemma: the seeds grid's tasks, sizes and ceiling, and its three
+    seeds, each pair trained from Gemma by a command in its comment that differs from the seeds
+    grid's only in the model and the layers trained, the top half of the blocks (the stated
+    rule: SmolLM2's recipe trains 15-29 of 30)."""
     import re
     from pathlib import Path
 
@@ -75,13 +76,17 @@ def test_the_gemma_dapo_grid_is_the_seeds_grid_on_another_model():
     path = Path(__file__).resolve().parents[1] / "assets" / "grid-dapo-gemma.yaml"
     gemma, seeds = Grid.load(path).to_dict(), Grid.load(path.parent / "grid-seeds.yaml").to_dict()
     assert gemma.pop("models") == ["gemma3-270m"] and seeds.pop("models") == ["smollm2-135m-instruct"]
-    (pair,) = gemma.pop("pairs")
-    assert pair["base"] == "gemma3-270m" and {k: v for k, v in seeds.items() if k != "pairs"} == gemma
-    (command,) = re.findall(r"rnr-lens train .*", path.read_text())
-    assert command.split("--out ")[1] + "/final" == pair["trained"].split("../", 1)[1] and f"--model {pair['base']} " in command
-    first, last = map(int, re.search(r"--layers (\d+)-(\d+)", command).groups())
+    pairs, seed_pairs = gemma.pop("pairs"), seeds.pop("pairs")
+    assert seeds == gemma and len(pairs) == len(seed_pairs) == 3
+    commands, seed_commands = (re.findall(r"rnr-lens train .*", p.read_text()) for p in (path, path.parent / "grid-seeds.yaml"))
     blocks = int(re.search(r"\((\d+) blocks\)", KNOWN_MODELS["gemma3-270m"].description).group(1))  # 18, without loading it
-    assert (first, last) == (blocks // 2, blocks - 1)
+    for pair, command, seed_command in zip(pairs, commands, seed_commands, strict=True):
+        assert pair["base"] == "gemma3-270m" and f"--model {pair['base']} " in command
+        assert command.split("--out ")[1] + "/final" == pair["trained"].split("../", 1)[1]
+        assert (re.search(r"--seed \d+", command) or [None])[0] == (re.search(r"--seed \d+", seed_command) or [None])[0]
+        first, last = map(int, re.search(r"--layers (\d+)-(\d+)", command).groups())
+        assert (first, last) == (blocks // 2, blocks - 1)
+        assert re.sub(r"--model \S+ |--layers \S+ |--out \S+", "", command) == re.sub(r"--layers \S+ |--out \S+", "", seed_command)
 
 
 def test_trained_checkpoints_run_right_after_their_base():
