@@ -101,6 +101,25 @@ class AuditPlan:
             raise RnrLensError("this audit plan has no deployment config yet; give one, or call .deployed(model)")
         return self.config
 
+    def record(self, model: str, model_fingerprint: str, label: str | None = None) -> AuditRecord:
+        """The audit's record for a model of this name and these weights (the plan needs its
+        config)."""
+        config = self.deployment
+        return AuditRecord(
+            id=self.id(model_fingerprint),
+            model=model,
+            model_fingerprint=model_fingerprint,
+            task=self.task.name,
+            task_fingerprint=self.task.fingerprint(),
+            answer_type=self.task.answer_type,
+            config_hash=config.hash(),
+            config_json=config.to_json(),
+            probes=tuple(self.names),
+            seed=self.seed,
+            n_questions=len(self.task),
+            label=label,
+        )
+
     def settings(self) -> dict[str, Any]:
         """The :class:`~rnr_lens.records.AuditRecord` fields known without the model's weights
         (what a ``--resume`` compares before loading them)."""
@@ -341,37 +360,32 @@ def audit(
         return _audit(model, planned, open_store(store), batch_size=batch_size, progress=progress, label=label, resume=resume)
 
 
-def _audit(
-    model: LensModel, planned: AuditPlan, rs: RunStore, *, batch_size: int | None, progress: bool, label: str | None, resume: bool | str
-) -> AuditResult:
-    """:func:`audit` once every check has passed: record the audit, run its probes, mark it done."""
-    task, config, part, selected, seed = planned.task, planned.deployment, planned.shard, planned.selected(), planned.seed
-    fingerprint = model.fingerprint()
-    aid = planned.id(fingerprint)
-    record = AuditRecord(
-        id=aid,
-        model=model.name,
-        model_fingerprint=fingerprint,
-        task=task.name,
-        task_fingerprint=task.fingerprint(),
-        answer_type=task.answer_type,
-        config_hash=config.hash(),
-        config_json=config.to_json(),
-        probes=tuple(planned.names),
-        seed=seed,
-        n_questions=len(task),
-        label=label,
-    )
-    existing = [a for a in rs.audits() if a.id == aid]
+def check_resume(rs: RunStore, planned: AuditPlan, record: AuditRecord, resume: bool | str) -> None:
+    """The resume policy (:data:`RESUME`) once the weights are known, against what ``rs`` holds
+    of ``record``'s audit: ``"only"`` must find it (else the refusal names what differs, the
+    weights too); ``False`` refuses to continue it unfinished, where this plan's own rows are
+    (another shard finishing is no reason to refuse). :func:`audit` and
+    :func:`rnr_lens.executors.run_audit` both call it after :func:`prepared`'s checks."""
+    existing = [a for a in rs.audits() if a.id == record.id]
     if resume == "only" and not existing:  # the weights, which the plan's settings do not hold
         raise RnrLensError(
             resume_mismatch(rs, record.to_dict()) or f"nothing to resume: {rs.path} holds no audit; leave out {arg('resume_only')} to start one"
         )
     if existing and not existing[0].status.complete and resume is False:
-        # another shard finishing is no reason to refuse; this run's own unfinished rows are
-        started = {qid for qid, _ in rs.done_keys(aid, DEFAULT_PROBE)}
-        if part is None or (str(part) not in rs.artifacts(aid, Artifact.SHARD) and any(q.id in started for _, q in selected)):
-            raise RnrLensError(f"audit {aid} already exists in {rs.path} unfinished; pass {arg('resume')} to continue it")
+        part = planned.shard
+        started = {qid for qid, _ in rs.done_keys(record.id, DEFAULT_PROBE)}
+        if part is None or (str(part) not in rs.artifacts(record.id, Artifact.SHARD) and any(q.id in started for q in planned.questions())):
+            raise RnrLensError(f"audit {record.id} already exists in {rs.path} unfinished; pass {arg('resume')} to continue it")
+
+
+def _audit(
+    model: LensModel, planned: AuditPlan, rs: RunStore, *, batch_size: int | None, progress: bool, label: str | None, resume: bool | str
+) -> AuditResult:
+    """:func:`audit` once every check has passed: record the audit, run its probes, mark it done."""
+    task, config, part, selected, seed = planned.task, planned.deployment, planned.shard, planned.selected(), planned.seed
+    record = planned.record(model.name, model.fingerprint(), label)
+    aid = record.id
+    check_resume(rs, planned, record, resume)
     probes = [Default(), *planned.probes]
     planned_tries = len(selected) * sum(p.budget_for(model.n_layers) for p in probes)
     try:

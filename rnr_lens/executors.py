@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rnr_lens.audits import AuditPlan, audit, plan
+from rnr_lens.audits import AuditPlan, audit, check_resume, plan, prepared
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.display import progress_bar
 from rnr_lens.errors import RnrLensError, arg
@@ -27,7 +27,7 @@ from rnr_lens.probes import Probe
 from rnr_lens.results import AuditResult
 from rnr_lens.shards import EXECUTORS as EXECUTORS  # re-exported: where run_audit's callers look
 from rnr_lens.shards import Shard
-from rnr_lens.store import Artifact, RunStore
+from rnr_lens.store import Artifact, RunStore, open_store
 from rnr_lens.tasks.core import Task
 
 CRASH_ONCE_ENV = "RNR_LENS_CRASH_ONCE"
@@ -48,8 +48,9 @@ class ShardWorker:
         self.model = load_model(model, **load)
         self.crash_once = crash_once
 
-    def fingerprint(self) -> str:
-        return self.model.fingerprint()
+    def identity(self) -> tuple[str, str]:
+        """The model's name and weights' fingerprint, as an audit records them."""
+        return self.model.name, self.model.fingerprint()
 
     def run(
         self, task: Task, probes: list[Probe], config: DeploymentConfig, seed: int, shard: str, batch_size: int | None, label: str | None = None
@@ -80,6 +81,7 @@ def run_audit(
     progress: bool = True,
     max_retries: int = 3,
     label: str | None = None,
+    resume: bool | str = True,
 ) -> AuditResult:
     """Audit ``model`` on ``task`` in ``shards`` shards on ``executor``.
 
@@ -98,6 +100,12 @@ def run_audit(
         progress: Show a tqdm bar over shards.
         max_retries: Restarts of a dead Ray worker (its shard runs again).
         label: A free-text label stored with the audit, as :func:`~rnr_lens.audits.audit` stores it.
+        resume: The resume policy for an audit of the same id in ``store``, as
+            :func:`~rnr_lens.audits.audit` takes it (:data:`~rnr_lens.audits.RESUME`).
+
+    Every check :func:`~rnr_lens.audits.audit` makes runs first, the store's folder and writer
+    lock too (:func:`~rnr_lens.audits.prepared`), and a local model loads only after the cheap
+    ones.
 
     Returns:
         The whole audit, read back from ``store``.
@@ -105,16 +113,31 @@ def run_audit(
     check_executor(executor, shards)
     if not isinstance(model, (str, os.PathLike)) and not (isinstance(model, LensModel) and executor == "local"):
         raise RnrLensError("run_audit on Ray needs the model as a name or path (each worker loads its own copy), not a loaded model")
-    planned = plan(task, probes, seed=seed, config=config)
-    probe_objs = list(planned.probes)
-    rs = store if isinstance(store, RunStore) else RunStore(store)
+    lens, spec = (model, None) if isinstance(model, LensModel) else (None, os.fspath(model))
+
+    def deployed(p: AuditPlan) -> AuditPlan:
+        """The plan with its config: from the model here (loaded now, after the cheap checks),
+        or on Ray, where the driver holds no model, from its tokenizer (a given config is
+        fitted to the task here, its shots drawn, so the id is the workers' id)."""
+        nonlocal lens
+        if executor == "local":
+            lens = lens or ShardWorker(str(spec), dict(load or {})).model
+            p = p.deployed(lens)
+            p.check_model(lens)
+            return p
+        if p.config is not None:
+            return p.deployed(None)
+        from rnr_lens.models import load_tokenizer
+
+        return p.deployed(load_tokenizer(str(spec), trust_remote_code=bool((load or {}).get("trust_remote_code"))))
+
     parts = [str(Shard(i, shards)) for i in range(shards)]
-    if executor == "local":
-        lens = model if isinstance(model, LensModel) else ShardWorker(os.fspath(model), dict(load or {})).model
-        planned = planned.deployed(lens)
-        config = planned.deployment
-        aid = planned.id(lens.fingerprint())
-        pending = _pending(rs, aid, parts)
+    with prepared(plan(task, probes, seed=seed, config=config), store, resume=resume, deploy=deployed) as planned:
+        rs = open_store(store)
+        if lens is None:  # on Ray: deployed loaded no model here
+            return _run_on_ray(str(spec), planned, rs, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries, label, resume)
+        check_resume(rs, planned, planned.record(lens.name, lens.fingerprint(), label), resume)
+        pending = _pending(rs, planned.id(lens.fingerprint()), parts)
         # one shard: the audit's own bars (per probe) say more than a bar over one shard
         bar = progress_bar(progress and shards > 1, len(pending), f"audit {lens.name} on {task.name} ({shards} shards)", "shard")
         try:
@@ -122,8 +145,8 @@ def run_audit(
                 audit(
                     lens,
                     task,
-                    probe_objs,
-                    config,
+                    list(planned.probes),
+                    planned.deployment,
                     store=rs,
                     seed=seed,
                     shard=part,
@@ -136,18 +159,7 @@ def run_audit(
         finally:
             if bar is not None:
                 bar.close()
-        return AuditResult.load(rs, aid)
-    if isinstance(model, LensModel):  # refused above; this narrows the type
-        raise RnrLensError("run_audit on Ray needs the model as a name or path")
-    # the driver holds no model: its tokenizer says whether the workers deploy on a chat template;
-    # a given config is fitted to the task here (its shots drawn), so the id is the workers' id
-    if planned.config is None:
-        from rnr_lens.models import load_tokenizer
-
-        planned = planned.deployed(load_tokenizer(os.fspath(model), trust_remote_code=bool((load or {}).get("trust_remote_code"))))
-    else:
-        planned = planned.deployed(None)
-    return _run_on_ray(os.fspath(model), planned, rs, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries, label)
+        return AuditResult.load(rs, planned.id(lens.fingerprint()))
 
 
 def check_executor(executor: str, shards: int) -> None:
@@ -197,7 +209,8 @@ def _run_on_ray(
     load: dict[str, Any],
     progress: bool,
     max_retries: int,
-    label: str | None = None,
+    label: str | None,
+    resume: bool | str,
 ) -> AuditResult:
     ray = init_ray(address, num_cpus)
     resources = ray.cluster_resources()
@@ -213,7 +226,7 @@ def _run_on_ray(
     actor = ray.remote(ShardWorker).options(max_restarts=max_retries, max_task_retries=max_retries, **options)
     workers = [actor.remote(model, load, threads, os.environ.get(CRASH_ONCE_ENV)) for _ in range(n_workers)]
     try:
-        fingerprint = ray.get(workers[0].fingerprint.remote())
+        name, fingerprint = ray.get(workers[0].identity.remote())
     except Exception as exc:  # the worker could not even load the model
         for w in workers:
             ray.kill(w)
@@ -222,6 +235,12 @@ def _run_on_ray(
         detail = next((line.split(marker, 1)[1] for line in lines if marker in line), lines[-1] if lines else type(exc).__name__)
         raise RnrLensError(f"Ray workers could not load {model!r}: {detail.strip()[:300]}") from None
     task, probes, config, seed = planned.task, list(planned.probes), planned.deployment, planned.seed
+    try:
+        check_resume(rs, planned, planned.record(name, fingerprint, label), resume)
+    except RnrLensError:
+        for w in workers:
+            ray.kill(w)
+        raise
     aid = planned.id(fingerprint)
     pending = _pending(rs, aid, parts)
     bar = progress_bar(progress, len(pending), f"audit {Path(model).name} on {task.name} ({len(parts)} shards, {n_workers} Ray workers)", "shard")

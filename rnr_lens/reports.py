@@ -64,6 +64,9 @@ from rnr_lens.store import RunStore
 from rnr_lens.sweep_results import SweepResult
 from rnr_lens.untrusted import quoted
 
+STORE_FILE = "runs.db"
+"""A report folder's run store: every audit of its grid (rerun into the folder to resume)."""
+
 
 @dataclass
 class Report:
@@ -168,7 +171,7 @@ def report(
             result = audited(model if model is not None else spec, grid.ceiling_task(task), [grid.ceiling_probe], cfg)
             run.finish_ceiling(record, result)
         del model
-    return Report(run.stage_done(), out / "runs.db", run.draft.files)
+    return Report(run.stage_done(), out / STORE_FILE, run.draft.files)
 
 
 def profile_file(out: str | Path) -> Path:
@@ -176,7 +179,7 @@ def profile_file(out: str | Path) -> Path:
     resumed run continues the profile there; one left by a run whose store is gone belongs to
     no run and is removed, so this run's profile starts afresh."""
     saved = Path(out) / "profile.json"
-    if saved.exists() and not (Path(out) / "runs.db").exists():
+    if saved.exists() and not (Path(out) / STORE_FILE).exists():
         saved.unlink()
     return saved
 
@@ -193,13 +196,13 @@ def mine_again(out: str | Path, *, progress: bool = True) -> Report:
     from rnr_lens.models import load_model
 
     out = Path(out)
-    if not (out / "runs.db").is_file():
-        raise RnrLensError(f"{out} holds no report store (runs.db); give the {arg('out')} folder of a report or a re-derivation")
-    store = RunStore(out / "runs.db")
+    if not (out / STORE_FILE).is_file():
+        raise RnrLensError(f"{out} holds no report store ({STORE_FILE}); give the {arg('out')} folder of a report or a re-derivation")
+    store = RunStore(out / STORE_FILE)
     try:
         manifest = evidence_.Manifest.load(store)
         if manifest is None:
-            raise RnrLensError(f"{out / 'runs.db'} holds no report (no manifest); give the {arg('out')} folder of a report or a re-derivation")
+            raise RnrLensError(f"{out / STORE_FILE} holds no report (no manifest); give the {arg('out')} folder of a report or a re-derivation")
         grid = Grid.from_dict(manifest.grid)
         run = _ReportRun(grid, store, _report_files(out))
         pending = [r for r in run.manifest.settings if not r.done(grid.mines(r.model))]
@@ -209,7 +212,7 @@ def mine_again(out: str | Path, *, progress: bool = True) -> Report:
             for record in (r for r in pending if r.model == spec):
                 run.finish_setting(spec, record.task, model, model, AuditResult.load(store, record.audit), progress)
             del model
-        return Report(run.stage_done(), out / "runs.db", run.draft.files)
+        return Report(run.stage_done(), out / STORE_FILE, run.draft.files)
     finally:
         store.close()
 
@@ -224,9 +227,9 @@ def _prepare(
     the models to run in run order, and the absent models kept as recorded (``keep_absent``)."""
     from rnr_lens.models import check_spec
 
-    if evidence is not None and (out / "runs.db").exists():
+    if evidence is not None and (out / STORE_FILE).exists():
         raise RnrLensError(
-            f"{out / 'runs.db'} already exists, so the report resumes from it: drop {arg('evidence')} (or choose a new {arg('out')} folder)"
+            f"{out / STORE_FILE} already exists, so the report resumes from it: drop {arg('evidence')} (or choose a new {arg('out')} folder)"
         )
     document = evidence_.read(evidence) if evidence is not None else None
     if document is not None:
@@ -238,8 +241,8 @@ def _prepare(
     stored = evidence_.Manifest.from_dict(document["manifest"]) if document is not None else None
     # each recorded audit's task fingerprint and config hash, to check a kept model's settings
     recorded = {a["audit"]["id"]: (a["audit"]["task_fingerprint"], a["audit"]["config_hash"]) for a in document["audits"]} if document else {}
-    if (out / "runs.db").exists():
-        here = RunStore(out / "runs.db", mode="read")
+    if (out / STORE_FILE).exists():
+        here = RunStore(out / STORE_FILE, mode="read")
         stored = evidence_.Manifest.load(here)
         recorded = {a.id: (a.task_fingerprint, a.config_hash) for a in here.audits()}
         here.close()
@@ -300,8 +303,8 @@ def _open_store(out: Path, document: Any, evidence: str | Path | None) -> RunSto
 
     out.mkdir(parents=True, exist_ok=True)
     if document is not None:
-        evidence_.rebuild(document, out / "runs.db", source=str(evidence))
-    return RunStore(out / "runs.db")
+        evidence_.rebuild(document, out / STORE_FILE, source=str(evidence))
+    return RunStore(out / STORE_FILE)
 
 
 class _ReportRun:
@@ -417,7 +420,7 @@ def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | Deploymen
         }  # the re-reading is a run: its code and machine
     files = _report_files(out)
     same = regrading is None and files["evidence"].exists() and files["evidence"].resolve() == Path(evidence).resolve()
-    store_files = (out / "runs.db", Path(f"{out / 'runs.db'}-wal"), Path(f"{out / 'runs.db'}-shm"), lock_file(out / "runs.db"))
+    store_files = (out / STORE_FILE, Path(f"{out / STORE_FILE}-wal"), Path(f"{out / STORE_FILE}-shm"), lock_file(out / STORE_FILE))
     written = (files["claims"], files["html"], *((files["evidence"], out / REGRADING_FILE) if regrading is not None else ()))
     for path in (*store_files, *files.values(), *written):
         if (path.exists() or path.is_symlink()) and not (path == files["evidence"] and same):
@@ -426,8 +429,8 @@ def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | Deploymen
     out.mkdir(parents=True, exist_ok=True)
     made = [*store_files, *written]
     try:
-        manifest = evidence_.rebuild(document, out / "runs.db", source=str(evidence))
-        store = RunStore(out / "runs.db", mode="read")
+        manifest = evidence_.rebuild(document, out / STORE_FILE, source=str(evidence))
+        store = RunStore(out / STORE_FILE, mode="read")
         try:
             draft = _derived(manifest, store, files)
             if regrading is not None:
@@ -450,7 +453,7 @@ def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | Deploymen
                 f"{evidence} could not be re-derived ({type(exc).__name__}: {quoted(str(exc))}); it is damaged or was not written by rnr_lens"
             ) from None
         raise
-    return Report(claims, out / "runs.db", files, regrading)
+    return Report(claims, out / STORE_FILE, files, regrading)
 
 
 def _derived(manifest: Any, store: RunStore, files: dict[str, Path]) -> _Draft:

@@ -80,12 +80,13 @@ def report_figures(folder: Path, out: Path, prefix: str) -> list[Path]:
     import json
 
     from rnr_lens.claims import Claims
+    from rnr_lens.reports import STORE_FILE
     from rnr_lens.setting_claims import EXHAUSTIVE_SWEEP, REPORT_SET, SCREEN_SWEEP
     from rnr_lens.store import Artifact
     from rnr_lens.sweep_results import SweepResult
 
     claims = Claims.from_dict(json.loads((folder / "claims.json").read_text()))
-    store = RunStore(folder / "runs.db", mode="read")
+    store = RunStore(folder / STORE_FILE, mode="read")
     mined: dict[str, list[tuple[str, str]]] = {}
     for b in claims.bottleneck:
         mined.setdefault(b.setting.model, []).append((b.setting.audit, b.setting.task))

@@ -116,3 +116,36 @@ def test_ray_executor_survives_a_dying_worker(folder, single, tmp_path, monkeypa
             run_audit(tmp_path / "missing", tasks.get("add-small", n=2), store=tmp_path / "bad.db", executor="ray", progress=False, max_retries=0)
     finally:
         ray.shutdown()
+
+
+def test_run_audit_refuses_where_audit_does(folder, single, tmp_path):
+    """``run_audit`` with a path store once opened it itself, skipping every check ``audit``
+    and the CLI make (audits.prepared): a missing folder, a file that is no run store and a
+    resume with nothing to resume are refused before any model loads (the model named here
+    does not exist), and ``resume=False`` refuses an unfinished audit as ``audit`` does."""
+    import sqlite3
+
+    nowhere, task = tmp_path / "no-model", tasks.get("add-small", n=12)
+    with pytest.raises(R.RnrLensError, match=r"folder .*missing does not exist"):
+        run_audit(nowhere, task, PROBES, store=tmp_path / "missing" / "x.db", shards=2)
+    text = tmp_path / "notes.db"
+    text.write_text("not a store")
+    with pytest.raises(R.RnrLensError, match="damaged or not an rnr_lens run store"):
+        run_audit(nowhere, task, PROBES, store=text, shards=2)
+    assert text.read_text() == "not a store"
+    with pytest.raises(R.RnrLensError, match="nothing to resume"):
+        run_audit(nowhere, task, PROBES, store=tmp_path / "none.db", shards=2, resume="only")
+    assert not (tmp_path / "none.db").exists() and not (tmp_path / "missing").exists()
+
+    db = tmp_path / "unfinished.db"
+    run_audit(folder, task, PROBES, store=db, seed=5, shards=2, progress=False)
+    with sqlite3.connect(db) as conn:  # as a kill leaves it: running, one shard done, the other's rows gone
+        conn.execute("UPDATE audits SET status='running'")
+        (kept,) = conn.execute("SELECT name FROM artifacts WHERE kind='shard' ORDER BY name LIMIT 1").fetchone()
+        conn.execute("DELETE FROM artifacts WHERE kind='shard' AND name != ?", (kept,))
+    conn.close()
+    with pytest.raises(R.RnrLensError, match="already exists in .* unfinished; pass resume=True"):
+        run_audit(folder, task, PROBES, store=db, seed=5, shards=2, progress=False, resume=False)
+    resumed = run_audit(folder, task, PROBES, store=db, seed=5, shards=2, progress=False, resume="only")
+    assert resumed.id == single.id and resumed.info.status.complete
+    assert_same_tries(resumed.tries, single.tries)

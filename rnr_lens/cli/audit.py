@@ -98,6 +98,7 @@ def _run(args: argparse.Namespace, planned: AuditPlan, out: Path, load: dict, re
             load=load,
             progress=not args.json,
             label=args.label,
+            resume=resume,
         )
         return result, result.info.model
     from rnr_lens.audits import audit
