@@ -136,8 +136,9 @@ def run_audit(
         rs = open_store(store)
         if lens is None:  # on Ray: deployed loaded no model here
             return _run_on_ray(str(spec), planned, rs, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries, label, resume)
-        check_resume(rs, planned, planned.record(lens.name, lens.fingerprint(), label), resume)
-        pending = _pending(rs, planned.id(lens.fingerprint()), parts)
+        record = planned.record(lens.name, lens.fingerprint(), label)
+        check_resume(rs, planned, record, resume)
+        pending = _pending(rs, record.id, parts)
         # one shard: the audit's own bars (per probe) say more than a bar over one shard
         bar = progress_bar(progress and shards > 1, len(pending), f"audit {lens.name} on {task.name} ({shards} shards)", "shard")
         try:
@@ -159,7 +160,7 @@ def run_audit(
         finally:
             if bar is not None:
                 bar.close()
-        return AuditResult.load(rs, planned.id(lens.fingerprint()))
+        return AuditResult.load(rs, record.id)
 
 
 def check_executor(executor: str, shards: int) -> None:
