@@ -220,6 +220,8 @@ class LensModel:
             raise RnrLensError(
                 f"residual_stream reads one pass per block, and route {self.route} skips or repeats blocks; use model.route_trace(ids) for every pass"
             )
+        # not route_trace: it also keeps every block's output and copies each tensor, twice the
+        # memory of the miner's screen, which reads only these inputs over a whole failure set
         captured: dict[int, torch.Tensor] = {}
 
         def grab(i: int) -> Callable[[torch.Tensor], None]:
