@@ -5,7 +5,7 @@ each field is checked here, before any model loads) and written back as its fiel
 (:meth:`Grid.to_dict`, the record ``claims.json`` and the evidence's manifest hold). It owns
 what follows from its fields alone: the probes at its budget, the order its models run in,
 each task's questions and the ceiling's. A report refuses to resume under another grid than
-the one it ran.
+the one it ran, except one that only adds to it (:meth:`Grid.cannot_continue`).
 """
 
 from __future__ import annotations
@@ -113,6 +113,32 @@ class Grid:
                 parse_probe(spec)
             except RnrLensError as exc:
                 raise RnrLensError(f"grid fields k, temperature and edits make the probe {quoted(spec)}: {exc}") from None
+
+    def cannot_continue(self, recorded: Mapping[str, Any]) -> str | None:
+        """Why this grid cannot continue a report that ran the grid ``recorded`` (its
+        :meth:`to_dict`): the first field that differs, with both values; None where it is that
+        grid or only adds to it. Two additions leave everything the report finished as it was,
+        since each adds audits of its own and changes none: the ceiling's fields
+        (:data:`CEILING_FIELDS`) where the report ran without them, and trained pairs appended
+        after the recorded ones (a seed's checkpoint trained later; the recorded pairs keep
+        their order, so their claims come first as before).
+
+        Example:
+            >>> seed0 = {"base": "m", "trained": "m-seed0"}
+            >>> ran = Grid(("m",), ("add-small",), pairs=(seed0,)).to_dict()
+            >>> Grid(("m",), ("add-small",), pairs=(seed0, {"base": "m", "trained": "m-seed1"})).cannot_continue(ran) is None
+            True
+            >>> Grid(("m",), ("add-small",), pairs=(seed0,), k=4).cannot_continue(ran)
+            "its k is 8, this grid's 4"
+        """
+        here = self.to_dict()
+        before, now = list(recorded.get("pairs") or ()), list(here.get("pairs") or ())
+        appended = len(now) > len(before) and now[: len(before)] == before
+        for key in dict.fromkeys([*here, *recorded]):
+            if recorded.get(key) == here.get(key) or (key in CEILING_FIELDS and key not in recorded) or (key == "pairs" and appended):
+                continue
+            return f"its {key} is {recorded.get(key)!r}, this grid's {here.get(key)!r}"
+        return None
 
     def mines(self, spec: str) -> bool:
         """Whether the setting of model ``spec`` has claim 2's stage (a grid model, with ``mine``)."""

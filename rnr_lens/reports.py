@@ -52,7 +52,7 @@ from rnr_lens.deploy import DeploymentConfig, deployment_for_task
 from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.evidence import EVIDENCE_FILE, MINED, SettingRecord
 from rnr_lens.files import lock_file, write_atomic
-from rnr_lens.grid import CEILING_FIELDS, Grid
+from rnr_lens.grid import Grid
 from rnr_lens.phases import phase
 from rnr_lens.provenance import Provenance, RunSpan, Weights
 from rnr_lens.regrade import REGRADING_FILE, Regrading
@@ -315,7 +315,7 @@ class _ReportRun:
     def __init__(self, grid: Grid, store: RunStore, files: dict[str, Path], kept: Sequence[str] = ()) -> None:
 
         self.grid, self.store = grid, store
-        # this run's grid: the recorded one, or it with the ceiling's fields added (_check_same_grid)
+        # this run's grid: the recorded one, or one that adds to it (_check_same_grid)
         self.manifest = replace(evidence_.Manifest.load(store) or evidence_.Manifest(grid.to_dict()), grid=grid.to_dict())
         self.span = RunSpan.begin(kept)  # the provenance says which models this run kept without their weights
         self.draft = _derived(self.manifest, store, files)  # what earlier runs finished, as rederive derives it
@@ -372,15 +372,11 @@ class _ReportRun:
 
 
 def _check_same_grid(recorded: Mapping[str, Any], grid: Grid, what: str, fix: str) -> None:
-    """Refuse to continue a report under another grid than the one it ran (one line: the
-    first field that differs, with both values)."""
-    here = grid.to_dict()
-    differs = [k for k in dict.fromkeys([*here, *recorded]) if recorded.get(k) != here.get(k)]
-    if all(k in CEILING_FIELDS and k not in recorded for k in differs):
-        return  # the ceiling added to a report that ran without it: what it finished stands
-    if differs:
-        k = differs[0]
-        raise RnrLensError(f"{what} (its {k} is {recorded.get(k)!r}, this grid's {here.get(k)!r}); {fix}")
+    """Refuse to continue a report under another grid than the one it ran, or one that only
+    adds to it (:meth:`Grid.cannot_continue`), in one line: the first field that differs."""
+    why = grid.cannot_continue(recorded)
+    if why is not None:
+        raise RnrLensError(f"{what} ({why}); {fix}")
 
 
 def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | DeploymentConfig = False) -> Report:

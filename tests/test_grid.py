@@ -93,3 +93,25 @@ def test_trained_checkpoints_run_right_after_their_base():
     """So a partial report answers claim 3 for a pair as soon as both its audits are done."""
     grid = Grid(models=("a", "b"), tasks=("add-small",), pairs=({"base": "a", "trained": "a2"}, {"base": "c", "trained": "c2"}))
     assert grid.run_order() == ["a", "a2", "b", "c", "c2"]
+
+
+def test_a_grid_continues_a_report_only_by_adding_to_it():
+    """What a report may be resumed with (Grid.cannot_continue, the one owner of the rule): the
+    same grid, the ceiling's fields added, or trained pairs appended; anything else names the
+    first field that differs."""
+    seed0, seed1 = {"base": "m", "trained": "m-seed0"}, {"base": "m", "trained": "m-seed1"}
+    ran = Grid(("m",), ("add-small",), pairs=(seed0,)).to_dict()
+    for same_or_more in (
+        Grid(("m",), ("add-small",), pairs=(seed0,)),
+        Grid(("m",), ("add-small",), pairs=(seed0,), ceiling_k=16, ceiling_n=5),
+        Grid(("m",), ("add-small",), pairs=(seed0, seed1), ceiling_k=16),
+    ):
+        assert same_or_more.cannot_continue(ran) is None
+    with_ceiling = Grid(("m",), ("add-small",), pairs=(seed0,), ceiling_k=16).to_dict()
+    assert Grid(("m",), ("add-small",), pairs=(seed0,)).cannot_continue(with_ceiling) == "its ceiling_k is 16, this grid's None"
+    assert Grid(("m",), ("add-small",), pairs=(seed1, seed0)).cannot_continue(ran).startswith("its pairs is [{'base': 'm', 'trained': 'm-seed0'}]")
+    assert Grid(("m",), ("add-small",), pairs=(seed1,)).cannot_continue(ran).startswith("its pairs is ")
+    assert (
+        Grid(("m",), ("add-small", "sub"), pairs=(seed0, seed1)).cannot_continue(ran)
+        == "its tasks is ['add-small'], this grid's ['add-small', 'sub']"
+    )

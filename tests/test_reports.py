@@ -259,6 +259,41 @@ def test_the_ceiling_added_to_a_finished_report_audits_only_its_own_probe(first_
     assert "holds the report of another grid (its k is 3, this grid's 4)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_a_pair_appended_to_a_finished_report_audits_only_its_checkpoint(first_report, grid_file, tmp_path, capsys):
+    """Issue 56's seeds 1 and 2, trained after seed 0's report had finished: the grid with a pair
+    appended resumes the folder (everything it finished stands, the recorded pair's claims
+    first), audits only the new checkpoint, and its claims re-derive from the evidence alone;
+    a pair dropped or moved first is another grid's report, refused in one line."""
+    import shutil
+
+    out, _, before = first_report
+    folder = tmp_path / "report"
+    shutil.copytree(out, folder)
+    R.tiny_model(n_layers=4, seed=6).save_pretrained(grid_file.parent / f"tuned-{tmp_path.name}")
+    pairs = [*yaml.safe_load(grid_file.read_text())["pairs"], {"base": "base", "trained": f"./tuned-{tmp_path.name}"}]
+    store = RunStore(folder / "runs.db", mode="read")
+    audited = {a.id: a.model_fingerprint for a in store.audits()}
+    store.close()
+    assert main(["report", str(_with(grid_file, tmp_path, pairs=pairs)), "--out", str(folder)]) == 0
+    capsys.readouterr()
+    claims = json.loads((folder / "claims.json").read_text())
+    for key in ("routes_vs_search", "bottleneck"):
+        assert claims[key] == before[key], key
+    n = len(before["training"])
+    assert claims["training"][:n] == before["training"] and len(claims["training"]) == 2 * n and claims["progress"]["complete"]
+    store = RunStore(folder / "runs.db", mode="read")
+    new = [a for a in store.audits() if a.id not in audited]
+    store.close()
+    assert len(new) == n and not {a.model_fingerprint for a in new} & set(audited.values()), "one audit per task, of the new checkpoint only"
+    assert main(["report", "--from-evidence", str(folder / "evidence.json.gz"), "--out", str(tmp_path / "referee")]) == 0
+    assert (tmp_path / "referee" / "claims.json").read_bytes() == (folder / "claims.json").read_bytes()
+    capsys.readouterr()
+    for other in (pairs[::-1], pairs[1:]):
+        assert main(["report", str(_with(grid_file, tmp_path, pairs=other)), "--out", str(folder)]) == 2
+        assert "holds the report of another grid (its pairs is " in capsys.readouterr().err
+
+
 def _with(grid_file, tmp_path, **changes):
     """A copy of the test grid with ``changes`` (its model folders and task file beside it)."""
     grid = yaml.safe_load(grid_file.read_text())
