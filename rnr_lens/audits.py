@@ -246,15 +246,17 @@ def prepared(
     deploy: Callable[[AuditPlan], AuditPlan] | None = None,
 ) -> Iterator[AuditPlan]:
     """Every check an audit into ``store`` passes before work starts, cheapest first, then the
-    store's writer lock, held while the block runs. :func:`audit` and the CLI's ``audit`` both
-    go through it, so a Python caller is refused exactly where the command is:
+    store's writer lock, held while the block runs. :func:`audit`,
+    :func:`rnr_lens.executors.run_audit` and the CLI's ``audit`` all go through it, so a Python
+    caller is refused exactly where the command is:
 
     1. ``resume`` is one of :data:`RESUME`;
     2. a path's folder exists, a resume (``"only"``) finds a file there, and a file there is a
        run store (a file that is not is refused untouched);
     3. a resume finds an audit with the plan's settings, compared on what the plan knows;
-    4. ``deploy`` gives the plan its config (the CLI reads the model's tokenizer, :func:`audit`
-       the loaded model) and step 3 runs again, naming the config's fields that differ;
+    4. ``deploy`` gives the plan its config (the CLI reads the model's tokenizer, as
+       ``run_audit`` does for a model it has not loaded yet; :func:`audit` the loaded model)
+       and step 3 runs again, naming the config's fields that differ;
     5. the writer lock of a path: a second writer is refused before any model work (one
        process may take it again; it is released when the block ends).
 

@@ -116,12 +116,10 @@ def run_audit(
     lens, spec = (model, None) if isinstance(model, LensModel) else (None, os.fspath(model))
 
     def deployed(p: AuditPlan) -> AuditPlan:
-        """The plan with its config: from the model here (loaded now, after the cheap checks),
-        or on Ray, where the driver holds no model, from its tokenizer (a given config is
-        fitted to the task here, its shots drawn, so the id is the workers' id)."""
-        nonlocal lens
-        if executor == "local":
-            lens = lens or ShardWorker(str(spec), dict(load or {})).model
+        """The plan with its config, before the store's lock: from a loaded model, else from
+        the model's tokenizer (a worker's model deploys as its tokenizer says; a given config is
+        fitted to the task here, its shots drawn), so no model loads before every check."""
+        if lens is not None:
             p = p.deployed(lens)
             p.check_model(lens)
             return p
@@ -134,33 +132,49 @@ def run_audit(
     parts = [str(Shard(i, shards)) for i in range(shards)]
     with prepared(plan(task, probes, seed=seed, config=config), store, resume=resume, deploy=deployed) as planned:
         rs = open_store(store)
-        if lens is None:  # on Ray: deployed loaded no model here
-            return _run_on_ray(str(spec), planned, rs, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries, label, resume)
-        record = planned.record(lens.name, lens.fingerprint(), label)
-        check_resume(rs, planned, record, resume)
-        pending = _pending(rs, record.id, parts)
-        # one shard: the audit's own bars (per probe) say more than a bar over one shard
-        bar = progress_bar(progress and shards > 1, len(pending), f"audit {lens.name} on {task.name} ({shards} shards)", "shard")
         try:
-            for part in pending:
-                audit(
-                    lens,
-                    task,
-                    list(planned.probes),
-                    planned.deployment,
-                    store=rs,
-                    seed=seed,
-                    shard=part,
-                    batch_size=batch_size,
-                    progress=progress and shards == 1,
-                    label=label,
+            if executor != "local":
+                return _run_on_ray(
+                    str(spec), planned, rs, parts, address, num_cpus, batch_size, dict(load or {}), progress, max_retries, label, resume
                 )
-                if bar is not None:
-                    bar.update(1)
+            if lens is None:
+                lens = ShardWorker(str(spec), dict(load or {})).model
+                planned.check_model(lens)
+            return _run_here(lens, planned, rs, parts, batch_size, progress, label, resume)
         finally:
+            if rs is not store:
+                rs.close()
+
+
+def _run_here(
+    lens: LensModel, planned: AuditPlan, rs: RunStore, parts: list[str], batch_size: int | None, progress: bool, label: str | None, resume: bool | str
+) -> AuditResult:
+    """The local executor: this process audits the shards ``rs`` lacks, one after another."""
+    record = planned.record(lens.name, lens.fingerprint(), label)
+    check_resume(rs, planned, record, resume)
+    pending = _pending(rs, record.id, parts)
+    # one shard: the audit's own bars (per probe) say more than a bar over one shard
+    bar = progress_bar(progress and len(parts) > 1, len(pending), f"audit {lens.name} on {planned.task.name} ({len(parts)} shards)", "shard")
+    try:
+        for part in pending:
+            audit(
+                lens,
+                planned.task,
+                list(planned.probes),
+                planned.deployment,
+                store=rs,
+                seed=planned.seed,
+                shard=part,
+                batch_size=batch_size,
+                progress=progress and len(parts) == 1,
+                label=label,
+            )
             if bar is not None:
-                bar.close()
-        return AuditResult.load(rs, record.id)
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return AuditResult.load(rs, record.id)
 
 
 def check_executor(executor: str, shards: int) -> None:
@@ -226,36 +240,30 @@ def _run_on_ray(
     n_workers = min(n_workers, len(parts))
     actor = ray.remote(ShardWorker).options(max_restarts=max_retries, max_task_retries=max_retries, **options)
     workers = [actor.remote(model, load, threads, os.environ.get(CRASH_ONCE_ENV)) for _ in range(n_workers)]
-    try:
-        name, fingerprint = ray.get(workers[0].identity.remote())
-    except Exception as exc:  # the worker could not even load the model
-        for w in workers:
-            ray.kill(w)
-        lines = str(exc).strip().splitlines()
-        marker = "rnr_lens.errors.RnrLensError: "
-        detail = next((line.split(marker, 1)[1] for line in lines if marker in line), lines[-1] if lines else type(exc).__name__)
-        raise RnrLensError(f"Ray workers could not load {model!r}: {detail.strip()[:300]}") from None
-    task, probes, config, seed = planned.task, list(planned.probes), planned.deployment, planned.seed
-    try:
+    bar = None
+    try:  # every way out kills the workers
+        try:
+            name, fingerprint = ray.get(workers[0].identity.remote())
+        except Exception as exc:  # the worker could not even load the model
+            lines = str(exc).strip().splitlines()
+            marker = "rnr_lens.errors.RnrLensError: "
+            detail = next((line.split(marker, 1)[1] for line in lines if marker in line), lines[-1] if lines else type(exc).__name__)
+            raise RnrLensError(f"Ray workers could not load {model!r}: {detail.strip()[:300]}") from None
+        task, probes, config, seed = planned.task, list(planned.probes), planned.deployment, planned.seed
         check_resume(rs, planned, planned.record(name, fingerprint, label), resume)
-    except RnrLensError:
-        for w in workers:
-            ray.kill(w)
-        raise
-    aid = planned.id(fingerprint)
-    pending = _pending(rs, aid, parts)
-    bar = progress_bar(progress, len(pending), f"audit {Path(model).name} on {task.name} ({len(parts)} shards, {n_workers} Ray workers)", "shard")
-    task_ref, probes_ref, config_ref = ray.put(task), ray.put(probes), ray.put(config)
-    queue = list(pending)
-    running: dict[Any, tuple[Any, str]] = {}
+        aid = planned.id(fingerprint)
+        pending = _pending(rs, aid, parts)
+        bar = progress_bar(progress, len(pending), f"audit {Path(model).name} on {task.name} ({len(parts)} shards, {n_workers} Ray workers)", "shard")
+        task_ref, probes_ref, config_ref = ray.put(task), ray.put(probes), ray.put(config)
+        queue = list(pending)
+        running: dict[Any, tuple[Any, str]] = {}
 
-    def submit(worker: Any) -> None:
-        """Give ``worker`` the next queued shard, if any."""
-        if queue:
-            part = queue.pop(0)
-            running[worker.run.remote(task_ref, probes_ref, config_ref, seed, part, batch_size, label)] = (worker, part)
+        def submit(worker: Any) -> None:
+            """Give ``worker`` the next queued shard, if any."""
+            if queue:
+                part = queue.pop(0)
+                running[worker.run.remote(task_ref, probes_ref, config_ref, seed, part, batch_size, label)] = (worker, part)
 
-    try:
         for w in workers:
             submit(w)
         while running:

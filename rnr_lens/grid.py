@@ -100,9 +100,13 @@ class Grid:
         for key in ("mine", "exhaustive"):
             if not isinstance(getattr(self, key), bool):
                 raise RnrLensError(f"grid field {key} must be true or false, got {quoted(getattr(self, key))}")
-        for pair in self.pairs:
+        for i, pair in enumerate(self.pairs):
             if not isinstance(pair, dict) or set(pair) != {"base", "trained"}:
                 raise RnrLensError(f"each grid pair needs exactly base: and trained:, got {quoted(pair)}")
+            if pair in self.pairs[:i]:  # one checkpoint would count as two runs in claim 3's tallies
+                raise RnrLensError(
+                    f"grid pair (base: {quoted(pair['base'])}, trained: {quoted(pair['trained'])}) is given twice; give each pair once"
+                )
         for key in ("seed", "task_seed"):  # the probes' and seeds' own checks, before any model loads
             try:
                 check_seed(getattr(self, key))

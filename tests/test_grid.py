@@ -2,6 +2,7 @@
 (matched across models, as their issues ask), and what follows from the fields alone."""
 
 import numpy as np
+import pytest
 
 import rnr_lens as R
 from rnr_lens.grid import Grid
@@ -115,3 +116,11 @@ def test_a_grid_continues_a_report_only_by_adding_to_it():
         Grid(("m",), ("add-small", "sub"), pairs=(seed0, seed1)).cannot_continue(ran)
         == "its tasks is ['add-small'], this grid's ['add-small', 'sub']"
     )
+
+
+def test_a_pair_given_twice_is_refused():
+    """One checkpoint would count as two runs in claim 3's tallies and run labels ("2 of 2
+    support"); appending pairs to a report (Grid.cannot_continue) makes that an easy slip."""
+    pair = {"base": "m", "trained": "m-seed1"}
+    with pytest.raises(R.RnrLensError, match=r"grid pair \(base: 'm', trained: 'm-seed1'\) is given twice; give each pair once"):
+        Grid(("m",), ("add-small",), pairs=(pair, {"base": "m", "trained": "m-seed0"}, dict(pair)))
