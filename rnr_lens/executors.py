@@ -101,7 +101,7 @@ def run_audit(
         max_retries: Restarts of a dead Ray worker (its shard runs again).
         label: A free-text label stored with the audit, as :func:`~rnr_lens.audits.audit` stores it.
         resume: The resume policy for an audit of the same id in ``store``, as
-            :func:`~rnr_lens.audits.audit` takes it (:data:`~rnr_lens.audits.RESUME`).
+            :func:`~rnr_lens.audits.audit` takes it (``True``, ``False`` or ``"only"``).
 
     Every check :func:`~rnr_lens.audits.audit` makes runs first, the store's folder and writer
     lock too (:func:`~rnr_lens.audits.prepared`), and a local model loads only after the cheap

@@ -235,7 +235,8 @@ def _realized_change(runs: Sequence[Any]) -> str:
         clear = [d.p for d in deltas if d.resolved is None and (d.low > 0 or d.high < 0) and d.p is not None]
         if clear:  # an interval clear of 0 whose exact test does not agree
             moved.append(f"an interval clear of 0 with exact McNemar p {_span(clear, '{:.2g}')} in {len(clear)}")
-        said = f"realized accuracy changed by {points[0]} to {points[1]} (95% intervals within {span[0]} to {span[1]}), " + (
+        by = f"{points[0]} in each" if points[0] == points[1] else f"{points[0]} to {points[1]}"  # as printed: "0.01 to 0.01" says nothing
+        said = f"realized accuracy changed by {by} (95% intervals within {span[0]} to {span[1]}), " + (
             " and ".join(moved) if moved else f"resolved in none of the {len(deltas)} runs"
         )
     unresolved = [c for c, d in zip(runs, deltas) if d.resolved is None]
@@ -449,6 +450,23 @@ def gpu_summary(check: dict[str, Any]) -> str:
         if named:
             said.append(f"{word}: {'; '.join(named)}")
     return f"On one {check['gpu'].removeprefix('NVIDIA ')} it {', '.join(said)}."
+
+
+def training_histories(folder: Path) -> str:
+    """What each training run behind a grid did, one sentence per history file in its results
+    folder (``*history.jsonl``, one JSON line per step, as ``rnr-lens train`` writes it): the
+    steps, the groups dynamic sampling kept of those it sampled, and the rollouts' accuracy
+    (each step's share correct, averaged over the steps)."""
+    said = []
+    for path in sorted(folder.glob("*history.jsonl")):
+        steps = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        kept, sampled = sum(s["groups_kept"] for s in steps), sum(s["groups_sampled"] for s in steps)
+        accuracy = sum(s["accuracy"] for s in steps) / len(steps)
+        said.append(
+            f"`{path.name}`: {_n(len(steps), 'step')}; dynamic sampling kept {kept} of the {sampled:,} groups it sampled"
+            f" ({kept / sampled:.1%}), and the rollouts were correct {accuracy:.1%} of the time (averaged over the steps)."
+        )
+    return " ".join(said)
 
 
 def ceiling_summary(claims: Claims) -> str:
@@ -780,6 +798,8 @@ def rendered_blocks() -> dict[str, str]:
         blocks[f"summary:{grid}"] = summary_lines(read)
         if read.ceiling:  # claim 3 at large k
             blocks[f"ceiling-summary:{grid}"] = ceiling_summary(read)
+        if any(path.parent.glob("*history.jsonl")):  # the training runs behind its pairs
+            blocks[f"training-history:{grid}"] = training_histories(path.parent)
     regraded = sorted(p.parent.name for p in results.glob("*/regrading.json"))
     blocks["regrading-table"] = regrading_table([results / g for g in regraded])
     for grid, (rev, training) in CHANGES_FROM.items():  # which verdicts version 2's rules changed, where history holds version 1's
