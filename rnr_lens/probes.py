@@ -22,6 +22,12 @@ each), so budgets can be matched across probes:
 
 Probes share one interface (:meth:`Probe.run`), so a notebook can define its own.
 
+**A resume computes a clean run's batches.** A row's last bits depend on the rows beside it
+(docs/performance.md), so a probe never batches only the tries its store lacks: each batch is
+fixed by the questions it is given, regenerated whole where any of its tries is missing, and
+only the missing ones are yielded (:func:`unstored`). A resumed run therefore stores the bits a
+clean run stores whatever part of it the store holds; a crash costs at most one batch again.
+
 **A probe's name fixes its tries.** The canonical name (:attr:`Probe.name`, the store's key and
 part of the audit's id) carries every choice that decides a try, the algorithm included: the
 sampler's draw (``draw=multinomial``), the random routes' draw (``shared=false``: per question)
@@ -146,7 +152,8 @@ class Probe(ABC):
 
     @abstractmethod
     def run(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
-        """Yield batches of finished tries for ``questions``, skipping keys in ``done``."""
+        """Yield batches of finished tries for ``questions``, skipping keys in ``done``; each
+        batch computed as a clean run computes it (:func:`unstored`)."""
 
     rows_per_question: ClassVar[int] = 1  # rows one question adds to a generate call
 
@@ -184,10 +191,9 @@ class Default(Probe):
         return DEFAULT_PROBE
 
     def run(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
-        pending = [q for q in questions if (q.id, 0) not in done]
-        if pending:
-            gens = ctx.generate(pending)
-            yield [ctx.make_try(q, self.name, 0, g) for q, g in zip(pending, gens)]
+        if not stored(done, [(q.id, 0) for q in questions]):
+            gens = ctx.generate(questions)
+            yield unstored(done, [ctx.make_try(q, self.name, 0, g) for q, g in zip(questions, gens)])
 
 
 SAMPLER_DRAWS = DRAWS
@@ -233,17 +239,10 @@ class Sampling(Probe):
         return {"k": self.k, "t": self.t, "top_p": self.top_p, "draw": self.draw}
 
     def run(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
-        whole = [q for q in questions if not any((q.id, i) in done for i in range(self.k))]
-        if whole:
-            seeds = [question_seed(ctx.seed, q.id) for q in whole]
-            gens = ctx.generate(whole, n=self.k, temperature=self.t, top_p=self.top_p, seed=seeds, draw=self.draw)
-            yield [ctx.make_try(whole[g.prompt_index], self.name, g.sample_index, g, seed=g.seed) for g in gens]
-        for q in questions:  # questions a crash left half done: only the missing samples
-            missing = [i for i in range(self.k) if (q.id, i) not in done] if q not in whole else []
-            for i in missing:
-                sample_seed = question_seed(ctx.seed, q.id) + i
-                g = ctx.generate([q], n=1, temperature=self.t, top_p=self.top_p, seed=sample_seed, draw=self.draw)[0]
-                yield [ctx.make_try(q, self.name, i, g, seed=sample_seed)]
+        if not stored(done, [(q.id, i) for q in questions for i in range(self.k)]):
+            seeds = [question_seed(ctx.seed, q.id) for q in questions]
+            gens = ctx.generate(questions, n=self.k, temperature=self.t, top_p=self.top_p, seed=seeds, draw=self.draw)
+            yield unstored(done, [ctx.make_try(questions[g.prompt_index], self.name, g.sample_index, g, seed=g.seed) for g in gens])
 
 
 def question_seed(seed: int, question_id: str) -> int:
@@ -256,6 +255,25 @@ def question_seed(seed: int, question_id: str) -> int:
         True
     """
     return int.from_bytes(hashlib.sha256(f"sampling:{seed}:{question_id}".encode()).digest()[:4], "big")
+
+
+def stored(done: dict[tuple[str, int], Try], keys: Sequence[tuple[str, int]]) -> bool:
+    """Whether the store holds every try of a batch (keys ``(question id, try index)``), so the
+    batch is skipped; where it lacks any, the batch is generated whole (:func:`unstored`)."""
+    return all(key in done for key in keys)
+
+
+def unstored(done: dict[tuple[str, int], Try], tries: Sequence[Try]) -> list[Try]:
+    """The tries of a batch generated whole that the store lacks: a resume regenerates the
+    batch a clean run computes, never a batch of only its missing rows, since a row's last bits
+    (and a token, where two were within them) depend on the rows beside it.
+
+    Example:
+        >>> t = Try("q1", "default", 0, "4", "4", True, 1)
+        >>> unstored({("q1", 0): t}, [t, Try("q2", "default", 0, "5", "5", True, 1)])[0].question_id
+        'q2'
+    """
+    return [t for t in tries if (t.question_id, t.try_index) not in done]
 
 
 @dataclass(repr=False)
@@ -331,11 +349,13 @@ class RandomRoutes(Probe):
         """Generate every question's routes, one route per row, as many rows per batched
         call as fit (a row's route is its own: the engine schedules per-row routes)."""
         n = ctx.model.n_layers
-        rows = [(q, i, route) for q in questions for i, route in enumerate(self.routes(n, ctx.seed, q.id)) if (q.id, i) not in done]
+        rows = [(q, i, route) for q in questions for i, route in enumerate(self.routes(n, ctx.seed, q.id))]
         for start in range(0, len(rows), ctx.rows_per_call):
             chunk = rows[start : start + ctx.rows_per_call]
+            if stored(done, [(q.id, i) for q, i, _ in chunk]):
+                continue
             gens = ctx.generate([q for q, _, _ in chunk], route=[route for _, _, route in chunk])
-            yield [ctx.make_try(q, self.name, i, g, route=str(route)) for (q, i, route), g in zip(chunk, gens)]
+            yield unstored(done, [ctx.make_try(q, self.name, i, g, route=str(route)) for (q, i, route), g in zip(chunk, gens)])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,7 +443,8 @@ class RouteSearch(Probe):
         audit's seed and its id) picks its next candidate, and all picks are generated in one
         batched call with one route per row. The trees make the same decisions as when
         searched one question at a time, so the stored tries are the same; tries already in
-        ``done`` (a resumed run) are read back instead of generated. A question's prompt states
+        ``done`` (a resumed run) are read back, and a step that lacks any is generated whole, as
+        a clean run generates it (:func:`unstored`). A question's prompt states
         are kept from step to step (:meth:`~rnr_lens.engine.Engine.prefix_states`), so each
         candidate's prompt runs only the blocks after those it shares with an earlier one."""
         with ctx.model.engine.prefix_states():
@@ -440,27 +461,22 @@ class RouteSearch(Probe):
             base = self.score(default) if default is not None else 0.0
             searches[q.id] = (q, self._greedy(n, rng, base) if self.algo == "greedy" else self._mcts(n, rng, base))
         requests = {qid: _advance(search, None) for qid, (_, search) in searches.items()}
-        while True:
-            wanted: list[tuple[Question, int, Route]] = []
-            for qid, (q, search) in searches.items():
-                while (request := requests[qid]) is not None:  # answer picks a resumed run already stored
-                    index, edits = request
-                    route = Route.from_edits(edits)
-                    cached = done.get((qid, index))
-                    if cached is None or cached.route != str(route):
-                        wanted.append((q, index, route))
-                        break
-                    requests[qid] = _advance(search, cached.reward if cached.reward is not None else self.score(cached))
-            if not wanted:
-                return
-            gens = ctx.generate([q for q, _, _ in wanted], route=[route for _, _, route in wanted])
-            new = []
-            for (q, index, route), gen in zip(wanted, gens):
-                t = ctx.make_try(q, self.name, index, gen, route=str(route))
-                t.reward = self.score(t)
-                new.append(t)
-                requests[q.id] = _advance(searches[q.id][1], t.reward)
-            yield new
+        while picks := [(searches[qid][0], index, Route.from_edits(edits)) for qid, (index, edits) in _live(requests)]:
+            # one step: every live question's next pick, generated together as a clean run does;
+            # a resumed run reads back the picks it stored and answers them with their rewards
+            step = {j: t for j, (q, index, route) in enumerate(picks) if (t := _stored_pick(done, q.id, index, route)) is not None}
+            missing = [j for j in range(len(picks)) if j not in step]
+            if missing:
+                gens = ctx.generate([q for q, _, _ in picks], route=[route for _, _, route in picks])
+                for j in missing:
+                    q, index, route = picks[j]
+                    step[j] = t = ctx.make_try(q, self.name, index, gens[j], route=str(route))
+                    t.reward = self.score(t)
+            for j, (q, _, _) in enumerate(picks):
+                t = step[j]
+                requests[q.id] = _advance(searches[q.id][1], t.reward if t.reward is not None else self.score(t))
+            if missing:
+                yield [step[j] for j in missing]
 
     def _greedy(self, n: int, rng: random.Random, base: float) -> Generator[tuple[int, tuple[int, ...]], float, None]:
         """Hill-climbing over single edits: yields ``(try index, edits)``, is sent the reward."""
@@ -509,6 +525,18 @@ class RouteSearch(Probe):
             return float("inf")
         length = len(Route.from_edits(child.edits)) / n
         return child.total / child.visits + self.c * math.sqrt(math.log(parent_visits + 1) / child.visits) - self.length_penalty * length
+
+
+def _live(requests: dict[str, tuple[int, tuple[int, ...]] | None]) -> list[tuple[str, tuple[int, tuple[int, ...]]]]:
+    """The questions whose search has a pick waiting, with it."""
+    return [(qid, request) for qid, request in requests.items() if request is not None]
+
+
+def _stored_pick(done: dict[tuple[str, int], Try], qid: str, index: int, route: Route) -> Try | None:
+    """A search's pick as a resumed run stored it; None where it must be generated (not
+    stored, or stored under another route)."""
+    cached = done.get((qid, index))
+    return cached if cached is not None and cached.route == str(route) else None
 
 
 def _advance(search: Generator[tuple[int, tuple[int, ...]], float, None], reward: float | None) -> tuple[int, tuple[int, ...]] | None:
@@ -564,12 +592,11 @@ class AblationProbe(Probe):
 
         layers = self.layers if self.layers is not None else tuple(range(ctx.model.n_layers))
         for index, layer in enumerate(layers):
-            pending = [q for q in questions if (q.id, index) not in done]
-            if not pending:
+            if stored(done, [(q.id, index) for q in questions]):
                 continue
             ablation = Ablation(layer, self.component, self.method)
-            gens = ctx.generate(pending, ablations=[ablation])
-            yield [ctx.make_try(q, self.name, index, g, ablation=str(ablation)) for q, g in zip(pending, gens)]
+            gens = ctx.generate(questions, ablations=[ablation])
+            yield unstored(done, [ctx.make_try(q, self.name, index, g, ablation=str(ablation)) for q, g in zip(questions, gens)])
 
 
 MAX_BUDGET = 100_000

@@ -105,9 +105,10 @@ def test_mine_names_the_planted_bottleneck(tiny_folder, tmp_path, capsys):
 
 
 def _crash_state(db, keep: dict[str, int]) -> None:
-    """Put a finished audit back into the state a kill -9 leaves: status running and only the
-    first ``keep[probe]`` committed tries of each probe (every batch commits atomically, so a
-    killed run holds a prefix of whole batches)."""
+    """Put a finished audit back into an unfinished state: status running and only the first
+    ``keep[probe]`` committed tries of each probe. A kill -9 leaves a prefix of whole batches
+    (each commits atomically); a count inside a batch stands for a store left part-way by other
+    means, which a resume must finish as a clean run would (``probes.unstored``)."""
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE audits SET status='running'")
         for probe, n in keep.items():
