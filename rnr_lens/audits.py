@@ -327,7 +327,7 @@ def audit(
         config: The deployment (default: :func:`~rnr_lens.deploy.deployment_for_task` the model and task).
         store: A :class:`RunStore` or a path to one (default: in memory).
         seed: Seeds sampling, random routes and the search.
-        batch_size: Rows per forward (default: chosen from free memory).
+        batch_size: Rows per forward (default: chosen from the machine's memory).
         progress: Show a tqdm progress bar.
         label: A free-text label stored with the audit.
         resume: What to do with an audit of the same id already in the store

@@ -207,7 +207,7 @@ def generate(
         seed: Base seed, or one per prompt; sample ``j`` of a prompt uses its base ``+ j``.
             Required when sampling.
         stop: Stop strings; the text is cut before the first one.
-        batch_size: Rows per forward; chosen from free memory when None.
+        batch_size: Rows per forward; chosen from the machine's memory when None.
         progress: Show a tqdm progress bar over batches.
         ignore_eos: Keep generating past end-of-sequence tokens (for benchmarks).
         draw: How a sampled token is drawn (:data:`DRAWS`).

@@ -35,7 +35,24 @@ from rnr_lens.prompts import PromptLike, render
 from rnr_lens.route_trace import RouteTrace
 from rnr_lens.routes import Route, as_route
 
-MAX_AUTO_BATCH = 64  # rows per forward when the batch size is chosen from free memory
+MAX_AUTO_BATCH = 64  # rows per forward when the batch size is chosen from the machine's memory
+CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")  # cgroup v2, v1
+
+
+def machine_memory() -> int:
+    """The memory this machine gives a process, in bytes: its RAM, or its cgroup's limit where
+    that is lower (``max``, an unreadable or absent file: no limit).
+
+    :meth:`LensModel.auto_batch_size` plans from it, never from the memory free at the moment: a
+    row's last bits depend on the rows beside it (docs/performance.md), so batches that followed
+    the free memory would let one configuration store other tries whenever other work ran beside
+    it, and a resume batch otherwise than the run it continues.
+    """
+    limit = psutil.virtual_memory().total
+    for path in CGROUP_LIMITS:
+        with contextlib.suppress(OSError, ValueError):
+            limit = min(limit, int(Path(path).read_text().strip()))
+    return limit
 
 
 class LensModel:
@@ -244,13 +261,15 @@ class LensModel:
 
     def auto_batch_size(self, seq_len: int) -> int:
         """A batch size whose KV cache (one slot per route position) and activations for
-        ``seq_len`` positions fit in a quarter of free memory (at most :data:`MAX_AUTO_BATCH`)."""
+        ``seq_len`` positions fit in a quarter of the machine's memory (:func:`machine_memory`;
+        at most :data:`MAX_AUTO_BATCH`): a function of the model, the length and the machine,
+        so the same configuration batches alike however busy the machine is."""
         cfg = self.bridge.cfg
         n_kv = getattr(cfg, "n_key_value_heads", None) or cfg.n_heads
         bytes_per = torch.finfo(next(self.bridge.original_model.parameters()).dtype).bits // 8
         kv = 2 * len(self.route) * n_kv * cfg.d_head * seq_len * bytes_per
         acts = seq_len * (cfg.n_heads * seq_len + 4 * getattr(cfg, "d_mlp", 4 * cfg.d_model)) * bytes_per
-        budget = psutil.virtual_memory().available // 4
+        budget = machine_memory() // 4
         return int(max(1, min(MAX_AUTO_BATCH, budget // max(1, kv + acts))))
 
     def new_cache(self) -> adapters.RouteCache:

@@ -453,9 +453,7 @@ class RouteSearch(Probe):
     def _lockstep(self, ctx: ProbeContext, questions: Sequence[Question], done: dict[tuple[str, int], Try]) -> Iterator[list[Try]]:
         n = ctx.model.n_layers
         searches: dict[str, tuple[Question, Generator[tuple[int, tuple[int, ...]], float, None]]] = {}
-        for q in questions:
-            if all((q.id, i) in done for i in range(self.k)):
-                continue
+        for q in questions:  # every question, its tries all stored or not: each is a row of a clean run's steps
             rng = random.Random(f"search:{ctx.seed}:{q.id}")
             default = ctx.defaults.get(q.id)
             base = self.score(default) if default is not None else 0.0

@@ -106,7 +106,7 @@ def report(
         grid: The settings.
         out: The report folder (rerun with the same folder to resume).
         progress: Show tqdm bars.
-        batch_size: Rows per forward (default: from free memory).
+        batch_size: Rows per forward (default: from the machine's memory).
         executor, shards, address, num_cpus: Where each audit's shards run, as for
             :func:`rnr_lens.executors.run_audit`. With ``"ray"`` the workers load the models;
             this process loads a model only to mine its failure sets (claim 2).

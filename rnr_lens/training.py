@@ -179,7 +179,7 @@ def train(
             its final model.
         resume: Continue a run found in ``out`` (else refuse to overwrite it).
         progress: Show a tqdm bar with the running reward.
-        batch_size: Rows per generation forward (default: chosen from free memory).
+        batch_size: Rows per generation forward (default: chosen from the machine's memory).
 
     Returns:
         A :class:`TrainResult`. Each history record has ``step``, ``reward`` (mean over all

@@ -139,3 +139,28 @@ def test_a_hook_sees_transformerlens_4s_canonical_names(tiny):
     assert sorted(seen) == sorted(aliases.values())
     page = (Path(__file__).resolve().parents[1] / "docs" / "howto" / "hooks.md").read_text()
     assert all(f"`{standard}`" in page and f"`{canonical}`" in page for standard, canonical in aliases.items())
+
+
+def test_the_automatic_batch_follows_the_machine_not_the_free_memory(tiny, monkeypatch, tmp_path):
+    """A row's bits depend on its batch, and the automatic batch size once followed the memory
+    free at the moment: the same audit beside other work planned smaller batches than alone.
+    Now it reads the machine's memory (its RAM, or a cgroup's lower limit), so a drop in free
+    memory changes no batch, while a machine with little memory still gets small batches."""
+    import psutil
+
+    from rnr_lens import lens
+
+    seq_len = 4096
+    alone = tiny.auto_batch_size(seq_len)
+    real = psutil.virtual_memory()
+    busy = real._replace(available=1 << 20, free=1 << 20)  # other work holds all but a MiB
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: busy)
+    assert tiny.auto_batch_size(seq_len) == alone
+
+    limit = tmp_path / "memory.max"  # a container allowed 64 MiB
+    limit.write_text(f"{64 << 20}\n")
+    monkeypatch.setattr(lens, "CGROUP_LIMITS", (str(limit),))
+    assert lens.machine_memory() == 64 << 20
+    assert tiny.auto_batch_size(seq_len) < alone
+    limit.write_text("max\n")  # cgroup v2's word for no limit
+    assert lens.machine_memory() == real.total and tiny.auto_batch_size(seq_len) == alone

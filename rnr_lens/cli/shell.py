@@ -209,7 +209,7 @@ def add_task_args(p: argparse.ArgumentParser) -> None:
         "--shots-file",
         help="a task file whose questions are the worked examples of a config with shots source file:NAME (never a test question)",
     )
-    p.add_argument("--batch-size", type=positive_int, help="rows per forward (default: from free memory)")
+    p.add_argument("--batch-size", type=positive_int, help="rows per forward (default: from the machine's memory)")
 
 
 def add_placement_args(p: argparse.ArgumentParser) -> None:
