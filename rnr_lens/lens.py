@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import psutil
@@ -36,12 +36,14 @@ from rnr_lens.route_trace import RouteTrace
 from rnr_lens.routes import Route, as_route
 
 MAX_AUTO_BATCH = 64  # rows per forward when the batch size is chosen from the machine's memory
-CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")  # cgroup v2, v1
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
 
 
 def machine_memory() -> int:
-    """The memory this machine gives a process, in bytes: its RAM, or its cgroup's limit where
-    that is lower (``max``, an unreadable or absent file: no limit).
+    """The memory this machine gives a process, in bytes: its RAM, or the lowest memory limit
+    of its cgroup and the cgroups above it where lower (cgroup v2's ``memory.max``, v1's
+    ``memory.limit_in_bytes``; ``max``, an unreadable or absent file: no limit).
 
     :meth:`LensModel.auto_batch_size` plans from it, never from the memory free at the moment: a
     row's last bits depend on the rows beside it (docs/performance.md), so batches that followed
@@ -49,10 +51,29 @@ def machine_memory() -> int:
     it, and a resume batch otherwise than the run it continues.
     """
     limit = psutil.virtual_memory().total
-    for path in CGROUP_LIMITS:
+    for path in _cgroup_limit_files():
         with contextlib.suppress(OSError, ValueError):
-            limit = min(limit, int(Path(path).read_text().strip()))
+            limit = min(limit, int(path.read_text().strip()))
     return limit
+
+
+def _cgroup_limit_files() -> Iterator[Path]:
+    """The memory-limit files of this process's cgroups and every cgroup above them."""
+    try:
+        lines = PROC_CGROUP.read_text().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        _, controllers, own = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            base, name = CGROUP_ROOT, "memory.max"
+        elif "memory" in controllers.split(","):
+            base, name = CGROUP_ROOT / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        where = PurePosixPath("/", own)
+        for group in (where, *where.parents):
+            yield base / group.relative_to("/") / name
 
 
 class LensModel:

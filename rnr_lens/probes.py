@@ -462,7 +462,7 @@ class RouteSearch(Probe):
         while picks := [(searches[qid][0], index, Route.from_edits(edits)) for qid, (index, edits) in _live(requests)]:
             # one step: every live question's next pick, generated together as a clean run does;
             # a resumed run reads back the picks it stored and answers them with their rewards
-            step = {j: t for j, (q, index, route) in enumerate(picks) if (t := _stored_pick(done, q.id, index, route)) is not None}
+            step = {j: t for j, (q, index, route) in enumerate(picks) if (t := _stored_pick(done, q.id, index, route, self.name)) is not None}
             missing = [j for j in range(len(picks)) if j not in step]
             if missing:
                 gens = ctx.generate([q for q, _, _ in picks], route=[route for _, _, route in picks])
@@ -530,11 +530,17 @@ def _live(requests: dict[str, tuple[int, tuple[int, ...]] | None]) -> list[tuple
     return [(qid, request) for qid, request in requests.items() if request is not None]
 
 
-def _stored_pick(done: dict[tuple[str, int], Try], qid: str, index: int, route: Route) -> Try | None:
-    """A search's pick as a resumed run stored it; None where it must be generated (not
-    stored, or stored under another route)."""
+def _stored_pick(done: dict[tuple[str, int], Try], qid: str, index: int, route: Route, name: str) -> Try | None:
+    """A search's pick as a resumed run stored it; None where it is not stored. A try stored
+    under another route is refused: the store holds another search under this name (a name
+    fixes its tries), and continuing would mix two trees in one question's tries."""
     cached = done.get((qid, index))
-    return cached if cached is not None and cached.route == str(route) else None
+    if cached is not None and cached.route != str(route):
+        raise RnrLensError(
+            f"probe {name}: the store holds try {index} of question {qid!r} on route {cached.route}, where this search picks {route}; "
+            "it holds another search under this name: audit into a new store"
+        )
+    return cached
 
 
 def _advance(search: Generator[tuple[int, tuple[int, ...]], float, None], reward: float | None) -> tuple[int, tuple[int, ...]] | None:

@@ -144,23 +144,36 @@ def test_a_hook_sees_transformerlens_4s_canonical_names(tiny):
 def test_the_automatic_batch_follows_the_machine_not_the_free_memory(tiny, monkeypatch, tmp_path):
     """A row's bits depend on its batch, and the automatic batch size once followed the memory
     free at the moment: the same audit beside other work planned smaller batches than alone.
-    Now it reads the machine's memory (its RAM, or a cgroup's lower limit), so a drop in free
-    memory changes no batch, while a machine with little memory still gets small batches."""
+    Now it reads the machine's memory (its RAM, or the lowest limit of the process's cgroups,
+    v1 or v2), so a drop in free memory changes no batch, while a container allowed little
+    memory still gets small batches."""
     import psutil
 
     from rnr_lens import lens
 
-    seq_len = 4096
-    alone = tiny.auto_batch_size(seq_len)
+    seq_len = 512  # a tiny-model row of about 7 MB: the 64-row cap on any machine of 2 GB
+    root, proc = tmp_path / "cgroup", tmp_path / "self-cgroup"
+    monkeypatch.setattr(lens, "CGROUP_ROOT", root)
+    monkeypatch.setattr(lens, "PROC_CGROUP", proc)
+
+    def limits(lines: str, files: dict[str, str]) -> int:
+        proc.write_text(lines)
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        return lens.machine_memory()
+
     real = psutil.virtual_memory()
+    assert limits("0::/\n", {}) == real.total, "no limit file: the machine's RAM"
+    alone = tiny.auto_batch_size(seq_len)
+    assert alone > 1
     busy = real._replace(available=1 << 20, free=1 << 20)  # other work holds all but a MiB
     monkeypatch.setattr(psutil, "virtual_memory", lambda: busy)
     assert tiny.auto_batch_size(seq_len) == alone
 
-    limit = tmp_path / "memory.max"  # a container allowed 64 MiB
-    limit.write_text(f"{64 << 20}\n")
-    monkeypatch.setattr(lens, "CGROUP_LIMITS", (str(limit),))
-    assert lens.machine_memory() == 64 << 20
+    small = f"{32 << 20}\n"
+    assert limits("0::/job/step\n", {"job/memory.max": small, "job/step/memory.max": "max\n"}) == 32 << 20, "v2: a parent's limit holds"
     assert tiny.auto_batch_size(seq_len) < alone
-    limit.write_text("max\n")  # cgroup v2's word for no limit
-    assert lens.machine_memory() == real.total and tiny.auto_batch_size(seq_len) == alone
+    unlimited = "9223372036854771712\n"  # v1's word for none
+    assert limits("4:memory:/a\n1:cpu:/\n", {"memory/a/memory.limit_in_bytes": unlimited, "memory/memory.limit_in_bytes": small}) == 32 << 20
+    assert limits("4:memory:/b\n", {"memory/b/memory.limit_in_bytes": "not a number\n", "memory/memory.limit_in_bytes": unlimited}) == real.total

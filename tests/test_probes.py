@@ -1,3 +1,4 @@
+import dataclasses
 import random
 
 import pytest
@@ -84,8 +85,7 @@ def test_sampling_probe_tries_are_reproducible_and_seeded(tiny):
 
 @pytest.mark.parametrize("draw", ["multinomial", "inverse-cdf"])
 def test_sampling_resumes_only_missing_tries(tiny, draw):
-    """A resumed sample is the one the whole run draws, under either draw (the fast draw's
-    one-question path must pass its draw on too)."""
+    """A resumed sample is the one the whole run draws, under either draw."""
     qs = list(tasks.get("add-small", n=2))
     probe = Sampling(k=3, t=1.0, draw=draw)
     full = {(t.question_id, t.try_index): t for t in _run(probe, _ctx(tiny), qs)}
@@ -130,8 +130,24 @@ def test_a_resume_generates_the_batches_of_a_clean_run(tiny, probe):
         rest, calls = recorded(done)
         assert sorted(map(key, rest)) == sorted(key(t) for t in clean if key(t) not in done)
         assert calls and all(c in clean_calls for c in calls), "a resume generated a batch the clean run never did"
+        assert len(calls) == len(set(map(repr, calls))) <= len(clean_calls), "a resume generated a batch twice"
         by_key = {key(t): t for t in clean}
         assert all(t == by_key[key(t)] for t in rest), "a resumed try differs from the clean run's"
+
+
+def test_a_search_refuses_a_store_that_holds_another_search_under_its_name(tiny):
+    """A stored pick on another route than the search picks was generated again and its key
+    dropped by the store, so one question's tries mixed two trees; now it is refused."""
+    qs = list(tasks.get("add-small", n=2))
+    ctx = _ctx(tiny)
+    ctx.defaults = {t.question_id: t for t in _run(Default(), ctx, qs)}
+    probe = RouteSearch(k=2, reward="confidence")
+    tries = _run(probe, ctx, qs)
+    other = RandomRoutes(k=1).routes(tiny.n_layers, 7, "elsewhere")[0]
+    done = {(t.question_id, t.try_index): t for t in tries}
+    done[(qs[1].id, 1)] = dataclasses.replace(done[(qs[1].id, 1)], route=str(other))
+    with pytest.raises(RnrLensError, match=rf"the store holds try 1 of question '{qs[1].id}' on route .*; it holds another search under this name"):
+        _run(probe, ctx, qs, done)
 
 
 def test_route_probe_records_routes(tiny):
