@@ -151,7 +151,7 @@ def test_the_automatic_batch_follows_the_machine_not_the_free_memory(tiny, monke
 
     from rnr_lens import lens
 
-    seq_len = 512  # a tiny-model row of about 7 MB: the 64-row cap on any machine of 2 GB
+    seq_len = 512  # a tiny-model row of about 6 MB: the 64-row cap on any machine of 2 GB
     root, proc = tmp_path / "cgroup", tmp_path / "self-cgroup"
     monkeypatch.setattr(lens, "CGROUP_ROOT", root)
     monkeypatch.setattr(lens, "PROC_CGROUP", proc)
