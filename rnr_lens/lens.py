@@ -12,6 +12,7 @@ beside ours. Everything rnr_lens changes is scoped by :meth:`LensModel.intervene
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import shutil
@@ -40,10 +41,12 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")
 
 
+@functools.cache
 def machine_memory() -> int:
     """The memory this machine gives a process, in bytes: its RAM, or the lowest memory limit
     of its cgroup and the cgroups above it where lower (cgroup v2's ``memory.max``, v1's
-    ``memory.limit_in_bytes``; ``max``, an unreadable or absent file: no limit).
+    ``memory.limit_in_bytes``; ``max``, an unreadable or absent file: no limit). Read once per
+    process: a property of the machine, not of the moment.
 
     :meth:`LensModel.auto_batch_size` plans from it, never from the memory free at the moment: a
     row's last bits depend on the rows beside it (docs/performance.md), so batches that followed
@@ -64,7 +67,10 @@ def _cgroup_limit_files() -> Iterator[Path]:
     except OSError:
         return
     for line in lines:
-        _, controllers, own = (line.split(":", 2) + ["", ""])[:3]
+        fields = line.split(":", 2)  # hierarchy id : controllers : the cgroup's path
+        if len(fields) != 3:
+            continue
+        _, controllers, own = fields
         if controllers == "":
             base, name = CGROUP_ROOT, "memory.max"
         elif "memory" in controllers.split(","):

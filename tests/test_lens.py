@@ -147,6 +147,8 @@ def test_the_automatic_batch_follows_the_machine_not_the_free_memory(tiny, monke
     Now it reads the machine's memory (its RAM, or the lowest limit of the process's cgroups,
     v1 or v2), so a drop in free memory changes no batch, while a container allowed little
     memory still gets small batches."""
+    import functools
+
     import psutil
 
     from rnr_lens import lens
@@ -155,12 +157,14 @@ def test_the_automatic_batch_follows_the_machine_not_the_free_memory(tiny, monke
     root, proc = tmp_path / "cgroup", tmp_path / "self-cgroup"
     monkeypatch.setattr(lens, "CGROUP_ROOT", root)
     monkeypatch.setattr(lens, "PROC_CGROUP", proc)
+    monkeypatch.setattr(lens, "machine_memory", functools.cache(lens.machine_memory.__wrapped__))  # this machine's reading stays for others
 
     def limits(lines: str, files: dict[str, str]) -> int:
         proc.write_text(lines)
         for rel, text in files.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
+        lens.machine_memory.cache_clear()  # read once per process: again for each machine here
         return lens.machine_memory()
 
     real = psutil.virtual_memory()
