@@ -50,7 +50,7 @@ import numpy as np
 
 from rnr_lens.errors import RnrLensError
 from rnr_lens.passk_models import ModelCrossing, k_text, model_crossings
-from rnr_lens.stats import LEVEL, Estimate, paired_mean_difference, rate
+from rnr_lens.stats import LEVEL, Estimate, paired_mean_difference, percentile_bounds, rate
 from rnr_lens.verdicts import MARGIN, TrainingVerdict, Verdict, training_verdict
 
 NAMED_K = (1, 8, 32)
@@ -76,14 +76,19 @@ TIE = 1e-12
 
 @dataclass(frozen=True)
 class CurvePoint:
-    """Both curves and their difference at one k."""
+    """Both curves, their chance levels and their difference at one k."""
 
     k: int
     base: Estimate
     trained: Estimate
     difference: Estimate
     """Trained - base, paired per question (:func:`rnr_lens.stats.paired_mean_difference`: the
-    score interval with the exact sign test; at k = K, exact McNemar)."""
+    score interval with the score test it inverts, the sign-flip randomization test beside it;
+    at k = K, Tango's interval with exact McNemar beside it)."""
+    base_chance: Estimate = Estimate.empty("wilson")
+    trained_chance: Estimate = Estimate.empty("wilson")
+    """Each model's chance pass@k (:func:`chance_curves`: the same draws scored against the
+    other questions' golds), with its Wilson interval; empty in files of rules before 3."""
 
 
 @dataclass(frozen=True)
@@ -96,11 +101,12 @@ class Crossing:
     Attributes:
         lead: The smallest k at which trained's point estimate lies above base's; None where it
             never does (there is no lead to lose, and nothing crosses).
-        not_excluded: The smallest k at which base >= trained is not excluded (the difference is
-            not resolved above zero, pointwise); None where trained stays resolved above base
-            up to K.
-        reversed: The smallest k at which base > trained is resolved (pointwise); None where it
-            never is.
+        not_excluded: The smallest k at which base >= trained is not excluded (the difference's
+            95% interval, pointwise, no longer lies above zero); None where it does up to K.
+        reversed: The smallest k at which base > trained is resolved pointwise by the interval
+            printed at that k and the score test it inverts (rules 3; the exact test beside it
+            is not consulted: a scan's first k is read beside the simultaneous band, which
+            answers for the many k's); None where it never is.
         point: The smallest k after the lead at which the point estimate of trained - base is
             below zero; None where it never is by K.
         tied: The smallest k after the lead from which every question's pass@k is the same
@@ -234,6 +240,23 @@ class Ceiling:
     crossing: Crossing
     verdicts: tuple[tuple[int, TrainingVerdict], ...]
     """Claim 3 at each named k and at K, a question reached at k when one of its first k draws is."""
+    distinct: tuple[float, float] | None = None
+    """The mean number of distinct answers per question among the K draws, base and trained:
+    what a pass@k curve of guesses measures (None in files of rules before 3)."""
+
+    def chance_text(self) -> str:
+        """What guessing alone gives at K, beside the ceiling: each model's chance pass@K and
+        its distinct answers per question ('' in files of rules before 3)."""
+        top = self.curve[-1]
+        if top.base_chance.is_empty:
+            return ""
+        shown = (
+            f"chance pass@{self.budget} (the same draws against other questions' golds): base {top.base_chance.text()}, "
+            f"trained {top.trained_chance.text()}"
+        )
+        if self.distinct is not None:
+            shown += f"; distinct answers per question in {self.budget} draws: base {self.distinct[0]:.1f}, trained {self.distinct[1]:.1f}"
+        return shown
 
     @property
     def budget(self) -> int:
@@ -268,7 +291,7 @@ class Ceiling:
             "probe": self.probe,
             "questions": self.questions,
             "excluded": self.excluded,
-            "curve": [{"k": p.k, "base": p.base.to_dict(), "trained": p.trained.to_dict(), "difference": p.difference.to_dict()} for p in self.curve],
+            "curve": [_point_to_dict(p) for p in self.curve],
             "crossing": {
                 "lead": self.crossing.lead,
                 "not_excluded": self.crossing.not_excluded,
@@ -286,9 +309,15 @@ class Ceiling:
                 "extrapolation_cost": self.extrapolation_cost(),
             },
             "verdicts": [
-                {"k": k, **{f: getattr(v, f).to_dict() for f in _VERDICT_ESTIMATES}, "verdict": v.verdict.to_dict()} for k, v in self.verdicts
+                {
+                    "k": k,
+                    **{f: getattr(v, f).to_dict() for f in _VERDICT_ESTIMATES[:4]},
+                    **{f: getattr(v, f).to_dict() for f in _VERDICT_ESTIMATES[4:] if not getattr(v, f).is_empty},
+                    "verdict": v.verdict.to_dict(),
+                }
+                for k, v in self.verdicts
             ],
-        }
+        } | ({} if self.distinct is None else {"distinct": list(self.distinct)})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Ceiling:
@@ -311,21 +340,60 @@ class Ceiling:
             x.get("reversed_band"),
             tuple(ModelCrossing.from_dict(m) for m in x.get("models", ())),
         )
+        empty = Estimate.empty("wilson")
         curve = tuple(
-            CurvePoint(int(p["k"]), Estimate.from_dict(p["base"]), Estimate.from_dict(p["trained"]), Estimate.from_dict(p["difference"]))
+            CurvePoint(
+                int(p["k"]),
+                Estimate.from_dict(p["base"]),
+                Estimate.from_dict(p["trained"]),
+                Estimate.from_dict(p["difference"]),
+                Estimate.from_dict(p["base_chance"]) if "base_chance" in p else empty,
+                Estimate.from_dict(p["trained_chance"]) if "trained_chance" in p else empty,
+            )
             for p in d["curve"]
         )
         verdicts = tuple(
-            (int(v["k"]), TrainingVerdict(**{f: Estimate.from_dict(v[f]) for f in _VERDICT_ESTIMATES}, verdict=Verdict.from_dict(v["verdict"])))
+            (
+                int(v["k"]),
+                TrainingVerdict(
+                    **{f: Estimate.from_dict(v[f]) for f in _VERDICT_ESTIMATES if f in v},
+                    verdict=Verdict.from_dict(v["verdict"]),
+                ),
+            )
             for v in d["verdicts"]
         )
+        distinct = d.get("distinct")
         return cls(
-            str(d["base"]), str(d["trained"]), str(d["task"]), str(d["probe"]), int(d["questions"]), int(d["excluded"]), curve, crossing, verdicts
+            str(d["base"]),
+            str(d["trained"]),
+            str(d["task"]),
+            str(d["probe"]),
+            int(d["questions"]),
+            int(d["excluded"]),
+            curve,
+            crossing,
+            verdicts,
+            None if distinct is None else (float(distinct[0]), float(distinct[1])),
         )
 
 
-_VERDICT_ESTIMATES = ("delta_realized", "delta_reachable", "ceiling_vs_margin", "ceiling_vs_gain")
-"""A :class:`~rnr_lens.verdicts.TrainingVerdict`'s estimates, in its field order."""
+_VERDICT_ESTIMATES = (
+    "delta_realized",
+    "delta_reachable",
+    "ceiling_vs_margin",
+    "ceiling_vs_gain",
+    "above_chance_base",
+    "above_chance_trained",
+)
+"""A :class:`~rnr_lens.verdicts.TrainingVerdict`'s estimates, in its field order (the last two
+written where measured: rules 3)."""
+
+
+def _point_to_dict(p: CurvePoint) -> dict[str, Any]:
+    out = {"k": p.k, "base": p.base.to_dict(), "trained": p.trained.to_dict(), "difference": p.difference.to_dict()}
+    if not p.base_chance.is_empty:
+        out |= {"base_chance": p.base_chance.to_dict(), "trained_chance": p.trained_chance.to_dict()}
+    return out
 
 
 def pass_at_k_curves(correct: np.ndarray) -> np.ndarray:
@@ -337,20 +405,93 @@ def pass_at_k_curves(correct: np.ndarray) -> np.ndarray:
     c = correct.sum(1)
     out = np.ones((n_q, budget))
     for q in range(n_q):
-        # C(K - c, k) / C(K, k) = prod_{i<k} (K - c - i) / (K - i), zero once k > K - c
-        ratio = 1.0
-        for k in range(1, budget + 1):
-            ratio *= max(budget - c[q] - (k - 1), 0) / (budget - (k - 1))
-            out[q, k - 1] = 1.0 - ratio
+        out[q] = _pass_at_k_row(budget, int(c[q]))
     return out
 
 
-def curve_points(curves_base: np.ndarray, curves_trained: np.ndarray, prompts: Sequence[str]) -> tuple[CurvePoint, ...]:
+def _pass_at_k_row(budget: int, c: int) -> np.ndarray:
+    """pass@k for k = 1..``budget`` of one question with ``c`` correct draws of ``budget``."""
+    out = np.ones(budget)
+    # C(K - c, k) / C(K, k) = prod_{i<k} (K - c - i) / (K - i), zero once k > K - c
+    ratio = 1.0
+    for k in range(1, budget + 1):
+        ratio *= max(budget - c - (k - 1), 0) / (budget - (k - 1))
+        out[k - 1] = 1.0 - ratio
+    return out
+
+
+def chance_curves(answers: Sequence[Sequence[str | None]], golds: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray]:
+    """What guessing alone gives each question: its own draws (``answers``, ``(questions, K)``
+    canonical answers in try order, None where none was read) scored against **the other
+    questions' golds**, in expectation over a uniform derangement of the golds (under which
+    each other question's gold is paired with it with probability ``1 / (n - 1)``, so the
+    expectation is exact: no derangements are drawn, and the work is linear in the draws).
+
+    Returns two ``(questions, K)`` arrays: the chance pass@k for k = 1..K (the unbiased
+    estimator with the deranged gold's count among the K draws), and the chance that one of the
+    first k draws reaches (claim 3's reach at k). Rows are NaN where there is no other question.
+
+    Example:
+        >>> passk, first = chance_curves([["3", "3"], ["3", "4"], ["5", None]], ["3", "4", "3"])
+        >>> first[1].tolist()   # question 1 said 3 first: the gold of questions 0 and 2, each half the time
+        [1.0, 1.0]
+        >>> passk[2].tolist()   # question 2 never says 3 or 4
+        [0.0, 0.0]
+    """
+    n = len(golds)
+    budget = len(answers[0]) if n else 0
+    passk, first = np.zeros((n, budget)), np.zeros((n, budget))
+    if n < 2:
+        return np.full((n, budget), np.nan), np.full((n, budget), np.nan)
+    owners: dict[str, int] = {}
+    for g in golds:
+        if g is not None:
+            owners[g] = owners.get(g, 0) + 1
+    for q, said in enumerate(answers):
+        seen: dict[str, tuple[int, int]] = {}  # answer -> (first index, count)
+        for i, a in enumerate(said):
+            if a is not None and a in owners:
+                at, count = seen.get(a, (i, 0))
+                seen[a] = (at, count + 1)
+        for a, (at, count) in seen.items():
+            others = owners[a] - (golds[q] == a)  # the questions whose gold it is, itself left out
+            if others:
+                passk[q] += others * _pass_at_k_row(budget, count)
+                first[q, at:] += others
+    return passk / (n - 1), first / (n - 1)
+
+
+def distinct_answers(answers: Sequence[Sequence[str | None]]) -> float:
+    """The mean number of distinct answers (read, canonical) per question among its draws."""
+    return float(np.mean([len({a for a in said if a is not None}) for said in answers])) if len(answers) else math.nan
+
+
+def curve_points(
+    curves_base: np.ndarray,
+    curves_trained: np.ndarray,
+    prompts: Sequence[str],
+    chance: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[CurvePoint, ...]:
     """Both curves and their paired difference at every k, from per-question pass@k arrays
-    ``(questions, K)`` (:func:`pass_at_k_curves`) of the same questions in the same order."""
+    ``(questions, K)`` (:func:`pass_at_k_curves`) of the same questions in the same order, with
+    each model's chance pass@k (``chance``: :func:`chance_curves`' first array per model)."""
     diff = curves_trained - curves_base
+    empty = Estimate.empty("wilson")
+
+    def level(curves: np.ndarray, k: int) -> Estimate:
+        column = curves[:, k - 1]
+        keep = ~np.isnan(column)
+        return rate(column[keep], [p for p, ok in zip(prompts, keep) if ok]) if keep.any() else empty
+
     return tuple(
-        CurvePoint(k, rate(curves_base[:, k - 1], prompts), rate(curves_trained[:, k - 1], prompts), paired_mean_difference(diff[:, k - 1], prompts))
+        CurvePoint(
+            k,
+            rate(curves_base[:, k - 1], prompts),
+            rate(curves_trained[:, k - 1], prompts),
+            paired_mean_difference(diff[:, k - 1], prompts),
+            level(chance[0], k) if chance is not None else empty,
+            level(chance[1], k) if chance is not None else empty,
+        )
         for k in range(1, curves_base.shape[1] + 1)
     )
 
@@ -362,8 +503,9 @@ def find_crossing(
     per-question curves and their :func:`curve_points`; the bootstrap resamples whole prompts."""
     diff = curves_trained - curves_base
     budget = diff.shape[1]
-    not_excluded = next((p.k for p in points if p.difference.resolved != "above"), None)
-    reversed_at = next((p.k for p in points if p.difference.resolved == "below"), None)
+    # rules 3: pointwise by the interval printed at each k and the test it inverts, beside the simultaneous band
+    not_excluded = next((p.k for p in points if p.difference.excludes != "above"), None)
+    reversed_at = next((p.k for p in points if p.difference.excludes == "below"), None)
     mean = diff.mean(0)
     lead, point = _lead_and_crossing(mean[None, :])
     lead_k = int(lead[0]) if lead[0] <= budget else None
@@ -377,7 +519,7 @@ def find_crossing(
         leads, hits = _lead_and_crossing(boot)  # K + 1: no lead, or no crossing by K
         never = leads > budget
         hits = np.where(never, 1, hits)  # no lead to lose: base is at or above trained from k = 1
-        low, high = (int(v) for v in np.quantile(hits, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf"))
+        low, high = (int(v) for v in np.quantile(hits, list(percentile_bounds()), method="inverted_cdf"))
         interval, never_leads = (low if low <= budget else None, high if high <= budget else None), float(never.mean())
     closing = lead_k is not None and point_k is None and tied is None and mean[-1] > TIE and boot is not None
     extrapolated, trend = _extrapolate(mean, boot) if closing and boot is not None else (None, None)
@@ -465,7 +607,7 @@ def _extrapolate(mean: np.ndarray, boot: np.ndarray) -> tuple[float | None, tupl
     ys = mean[ks - 1].tolist()
     slope = math.fsum(y * v for y, v in zip(ys, x.tolist())) / xx
     intercept = math.fsum(ys) / len(ys) - slope * centre
-    if not (slope < 0 and float(np.quantile(slopes, (1 + LEVEL) / 2)) < 0):
+    if not (slope < 0 and float(np.quantile(slopes, percentile_bounds()[1])) < 0):
         return None, None
     log_k = -intercept / slope
     if not (math.log(budget) < log_k < LOG_FLOAT_MAX):
@@ -473,7 +615,7 @@ def _extrapolate(mean: np.ndarray, boot: np.ndarray) -> tuple[float | None, tupl
     tail_means = _weighted_sums(tail, np.ones((len(ks), 1)))[:, 0] / len(ks)
     with np.errstate(divide="ignore", invalid="ignore"):  # a flat resample never reaches zero
         zeros = np.where(slopes < 0, centre - tail_means / slopes, np.inf)
-    low, high = (float(v) for v in np.quantile(zeros, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf"))
+    low, high = (float(v) for v in np.quantile(zeros, list(percentile_bounds()), method="inverted_cdf"))
     top = math.exp(high) if high < LOG_FLOAT_MAX else None
     return float(math.exp(log_k)), (math.exp(min(low, LOG_FLOAT_MAX)), top)
 
@@ -490,6 +632,7 @@ def ceiling_of(
     named: Sequence[int] = NAMED_K,
     margin: float = MARGIN,
     seed: int = 0,
+    answers: tuple[Sequence[Sequence[str | None]], Sequence[Sequence[str | None]], Sequence[str | None]] | None = None,
 ) -> Ceiling:
     """The ceiling from both models' draws on the same questions, in the same order: the
     stages of :func:`rnr_lens.comparison.compare_ceiling` once it has read the audits.
@@ -503,14 +646,31 @@ def ceiling_of(
         named: The k's besides K with claim 3's verdict (those above K are left out).
         margin: Claim 3's margin.
         seed: Seeds the crossing's bootstrap.
+        answers: ``(base answers, trained answers, golds)``: each draw's canonical answer and
+            each question's canonical gold, for the chance curves (:func:`chance_curves`), the
+            distinct answers per question and claim 3's precondition at each k (rules 3); without
+            them the ceiling has no chance level and its verdicts no precondition.
     """
     if draws_base.shape != draws_trained.shape or draws_base.shape[0] != len(prompts) or not draws_base.size:
         raise RnrLensError(f"the ceiling needs both models' draws on the same questions, got {draws_base.shape} and {draws_trained.shape}")
     curves_a, curves_b = pass_at_k_curves(draws_base), pass_at_k_curves(draws_trained)
-    points = curve_points(curves_a, curves_b, prompts)
+    chance = None if answers is None else (chance_curves(answers[0], answers[2]), chance_curves(answers[1], answers[2]))
+    points = curve_points(curves_a, curves_b, prompts, None if chance is None else (chance[0][0], chance[1][0]))
     budget = draws_base.shape[1]
     verdicts = tuple(
-        (k, training_verdict(realized_base, realized_trained, draws_base[:, :k].max(1), draws_trained[:, :k].max(1), prompts, margin=margin))
+        (
+            k,
+            training_verdict(
+                realized_base,
+                realized_trained,
+                draws_base[:, :k].max(1),
+                draws_trained[:, :k].max(1),
+                prompts,
+                margin=margin,
+                chance_a=None if chance is None else chance[0][1][:, k - 1],
+                chance_b=None if chance is None else chance[1][1][:, k - 1],
+            ),
+        )
         for k in sorted({*(k for k in named if k < budget), budget})
     )
     crossing = find_crossing(curves_a, curves_b, points, prompts, seed)
@@ -519,4 +679,5 @@ def ceiling_of(
         per_question = None if drawn is None else drawn[1][:, drawn[0]]  # the same resamples, question by question
         models = model_crossings(draws_base, draws_trained, curves_a.mean(0), curves_b.mean(0), per_question, crossing.extrapolated, TIE)
         crossing = replace(crossing, models=models)
-    return Ceiling(*names, len(prompts), excluded, points, crossing, verdicts)
+    distinct = None if answers is None else (distinct_answers(answers[0]), distinct_answers(answers[1]))
+    return Ceiling(*names, len(prompts), excluded, points, crossing, verdicts, distinct)

@@ -21,7 +21,7 @@ from rnr_lens.ceiling import Ceiling
 from rnr_lens.provenance import Provenance
 from rnr_lens.stats import Estimate, wilson
 from rnr_lens.sweeps import BlockRates, NullRepair
-from rnr_lens.verdicts import RULES, STATUSES, Verdict, counts
+from rnr_lens.verdicts import RULES, STATUSES, FailureSetChance, Verdict, counts
 
 
 def _est(d: Mapping[str, Any] | None) -> Estimate | None:
@@ -289,9 +289,14 @@ class BottleneckClaim:
     second: BlockRates | None = None
     versus_null: Mapping[str, Estimate] = field(default_factory=dict)
     tie: tuple[int, ...] = ()
+    chance: FailureSetChance | None = None
+    """The failure set against its chance expectation (rules 3's precondition; None in files of
+    earlier rules)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {**self.setting.to_dict(), "failures": self.failures}
+        if self.chance is not None:
+            out["chance"] = self.chance.to_dict()
         m = self.mined
         if m is not None:
             out |= {
@@ -313,8 +318,9 @@ class BottleneckClaim:
     def from_dict(cls, d: Mapping[str, Any], rules: str = RULES) -> BottleneckClaim:
         """A claim read back from :meth:`to_dict`, under the ``rules`` of its file."""
         setting, verdict = Setting.from_dict(d), Verdict.from_dict(d["verdict"])
+        chance = FailureSetChance.from_dict(d["chance"]) if d.get("chance") else None
         if "discovery" not in d:
-            return cls(setting, int(d["failures"]), verdict)
+            return cls(setting, int(d["failures"]), verdict, chance=chance)
         misses = d["format_misses"]
         return cls(
             setting,
@@ -330,6 +336,7 @@ class BottleneckClaim:
             _block_from_dict(d["second"], int(d["discovery"]), rules) if d.get("second") else None,
             {k: Estimate.from_dict(e) for k, e in (d.get("versus_null") or {}).items()},
             tuple(int(b) for b in d.get("tie", ())),
+            chance,
         )
 
     @property
@@ -362,7 +369,12 @@ class TrainingProbe:
     verdict: Verdict
     transitions: Mapping[str, Mapping[str, int]]
 
+    above_chance_base: Estimate = Estimate.empty("wilson vs fixed chance")
+    above_chance_trained: Estimate = Estimate.empty("wilson vs fixed chance")
+    """Each model's reach minus its chance level: the precondition (rules 3; empty before)."""
+
     _ESTIMATES: ClassVar[tuple[str, ...]] = ("delta_realized", "delta_reachable", "ceiling_vs_margin", "contrast")
+    _CHANCE: ClassVar[tuple[str, ...]] = ("above_chance_base", "above_chance_trained")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -370,6 +382,7 @@ class TrainingProbe:
             "questions": self.questions,
             "excluded": self.excluded,
             **{k: getattr(self, k).to_dict() for k in self._ESTIMATES},
+            **{k: getattr(self, k).to_dict() for k in self._CHANCE if not getattr(self, k).is_empty},
             "margin": self.margin,
             "verdict": self.verdict.to_dict(),
             "transitions": {k: dict(v) for k, v in self.transitions.items()},
@@ -385,7 +398,7 @@ class TrainingProbe:
             margin=float(d["margin"]),
             verdict=Verdict.from_dict(d["verdict"]),
             transitions={k: {s: int(n) for s, n in v.items()} for k, v in d["transitions"].items()},
-            **{k: _est_or_empty(d.get(k)) for k in cls._ESTIMATES},
+            **{k: _est_or_empty(d.get(k)) for k in cls._ESTIMATES + cls._CHANCE},
         )
 
 
@@ -572,8 +585,11 @@ def summary_lines(claims: Claims) -> dict[str, str]:
     grid = claims.grid
     routes, bottleneck, trained = claims.routes_vs_search, claims.bottleneck, claims.training_probes
     both = [c.screen_vs_exhaustive for c in bottleneck if c.screen_vs_exhaustive is not None]
+    some = [a for a in both if a.exhaustive_repair_discovery > 0]  # a tie at 0 (no block repairs anything) is no match
     agree = (
-        f"; the screen's pick repaired as much as the exhaustive sweep's best in {sum(a.regret <= 0 for a in both)} of {len(both)} settings where both ran"
+        f"; the screen's pick repaired as much as the exhaustive sweep's best in {sum(a.regret <= 0 for a in some)} of {len(some)} settings "
+        f"where both ran and some block repairs a discovery failure"
+        + (f" ({len(both) - len(some)} more where no block repairs any)" if len(some) < len(both) else "")
         if both
         else ""
     )

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rnr_lens.answers import canonical_gold
 from rnr_lens.ceiling import NAMED_K, Ceiling, ceiling_of
 from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.probes import parse_probe
@@ -43,6 +44,10 @@ class Paired:
     reach_a: np.ndarray
     reach_b: np.ndarray
     prompts: tuple[str, ...]
+    chance_a: np.ndarray
+    chance_b: np.ndarray
+    """Each question's chance of counting as reached under each audit's own tries
+    (:meth:`rnr_lens.results.AuditResult.chance`): claim 3's precondition (rules 3)."""
 
 
 @dataclass
@@ -77,7 +82,7 @@ class Comparison:
         not keep up (rose by less than ``margin`` and less than half the realized rise, or fell;
         :func:`rnr_lens.verdicts.training_verdict`)?"""
         c = self.paired[self.a.probe_name(probe)]
-        return training_verdict(c.realized_a, c.realized_b, c.reach_a, c.reach_b, c.prompts, margin=margin)
+        return training_verdict(c.realized_a, c.realized_b, c.reach_a, c.reach_b, c.prompts, margin=margin, chance_a=c.chance_a, chance_b=c.chance_b)
 
     def to_json(self) -> dict[str, Any]:
         deltas = [{k: (v.to_dict() if isinstance(v, Estimate) else v) for k, v in row.items()} for row in self.deltas.to_dict("records")]
@@ -127,7 +132,11 @@ def compare(a: AuditResult, b: AuditResult) -> Comparison:
         dr = paired_difference(realized[:, 1], realized[:, 0], prompts)
         dk = paired_difference(reach[:, 1], reach[:, 0], prompts)
         per_r, per_k = realized[:, 1] - realized[:, 0], reach[:, 1] - reach[:, 0]
-        paired[probe] = Paired(realized[:, 0], realized[:, 1], reach[:, 0], reach[:, 1], tuple(prompts))
+        order_a = a.questions["question_id"].tolist()
+        order_b = b.questions["question_id"].tolist()
+        chance_a = pd.Series(a.chance(probe), index=order_a).loc[ids].to_numpy(float)
+        chance_b = pd.Series(b.chance(probe), index=order_b).loc[ids].to_numpy(float)
+        paired[probe] = Paired(realized[:, 0], realized[:, 1], reach[:, 0], reach[:, 1], tuple(prompts), chance_a, chance_b)
         rows.append(
             {
                 "probe": probe,
@@ -206,6 +215,7 @@ def compare_ceiling(
     if not ids:
         raise RnrLensError(f"no question is complete in both audits under {name}; finish them by running their audits again ({arg('resume')})")
     qa, qb = base.questions.set_index("question_id").loc[ids], trained.questions.set_index("question_id").loc[ids]
+    golds = [canonical_gold(str(g), base.info.answer_type) for g in qa["gold"]]
     return ceiling_of(
         (base.info.model, trained.info.model, base.info.task, name),
         _draws(base, name, ids),
@@ -217,4 +227,16 @@ def compare_ceiling(
         named=named,
         margin=margin,
         seed=seed,
+        answers=(_answers(base, name, ids), _answers(trained, name, ids), golds),
     )
+
+
+def _answers(result: AuditResult, probe: str, ids: Sequence[str]) -> list[list[str | None]]:
+    """Each question's draws in ``ids`` order as canonical answers (None where none was read),
+    in try order: what the chance curves score against the other questions' golds."""
+    kind = result.info.answer_type
+    tries = result.probe_tries(probe)
+    read = {
+        (t.question_id, int(t.try_index)): canonical_gold(t.extracted, kind) if isinstance(t.extracted, str) else None for t in tries.itertuples()
+    }
+    return [[read.get((q, i)) for i in range(result.budget(probe))] for q in ids]

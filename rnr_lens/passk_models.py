@@ -37,7 +37,7 @@ from jaxtyping import Float
 from scipy.special import betaln, digamma, expit, expm1
 
 from rnr_lens.errors import RnrLensError
-from rnr_lens.stats import LEVEL, Estimate
+from rnr_lens.stats import Estimate, percentile_bounds
 
 HORIZON = 10**7
 """The largest k a model's crossing is looked for at; beyond it a crossing is "none by 10^7"."""
@@ -91,6 +91,11 @@ class ModelCrossing:
         gap_at_line: The model's trained - base pass@k at the straight line's zero (where the
             line says the gap is 0), with its bootstrap interval; None without a line's zero.
             A measurement there tells the two apart.
+        loglik: The maximized log-likelihood of both fits together, over every question's
+            count of correct draws (the binomial coefficient included, so models compare on one
+            scale), to one decimal; None in files of rules before 3. Models whose crossings
+            differ by orders of magnitude may fit the measured draws almost equally well: the
+            crossing holds only if its model is right.
     """
 
     model: str
@@ -100,6 +105,7 @@ class ModelCrossing:
     crossing: int | None
     interval: tuple[int | None, int | None] | None
     gap_at_line: Estimate | None = None
+    loglik: float | None = None
 
     def text(self) -> str:
         """The model's crossing as a clause."""
@@ -108,7 +114,8 @@ class ModelCrossing:
         if self.interval is not None:
             low, high = (f"none by {k_text(HORIZON)}" if end is None else k_text(end) for end in self.interval)
             span = f" (bootstrap 95%: {low} to {high})"
-        return f"a {self.model} fit (within {self.misfit:.2f} of both observed curves) {where}{span}"
+        fitted = f"within {self.misfit:.2f} of both observed curves" + (f", log-likelihood {self.loglik:,.1f}" if self.loglik is not None else "")
+        return f"a {self.model} fit ({fitted}) {where}{span}" + (", if that model is right" if self.loglik is not None else "")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -119,7 +126,7 @@ class ModelCrossing:
             "crossing": self.crossing,
             "interval": None if self.interval is None else list(self.interval),
             "gap_at_line": None if self.gap_at_line is None else self.gap_at_line.to_dict(),
-        }
+        } | ({} if self.loglik is None else {"loglik": self.loglik})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ModelCrossing:
@@ -133,6 +140,7 @@ class ModelCrossing:
             d["crossing"],
             None if spread is None else (spread[0], spread[1]),
             None if gap is None else Estimate.from_dict(gap),
+            d.get("loglik"),
         )
 
 
@@ -256,6 +264,22 @@ def fit_many(
     return [Fit(float(p), float(x), float(y)) for p, x, y in zip(pi, a, b)]
 
 
+def log_likelihood(f: Fit, counts: np.ndarray, budget: int, weights: np.ndarray) -> float:
+    """The log-likelihood of questions with ``counts`` correct of ``budget`` draws (each count
+    weighted by its questions) under the fit ``f``: beta-binomial, with a share ``pi`` of
+    questions never correct (``scipy.stats.betabinom``; the binomial coefficient included).
+
+    Example:
+        >>> round(log_likelihood(Fit(0.0, 1.0, 1.0), np.array([0.0, 8.0]), 8, np.array([1.0, 1.0])), 3)  # uniform: 1/9 each
+        -4.394
+    """
+    from scipy.stats import betabinom
+
+    p = np.exp(betabinom.logpmf(counts, budget, f.a, f.b))
+    p = (1.0 - f.pi) * p + f.pi * (counts == 0)
+    return float((weights * np.log(p)).sum())
+
+
 def first_crossing(base: Sequence[Fit], trained: Sequence[Fit], tie: float) -> np.ndarray:
     """For each pair of fits, the first k in 1..:data:`HORIZON` after the trained curve's lead
     (its pass@k above base's by more than ``tie``) at which it is below base's by more than
@@ -316,17 +340,18 @@ def model_crossings(
         if multiplicities is not None:
             refits = [fit_many(values, budget, resampled, model, start=whole) for (values, _, resampled), whole in zip(curves, (fb, ft))]
             hits = first_crossing(refits[0], refits[1], tie)
-            low, high = (int(v) for v in np.quantile(hits, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf"))
+            low, high = (int(v) for v in np.quantile(hits, list(percentile_bounds()), method="inverted_cdf"))
             interval = (_round_k(low) if low <= HORIZON else None, _round_k(high) if high <= HORIZON else None)
             if line_zero is not None:
                 at = np.array([float(round(line_zero))])
                 gaps = np.array([float(t.pass_at(at)[0] - b.pass_at(at)[0]) for b, t in zip(refits[0], refits[1])])
-                g_low, g_high = np.quantile(gaps, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], method="inverted_cdf")
+                g_low, g_high = np.quantile(gaps, list(percentile_bounds()), method="inverted_cdf")
                 value = float(ft.pass_at(at)[0] - fb.pass_at(at)[0])
                 gap = Estimate(
                     round(value, 3), round(float(g_low), 3), round(float(g_high), 3), draws_base.shape[0], "bootstrap percentile, refitted"
                 )
         shown_base, shown_trained = (Fit(round(f.pi, 3), _sig(f.a), _sig(f.b)) for f in (fb, ft))
         kept = _round_k(crossing) if crossing <= HORIZON else None
-        out.append(ModelCrossing(model, shown_base, shown_trained, round(misfit, 3), kept, interval, gap))
+        ll = sum(log_likelihood(f, values, budget, weights) for f, (values, weights, _) in zip((fb, ft), curves))
+        out.append(ModelCrossing(model, shown_base, shown_trained, round(misfit, 3), kept, interval, gap, round(ll, 1)))
     return tuple(out)

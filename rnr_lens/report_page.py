@@ -18,6 +18,7 @@ from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.display import estimate_text, html_table
 from rnr_lens.probe_specs import budget_label
 from rnr_lens.provenance import Provenance
+from rnr_lens.stats import Estimate
 from rnr_lens.sweeps import BlockRates
 from rnr_lens.tasks.core import Question
 from rnr_lens.verdicts import Verdict
@@ -81,6 +82,12 @@ def _agreement_text(a: ScreenAgreement | None) -> str:
 def _retention_text(net: Any, gross: Any) -> str:
     """A selector's net retention, with its gross share of the gained questions where known."""
     return estimate_text(net) + (f" (gross {estimate_text(gross)})" if gross is not None else "")
+
+
+def _above_chance_text(base: Estimate, trained: Estimate) -> str:
+    """Claim 3's precondition beside a change of reach: each model's reach above its chance
+    level ('' where none was measured: files of rules before 3)."""
+    return "" if base.is_empty else f" (above chance: base {estimate_text(base)}, trained {estimate_text(trained)})"
 
 
 def _verdict_text(v: Verdict, note: str | None = None) -> str:
@@ -237,6 +244,7 @@ def _bottleneck_html(claims: Claims) -> str:
                 c.setting.model,
                 c.setting.task,
                 c.failures,
+                "-" if c.chance is None else f"{c.chance.expected:.1f} of {c.chance.questions} ({e(c.chance.estimate)} above it)",
                 b.layer if b else "-",
                 e(b.repair_heldout) if b else "-",
                 _judging_break(b),
@@ -251,6 +259,9 @@ def _bottleneck_html(claims: Claims) -> str:
     return (
         "<h2>2. One MLP block and the failure set</h2><p>"
         + html.escape(
+            "A failure set speaks to the claim only where its size is resolved above the size chance gives (the same tries "
+            "scored against other questions' golds; the exact Poisson-binomial test beside the interval's own): otherwise the "
+            "verdict is uninformative. "
             f"The bottleneck is chosen on the discovery half among blocks whose break rate on the discovery half of the "
             f"controls is at most {claims.grid['break_bound']:.2f}; blocks tied on discovery repair are each confirmed on "
             "the held-out half (Holm over the tie). Support needs all of: its held-out repair resolved above one half (exact "
@@ -267,6 +278,7 @@ def _bottleneck_html(claims: Claims) -> str:
                 "model",
                 "task",
                 "failures",
+                "expected by chance (of not realized)",
                 "bottleneck",
                 "held-out repair",
                 "held-out control break",
@@ -295,7 +307,7 @@ def _training_html(claims: Claims) -> str:
             budget_label(p.probe),
             f"{p.questions}" + (f" ({p.excluded} left out: unfinished)" if p.excluded else ""),
             e(p.delta_realized),
-            e(p.delta_reachable),
+            e(p.delta_reachable) + _above_chance_text(p.above_chance_base, p.above_chance_trained),
             e(p.contrast),
             _verdict_text(p.verdict),
         ]
@@ -305,7 +317,9 @@ def _training_html(claims: Claims) -> str:
     return (
         "<h2>3. Training: realized against the reachable ceiling</h2><p>"
         + html.escape(
-            "Over the questions complete in both audits. Checked first: a resolved rise in realized accuracy (uninformative "
+            "Over the questions complete in both audits. Checked first: at least one model's reach resolved above its chance "
+            "level (the same tries scored against other questions' golds; uninformative where neither is). Then: a resolved "
+            "rise in realized accuracy (uninformative "
             f"where it is resolved below zero or shown flat within ±{claims.grid['margin']:.2f}; unresolved otherwise). "
             f"Against: delta reachable resolved above +{claims.grid['margin']:.2f}. Support: delta reachable's upper bound "
             f"below +{claims.grid['margin']:.2f} and the contrast, delta realized / 2 - delta reachable per question, "
@@ -313,7 +327,11 @@ def _training_html(claims: Claims) -> str:
         )
         + "</p>"
         + (
-            html_table(rows, ["base", "trained", "task", "probe", "n", "Δ realized", "Δ reachable", "Δr/2 - Δk", "verdict"], below=("verdict",))
+            html_table(
+                rows,
+                ["base", "trained", "task", "probe", "n", "Δ realized", "Δ reachable (each reach above chance)", "Δr/2 - Δk", "verdict"],
+                below=("verdict",),
+            )
             if rows
             else "<p>No trained pairs in this grid.</p>"
         )
@@ -334,16 +352,19 @@ def _ceiling_html(claims: Claims, shown: _Figures) -> str:
             label,
             c.task,
             str(k),
-            e(c.at(k).base),
-            e(c.at(k).trained),
+            e(c.at(k).base) + ("" if c.at(k).base_chance.is_empty else f" (chance {c.at(k).base_chance.value:.2f})"),
+            e(c.at(k).trained) + ("" if c.at(k).trained_chance.is_empty else f" (chance {c.at(k).trained_chance.value:.2f})"),
             e(c.at(k).difference),
-            e(v.delta_reachable),
+            e(v.delta_reachable) + _above_chance_text(v.above_chance_base, v.above_chance_trained),
             _verdict_text(v.verdict),
         ]
         for c, label in sorted(zip(claims.ceiling, labels), key=lambda cl: cl[0].base)
         for k, v in c.verdicts
     ]
-    crossings = "".join(f"<li>{html.escape(f'{label} on {c.task}: {c.crossing.text()}')}</li>" for c, label in zip(claims.ceiling, labels))
+    crossings = "".join(
+        f"<li>{html.escape(f'{label} on {c.task}: {c.crossing.text()}' + (f'; {c.chance_text()}' if c.chance_text() else ''))}</li>"
+        for c, label in zip(claims.ceiling, labels)
+    )
     figures = [(f"{label} against {c.base} on {c.task}", ceiling_curves(c, trained=label)) for c, label in zip(claims.ceiling, labels)]
     return (
         "<h2>3, at large k: the ceiling as pass@k curves</h2><p>"
@@ -355,7 +376,19 @@ def _ceiling_html(claims: Claims, shown: _Figures) -> str:
         )
         + "</p>"
         + html_table(
-            rows, ["base", "trained", "task", "k", "pass@k base", "pass@k trained", "difference", "Δ reached in k", "verdict"], below=("verdict",)
+            rows,
+            [
+                "base",
+                "trained",
+                "task",
+                "k",
+                "pass@k base (chance)",
+                "pass@k trained (chance)",
+                "difference",
+                "Δ reached in k (above chance)",
+                "verdict",
+            ],
+            below=("verdict",),
         )
         + f"<ul>{crossings}</ul>"
         + shown.html(figures)

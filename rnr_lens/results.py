@@ -28,7 +28,7 @@ from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.probe_specs import family_of, short_labels
 from rnr_lens.probes import parse_probe
 from rnr_lens.records import DEFAULT_PROBE, TRY_ANSWERS, TRY_KEYS, AuditRecord, first_hit_column, reachable_column, try_from_row
-from rnr_lens.stats import Estimate, above_chance, pass_at_k, permutation_chance, rate
+from rnr_lens.stats import Estimate, above_chance, derangement_chance, pass_at_k, rate
 from rnr_lens.store import Artifact, RunStore, open_store
 
 FORMAT_MISS_WARN = 0.1
@@ -170,7 +170,7 @@ class AuditResult:
     questions: pd.DataFrame
     seed: int = 0
     rendered_prompt: dict[str, Any] | None = field(default=None, repr=False)
-    _chance: dict[tuple[str, int, bool], np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _chance: dict[tuple[str, bool], np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def load(cls, store: RunStore | str | Path, audit_id: str | None = None) -> AuditResult:
@@ -369,16 +369,16 @@ class AuditResult:
         labels = self.labels
         return pd.DataFrame([s.row(labels.get(s.probe)) for s in self.probe_summaries()])
 
-    def chance(self, probe: str, n_perm: int = 200, *, lenient: bool = False) -> np.ndarray:
+    def chance(self, probe: str, *, lenient: bool = False) -> np.ndarray:
         """Per question (aligned with :attr:`questions`), its chance of counting as reached:
         the probe's own tries scored against the other questions' gold answers, over
-        ``n_perm`` seeded derangements (:func:`rnr_lens.stats.permutation_chance`). Its mean is
+        a uniform derangement, in expectation (:func:`rnr_lens.stats.derangement_chance`). Its mean is
         the chance level beside the oracle reachability; reachable minus chance is what the
         probe found beyond answering the task's common answers. ``lenient`` scores every
         number a numeric try states, as a reach that counts format misses must be matched."""
         probe = self.probe_name(probe)
-        key = (probe, n_perm, lenient)
-        if key in self._chance:  # the summary and the claims both read it: derange once
+        key = (probe, lenient)
+        if key in self._chance:  # the summary and the claims both read it: compute once
             return self._chance[key].copy()
         answer_type = self.info.answer_type
         ids = self.questions["question_id"].tolist()
@@ -392,7 +392,7 @@ class AuditResult:
             if lenient and answer_type == "number":
                 said[t.question_id].update(numbers_in(str(t.text)))
         match = np.array([[g is not None and g in said[qid] for g in golds] for qid in ids], dtype=bool)
-        self._chance[key] = permutation_chance(match, n_perm=n_perm, seed=self.seed)
+        self._chance[key] = derangement_chance(match)
         return self._chance[key].copy()
 
     def format_misses(self, probe: str | None = None) -> pd.DataFrame:

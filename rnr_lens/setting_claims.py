@@ -17,6 +17,7 @@ the store under the names below, and :func:`claim_bottleneck` reads it back.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -202,9 +203,10 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid) -> Bottle
     (:data:`SCREEN_SWEEP`) where the claim has a failure set (``mined``)."""
     probe = result.probe_name(grid.sampling)
     n_fail = len(result.reachable_not_realized(probe))
+    chance = failure_set_chance(result, probe)
     if n_fail < failures.MIN_FAILURES:
         text = f"only {n_fail} question(s) reachable but not realized under {probe}: no failure set to mine"
-        return BottleneckClaim(setting_of(result), n_fail, verdicts.Verdict(verdicts.UNINFORMATIVE, text))
+        return BottleneckClaim(setting_of(result), n_fail, verdicts.Verdict(verdicts.UNINFORMATIVE, text), chance=chance)
     fs = failures.load(result, store, REPORT_SET)
     sweep = SweepResult.load(store, SCREEN_SWEEP, audit=result.id)
     agreement, judged = None, sweep
@@ -214,10 +216,14 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid) -> Bottle
         picked = sweep.bottleneck.layer if sweep.bottleneck else int(done.iloc[0]["layer"])
         agreement, judged = screen_agreement(full, picked), full  # every block generated: the full sweep decides
     null = load_null(store, result.id, REPORT_SET)  # kept where the set has a held-out half
-    decided = judged.verdict(null, break_bound=grid.break_bound)
+    decided = judged.verdict(null, break_bound=grid.break_bound, chance=chance)
     kept = decided.layer
     order = ([kept] if kept is not None else []) + [int(r) for r in ranked(judged.table)["layer"] if int(r) != kept]
     blocks = [_block_rates(judged, b) for b in order[:2]]
+    if (
+        kept is not None and decided.heldout is not None
+    ):  # one interval: the kept block's held-out repair as the verdict read it (at the tie's Holm level)
+        blocks[0] = replace(blocks[0], repair_heldout=decided.heldout)
     # without a bottleneck (no generated block repairs within the bound) the best other block is shown as second
     picked_rates, rest = (blocks[0], blocks[1:]) if kept is not None else (None, blocks)
     return BottleneckClaim(
@@ -232,6 +238,17 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid) -> Bottle
         second=rest[0] if rest else None,
         versus_null=dict(decided.versus_null),
         tie=decided.tie,
+        chance=chance,
+    )
+
+
+def failure_set_chance(result: AuditResult, probe: str) -> verdicts.FailureSetChance:
+    """Claim 2's precondition for one audit: its reachable-not-realized set under ``probe``
+    against the size its tries give by chance (:func:`rnr_lens.verdicts.failure_set_vs_chance`),
+    over the questions complete under the probe."""
+    q, mask = _setting_columns(result, (probe,))
+    return verdicts.failure_set_vs_chance(
+        q[result.column(probe)].to_numpy(float), q["realized"].to_numpy(float), result.chance(probe)[mask], q["prompt"].tolist()
     )
 
 
@@ -304,6 +321,8 @@ def claim_training(a: AuditResult, b: AuditResult, grid: Grid | None = None) -> 
                 contrast=decided.ceiling_vs_gain,
                 margin=margin,
                 verdict=decided.verdict,
+                above_chance_base=decided.above_chance_base,
+                above_chance_trained=decided.above_chance_trained,
                 transitions={str(k): {str(s): int(n) for s, n in v.items()} for k, v in c.transition_counts(probe).to_dict().items()},
             )
         )

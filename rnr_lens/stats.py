@@ -2,10 +2,13 @@
 
 One type, :class:`Estimate`, carries every number the product reports with an interval: its
 value, the interval, ``n``, the name of the method that made the interval, and, where a
-verdict rests on it, the p-value of the matching exact test and the null it tests. The
-invariant: **an interval never collapses to a point because the data sit at an edge** (0 of
-n, n of n, no discordant pair), and a difference is *resolved* only where its interval
-excludes the null **and** the exact test agrees at the same level.
+verdict rests on it, the p-value of the test the interval inverts (so the printed p and the
+printed interval never disagree), an exact test's p beside it where one exists, and the null
+they test. The invariants: **an interval never collapses to a point because the data sit at an
+edge** (0 of n, n of n, no discordant pair); **a printed p is the p of the test its interval
+inverts**; and a difference is *resolved* only where its interval excludes the null **and** the
+exact test beside it, where one stands, agrees at the same level (where the two tests disagree
+the estimate is flagged, :attr:`Estimate.tests_disagree`, and not resolved).
 
 - a rate (one value in ``[0, 1]`` per question): the Wilson score interval
   (``statsmodels.stats.proportion.proportion_confint``). For a mean of fractional values
@@ -14,20 +17,22 @@ excludes the null **and** the exact test agrees at the same level.
   interval then uses the effective sample size ``n / deff``, with the design effect ``deff``
   of the cluster-level (ratio) estimator, between 1 and the mean cluster size.
 - a paired difference of two rates on the same questions: Tango's score interval (Tango 1998;
-  no library in our stack has it), with the exact sign test (McNemar's exact test when every
-  prompt is distinct; over prompts, a sign test of the prompts' mean differences) from
-  ``scipy.stats.binom``'s tails.
+  no library in our stack has it) with the score test it inverts (McNemar's statistic), and
+  the exact sign test beside it (McNemar's exact test when every prompt is distinct; over
+  prompts, a sign test of the prompts' mean differences) from ``scipy.stats.binom``'s tails.
 - the mean of per-question values on a finite support (a contrast such as ``(R - D) -
   (S - D) / 2``, or Delta realized / 2 - Delta reachable): the same constrained-maximum-likelihood
   score construction applied to those values, with the score test it inverts
   (:func:`score_mean`; on 0/1 pairs it is Tango's interval), and that test at a shifted null (a
   margin, :func:`score_p`).
 - a rate against its chance level (reachability against the derangement chance): the chance
-  level treated as fixed, in the interval (the reach's Wilson interval, shifted) and in the
-  exact Poisson-binomial test of the reached count against the per-question chance
-  probabilities (whole prompts drawn together).
+  level treated as fixed, in the interval (the reach's Wilson interval, shifted) and in its
+  score test against the mean chance level, with the exact Poisson-binomial test of the
+  reached count against the per-question chance probabilities beside it (whole prompts drawn
+  together).
 - a rate against a fixed value (a repair rate against one half, a break rate against its
-  bound): Wilson, with the exact binomial test (:func:`binomial_p`).
+  bound): Wilson, with the score test it inverts (:func:`wilson_score_p`) and the exact
+  binomial test beside it (:func:`binomial_p`).
 - a ratio of paired means (retention of a gain): Fieller's interval, unbounded where the
   denominator is not resolved away from zero, with the t-test it inverts against a margin.
 
@@ -88,6 +93,12 @@ class Estimate:
         level: The interval's two-sided level.
         p: The two-sided p-value of the matching exact test, where one is attached.
         null: The value that test tests against (0 for a difference, 0.5 for "most").
+        exact_p: Where one stands beside it, the two-sided p of a second, exact (or
+            randomization) test of the same null, which the interval does not invert
+            (the exact binomial, exact McNemar, exact Poisson-binomial or sign-flip test):
+            stricter where the data are few. ``p`` is always the test the interval inverts,
+            so the two printed together never disagree; where ``exact_p`` is on the other side
+            of the level, the estimate is flagged (:attr:`tests_disagree`) and not resolved.
 
     Example:
         >>> e = rate([1, 1, 0, 1])
@@ -105,6 +116,7 @@ class Estimate:
     level: float = LEVEL
     p: float | None = None
     null: float | None = None
+    exact_p: float | None = None
 
     @classmethod
     def empty(cls, method: str = "") -> Estimate:
@@ -125,11 +137,41 @@ class Estimate:
         return self.n == 0 or self.value != self.value
 
     @property
+    def deciding_p(self) -> float | None:
+        """The p a decision reads: the larger of the interval's own test and the exact test
+        beside it (both must agree for a difference to resolve, so a multiple-testing step such
+        as Holm's reads this one); None without a test."""
+        if self.p is None:
+            return None
+        return self.p if self.exact_p is None else max(self.p, self.exact_p)
+
+    @property
+    def tests_disagree(self) -> bool:
+        """Do the interval's test and the exact test beside it fall on opposite sides of the
+        level? (A page flags such a cell: the estimate is not resolved.)"""
+        if self.p is None or self.exact_p is None:
+            return False
+        alpha = 1 - self.level
+        return (self.p <= alpha) != (self.exact_p <= alpha)
+
+    @property
+    def excludes(self) -> str | None:
+        """``"above"`` or ``"below"`` where the interval lies wholly on that side of the null,
+        which is where the test it inverts (:attr:`p`) rejects; the exact test beside it is
+        not consulted (a scan's first k, reported beside a simultaneous band, reads this; a
+        verdict reads :attr:`resolved`)."""
+        if self.null is None or self.is_empty:
+            return None
+        return "above" if self.low > self.null else "below" if self.high < self.null else None
+
+    @property
     def resolved(self) -> str | None:
-        """``"above"`` or ``"below"`` the null where the interval excludes it and the exact test
-        agrees at the same level; else None. Without an exact test attached nothing resolves:
-        an interval alone never decides a difference."""
-        if self.null is None or self.p is None or self.is_empty or self.p > 1 - self.level:
+        """``"above"`` or ``"below"`` the null where the interval excludes it, its own test agrees
+        (always, up to rounding: it is the test the interval inverts) and so does the exact test
+        beside it, where one stands, at the same level; else None. Without a test attached
+        nothing resolves: an interval alone never decides a difference."""
+        p = self.deciding_p
+        if self.null is None or p is None or self.is_empty or p > 1 - self.level:
             return None
         if self.low > self.null:
             return "above"
@@ -146,6 +188,26 @@ class Estimate:
             return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:.{digits}f}"
 
         return f"{f(self.value)} [{f(self.low)},{f(self.high)}]"
+
+    def p_text(self) -> str:
+        """The attached p as a page prints it: the interval's own test, the exact test beside it
+        where one stands, and a flag where the two disagree ('' without a test; the one
+        formatter of an estimate's p).
+
+        Example:
+            >>> Estimate(0.1, 0.004, 0.23, 40, p=0.011, null=0.0, exact_p=0.125).p_text()
+            'p 0.011 (exact 0.12: the tests disagree, not resolved)'
+        """
+        if self.p is None:
+            return ""
+
+        def f(p: float) -> str:  # a p below the smallest float prints as a bound, never as 0
+            return f"{p:.2g}" if p > 0 else "< 1e-300"
+
+        if self.exact_p is None:
+            return f"p {f(self.p)}"
+        flag = ": the tests disagree, not resolved" if self.tests_disagree else ""
+        return f"p {f(self.p)} (exact {f(self.exact_p)}{flag})"
 
     def __str__(self) -> str:
         return self.text(3)
@@ -165,7 +227,7 @@ class Estimate:
             "level": self.level,
             "p": clean(self.p),
             "null": self.null,
-        }
+        } | ({} if self.exact_p is None else {"exact_p": clean(self.exact_p)})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Estimate:
@@ -174,7 +236,17 @@ class Estimate:
         value = nan if d.get("value") is None else float(d["value"])
         low = (nan if value != value else -math.inf) if d.get("low") is None else float(d["low"])
         high = (nan if value != value else math.inf) if d.get("high") is None else float(d["high"])
-        return cls(value, low, high, int(d.get("n") or 0), str(d.get("method", "")), float(d.get("level", LEVEL)), d.get("p"), d.get("null"))
+        return cls(
+            value,
+            low,
+            high,
+            int(d.get("n") or 0),
+            str(d.get("method", "")),
+            float(d.get("level", LEVEL)),
+            d.get("p"),
+            d.get("null"),
+            d.get("exact_p"),
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,6 +256,36 @@ class Estimate:
 
 def _alpha(level: float) -> float:
     return 1.0 - level
+
+
+def percentile_bounds(level: float = LEVEL) -> tuple[float, float]:
+    """The two quantiles of a two-sided percentile interval at ``level``, as exact decimals:
+    ``(1 - 0.95) / 2`` is 0.025000000000000022 in floating point, which moves an
+    ``inverted_cdf`` bound of 2,000 resamples by one draw.
+
+    Example:
+        >>> percentile_bounds(0.95)
+        (0.025, 0.975)
+    """
+    tail = round((1.0 - level) / 2, 12)
+    return tail, round(1.0 - tail, 12)
+
+
+def wilson_score_p(value: float, n_eff: float, null: float) -> float:
+    """The two-sided p of the score test that the Wilson interval inverts: ``(value - null) /
+    sqrt(null (1 - null) / n_eff)``, so a Wilson interval at level L excludes ``null`` exactly
+    where this p is at most ``1 - L`` (the p printed beside a Wilson interval).
+
+    Example:
+        >>> round(wilson_score_p(0.8, 20, 0.5), 4)   # 16 of 20 against one half
+        0.0073
+    """
+    if n_eff <= 0 or value == null:
+        return 1.0
+    var = null * (1.0 - null) / n_eff
+    if var <= 0:
+        return 0.0
+    return min(1.0, 2 * float(sps.norm.sf(abs(value - null) / math.sqrt(var))))
 
 
 def design_effect(values: np.ndarray, clusters: Sequence[object] | None) -> tuple[float, int]:
@@ -231,9 +333,9 @@ def rate(
         values: Per question, 1/0 (correct or not) or a probability (a chance level).
         clusters: Per question, its prompt: questions that repeat one prompt count as
             ``n / deff`` independent ones (:func:`design_effect`).
-        null: Attach the exact binomial test of the rate against this value (only for 0/1
-            values over distinct prompts; otherwise no test is attached and the rate never
-            counts as resolved against it).
+        null: Attach the score test the Wilson interval inverts against this value, with the
+            exact binomial test beside it (only for 0/1 values over distinct prompts; otherwise
+            no test is attached and the rate never counts as resolved against it).
         level: The interval's level.
 
     Example:
@@ -247,12 +349,12 @@ def rate(
     p = float(data.mean())
     low, high = _wilson(p, len(data) / deff, level)
     method = "wilson" if deff == 1 else f"wilson, design effect {deff:.2f} over {m} prompts"
-    pvalue = None
+    pvalue = exact = None
     binary = bool(np.isin(data, (0.0, 1.0)).all())
     if null is not None and binary and deff == 1:
-        pvalue = binomial_p(int(data.sum()), len(data), null)
-        method += "; exact binomial test"
-    return Estimate(p, low, high, len(data) if deff == 1 else m, method, level, pvalue, null)
+        pvalue, exact = wilson_score_p(p, len(data), null), binomial_p(int(data.sum()), len(data), null)
+        method += "; the score test it inverts, the exact binomial test beside it"
+    return Estimate(p, low, high, len(data) if deff == 1 else m, method, level, pvalue, null, exact)
 
 
 def binomial_p(successes: int, n: int, null: float) -> float:
@@ -454,14 +556,16 @@ def paired_difference(
     a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, clusters: Sequence[object] | None = None, *, level: float = LEVEL
 ) -> Estimate:
     """``mean(a) - mean(b)`` of two 0/1 outcomes on the same questions: Tango's score interval
-    (over prompts, on the effective sample ``n / deff`` of the paired differences) and the exact
-    sign test (McNemar's exact test; over prompts, of the prompts' mean differences), tested
-    against 0.
+    (over prompts, on the effective sample ``n / deff`` of the paired differences) with the
+    score test it inverts (:func:`tango_p`), and the exact sign test beside it (McNemar's exact
+    test; over prompts, of the prompts' mean differences), tested against 0.
 
     Example:
         >>> d = paired_difference([1] * 4 + [0] * 36, [0] * 40)   # 4 of 40 discordant, all one way
-        >>> d.resolved is None, round(d.p, 3)                       # p = 0.125: not resolved
-        (True, 0.125)
+        >>> d.text(3), round(d.p, 3), round(d.exact_p, 3)        # the interval's test and the exact one
+        ('0.100 [0.004,0.231]', 0.046, 0.125)
+        >>> d.resolved is None, d.tests_disagree                   # not resolved, and flagged
+        (True, True)
     """
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.size == 0:
@@ -470,10 +574,23 @@ def paired_difference(
     deff, m = design_effect(diff, clusters)
     first, second = float((diff > 0).sum()), float((diff < 0).sum())
     low, high = tango(first / deff, second / deff, len(x) / deff, level)
-    p = sign_test(diff, clusters)
+    p = tango_p(first / deff, second / deff)
     over = "" if deff == 1 and m == len(x) else f" over {m} prompts (design effect {deff:.2f})"
-    method = "tango paired score interval; exact McNemar (sign) test" + over
-    return Estimate(float(diff.mean()), low, high, m, method, level, p, 0.0)
+    method = "tango paired score interval; the score test it inverts, the exact McNemar (sign) test beside it" + over
+    return Estimate(float(diff.mean()), low, high, m, method, level, p, 0.0, sign_test(diff, clusters))
+
+
+def tango_p(b: float, c: float) -> float:
+    """The two-sided p of the score test Tango's interval inverts, at zero: McNemar's statistic
+    ``(b - c) / sqrt(b + c)`` on the (effective) discordant counts, against the normal.
+
+    Example:
+        >>> round(tango_p(4, 0), 4), round(sign_test(np.r_[np.ones(4), np.zeros(36)]), 3)  # 4 of 40 one way
+        (0.0455, 0.125)
+    """
+    if b == c:
+        return 1.0
+    return min(1.0, 2 * float(sps.norm.sf(abs(b - c) / math.sqrt(b + c))))
 
 
 def _signs_only(x: np.ndarray) -> bool:
@@ -517,9 +634,9 @@ def sign_flip_test(diff: Sequence[float] | np.ndarray, clusters: Sequence[object
 
 def paired_mean_difference(diff: Sequence[float] | np.ndarray, clusters: Sequence[object] | None = None, *, level: float = LEVEL) -> Estimate:
     """The mean of paired per-question differences in ``[-1, 1]`` that need not be 0/1 (one
-    question's pass@k under two models): :func:`score_mean`'s interval, with the randomization
-    test :func:`sign_flip_test` attached in place of the asymptotic score test it inverts, so a
-    difference is resolved only where a test that keeps its level at any n agrees. Where every
+    question's pass@k under two models): :func:`score_mean`'s interval with the score test it
+    inverts, and the randomization test :func:`sign_flip_test` beside it, so a difference is
+    resolved only where a test that keeps its level at any n agrees too. Where every
     difference is -1, 0 or +1 (at k = K, a question reached or not) it is
     :func:`paired_difference`, and its method says so (Tango's interval, exact McNemar).
 
@@ -534,19 +651,20 @@ def paired_mean_difference(diff: Sequence[float] | np.ndarray, clusters: Sequenc
     if _signs_only(x):  # named for what runs: Tango's interval and McNemar's exact test
         return paired_difference(x > 0, x < 0, clusters, level=level)
     e = score_mean(x, (-1, 1), clusters, level=level)
-    method = e.method.replace(" and score test", "; sign-flip randomization test")
-    return Estimate(e.value, e.low, e.high, e.n, method, level, sign_flip_test(x, clusters), 0.0)
+    method = e.method.replace(" and score test", "; the score test it inverts, the sign-flip randomization test beside it")
+    return Estimate(e.value, e.low, e.high, e.n, method, level, e.p, 0.0, sign_flip_test(x, clusters))
 
 
 def above_chance(
     reached: Sequence[float] | np.ndarray, chance: Sequence[float] | np.ndarray, clusters: Sequence[object] | None = None, *, level: float = LEVEL
 ) -> Estimate:
     """Reachability minus its chance level, the chance level treated as **fixed** (known
-    per-question probabilities, not a second estimate) in both the interval and the test: the
-    reach's Wilson interval shifted by the mean chance, and the exact Poisson-binomial test of
-    the reached count against the per-question chance probabilities (each prompt's questions
-    drawn together), tested against 0 in the estimate's direction. One quantity, one interval,
-    one test."""
+    per-question probabilities, not a second estimate) in both the interval and the tests: the
+    reach's Wilson interval shifted by the mean chance, with the score test it inverts (the
+    reach against the mean chance level, on the effective sample), and the exact
+    Poisson-binomial test of the reached count against the per-question chance probabilities
+    beside it (each prompt's questions drawn together), tested against 0 in the estimate's
+    direction."""
     x, c = np.asarray(reached, dtype=float), np.asarray(chance, dtype=float)
     keep = ~np.isnan(c)
     x, c = x[keep], c[keep]
@@ -554,9 +672,17 @@ def above_chance(
     if x.size == 0:
         return Estimate.empty("wilson vs fixed chance")
     ex, level_c = rate(x, groups, level=level), float(c.mean())
-    p = _chance_test(x, c, groups)
+    deff, _ = design_effect(x, groups)
     return Estimate(
-        float(x.mean()) - level_c, ex.low - level_c, ex.high - level_c, ex.n, "wilson vs fixed chance; exact poisson-binomial test", level, p, 0.0
+        float(x.mean()) - level_c,
+        ex.low - level_c,
+        ex.high - level_c,
+        ex.n,
+        "wilson vs fixed chance; the score test it inverts, the exact poisson-binomial test beside it",
+        level,
+        wilson_score_p(float(x.mean()), len(x) / deff, level_c),
+        0.0,
+        _chance_test(x, c, groups),
     )
 
 
@@ -666,10 +792,13 @@ def n_needed(effect: float, sd: float, *, level: float = LEVEL, power: float = P
     return int(math.ceil(float(np.atleast_1d(n)[0])))
 
 
-def permutation_chance(match: np.ndarray, *, n_perm: int = 200, seed: int = 0) -> np.ndarray:
-    """Per question, how often it would count as reached by chance: ``match[q, j]`` says whether
-    question ``q``'s tries hold question ``j``'s gold answer; each of ``n_perm`` random
-    derangements (no question keeps its own gold) scores question ``q`` against ``j = pi(q)``.
+def derangement_chance(match: np.ndarray) -> np.ndarray:
+    """Per question, its chance of counting as reached by chance: ``match[q, j]`` says whether
+    question ``q``'s tries hold question ``j``'s gold answer, and a uniformly random derangement
+    of the golds (no question keeps its own) pairs ``q`` with each other question ``j`` with
+    probability ``1 / (n - 1)`` (by symmetry), so the chance is exactly the share of the other
+    questions' golds its tries hold: no derangement is drawn (rules 3; version 2 averaged 200
+    seeded random derangements, ``permutation_chance``, whose Monte Carlo error this removes).
 
     The mean of the result is the reachability of the same tries against gold answers permuted
     across questions (the same answer distribution): what any-try-correct gives a probe that
@@ -677,19 +806,11 @@ def permutation_chance(match: np.ndarray, *, n_perm: int = 200, seed: int = 0) -
 
     Example:
         >>> m = np.array([[1, 1, 1], [0, 1, 0], [0, 0, 1]], dtype=bool)  # question 0 answers everything
-        >>> permutation_chance(m, seed=0).round(2).tolist()
+        >>> derangement_chance(m).tolist()
         [1.0, 0.0, 0.0]
     """
     n = match.shape[0]
     if n < 2:
         return np.full(n, np.nan)
-    rng = np.random.default_rng(seed)
-    hits = np.zeros(n)
-    rows = np.arange(n)
-    for _ in range(n_perm):
-        while True:  # rejection sampling: a uniform derangement (about e tries)
-            perm = rng.permutation(n)
-            if not np.any(perm == rows):
-                break
-        hits += match[rows, perm]
-    return hits / n_perm
+    m = np.asarray(match, dtype=float)
+    return (m.sum(1) - np.diagonal(m)) / (n - 1)

@@ -29,7 +29,7 @@ from rnr_lens.sweeps import (
     bottleneck_of,
     tied_best,
 )
-from rnr_lens.verdicts import BREAK_BOUND, BlockCounts, BlockTrial, BottleneckVerdict, bottleneck_verdict
+from rnr_lens.verdicts import BREAK_BOUND, BlockCounts, BlockTrial, BottleneckVerdict, FailureSetChance, bottleneck_verdict
 
 if TYPE_CHECKING:  # for types only: a key is made from a model and a failure set, never loads them
     from rnr_lens.failures import FailureSet
@@ -158,11 +158,14 @@ class SweepResult:
         d = self.details
         return d[(d["layer"] == layer) & (d["component"] == component) & (d["set"] == part)]
 
-    def verdict(self, null: NullRepair | None = None, *, break_bound: float | None = None) -> BottleneckVerdict:
+    def verdict(
+        self, null: NullRepair | None = None, *, break_bound: float | None = None, chance: FailureSetChance | None = None
+    ) -> BottleneckVerdict:
         """Claim 2 on this sweep (:func:`rnr_lens.verdicts.bottleneck_verdict`): the blocks
         tied on the best discovery repair within the bound (default: this sweep's own bound),
         each with its held-out repair and held-out-control break, beside ``null``'s arms on the
-        same questions; with an exhaustive sweep, every block's counts on the whole set."""
+        same questions; with an exhaustive sweep, every block's counts on the whole set;
+        ``chance``: the failure set against its chance expectation (the precondition)."""
         bound = self.break_bound if break_bound is None else break_bound
         rows = [(int(r["layer"]), str(r["component"])) for _, r in tied_best(self.table, bound).iterrows()]
         repaired = [self.repaired_by_question(layer, "heldout", component) for layer, component in rows]
@@ -185,7 +188,7 @@ class SweepResult:
             else []
         )
         generated = int(self.table["repair_discovery"].notna().sum()) if "repair_discovery" in self.table else 0
-        return bottleneck_verdict(tie, arms, sweep=counts, generated=(generated, len(self.table)), break_bound=bound)
+        return bottleneck_verdict(tie, arms, sweep=counts, generated=(generated, len(self.table)), chance=chance, break_bound=bound)
 
     def to_json(self) -> dict[str, Any]:
         table = self.table.astype(object).where(self.table.notna(), None)

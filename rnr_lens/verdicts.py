@@ -49,11 +49,16 @@ from rnr_lens.stats import (
     wilson,
 )
 
-RULES = "2"
+RULES = "3"
 """The version of the rules below, written beside every verdict (``rules`` in ``claims.json``):
 a verdict of another version was decided by other rules and is re-derived, not compared.
 Version 1 (no ``rules`` field): the rules before issue 34 (claim 1 support by the margin alone,
-claim 2 against from the selected block, claim 3 by TOST)."""
+claim 2 against from the selected block, claim 3 by TOST). Version 2: the rules before issue 72
+(claims 2 and 3 not gated on chance: a failure set, or a ceiling, that guessing alone gives could
+decide them; the chance level averaged over 200 drawn derangements rather than exact; a plan's
+n for every part of a verdict, resolved or not, and for effects pointing away from the claim; a
+printed p that of the exact test, not of the test the interval inverts; a scan's first resolved
+k by the exact test; percentile bounds at ``(1 - 0.95) / 2``)."""
 
 SUPPORT, AGAINST, UNRESOLVED, UNINFORMATIVE = "support", "against", "unresolved", "uninformative"
 STATUSES = (SUPPORT, AGAINST, UNRESOLVED, UNINFORMATIVE)
@@ -172,10 +177,12 @@ def holm(pvalues: Sequence[float], level: float = LEVEL) -> list[bool]:
 
 
 def _toward(e: Estimate, side: str) -> float:
-    """``e``'s p where its estimate lies on ``side`` (``"above"``/``"below"``) of its null, else 1."""
-    if e.is_empty or e.p is None or e.null is None:
+    """``e``'s deciding p (its interval's test and the exact one beside it, the larger) where its
+    estimate lies on ``side`` (``"above"``/``"below"``) of its null, else 1."""
+    p = e.deciding_p
+    if e.is_empty or p is None or e.null is None:
         return 1.0
-    return e.p if (e.value > e.null if side == "above" else e.value < e.null) else 1.0
+    return p if (e.value > e.null if side == "above" else e.value < e.null) else 1.0
 
 
 def at_margin(e: Estimate, per_question: np.ndarray, margin: float, prompts: Sequence[str] | None = None) -> Estimate:
@@ -185,7 +192,7 @@ def at_margin(e: Estimate, per_question: np.ndarray, margin: float, prompts: Seq
     if e.is_empty:
         return e
     p = score_p(per_question, margin, (-1.0, 1.0), prompts)
-    return replace(e, p=p, null=margin, method=f"{e.method.split(';')[0]}; score test at {margin:+.2f}")
+    return replace(e, p=p, null=margin, exact_p=None, method=f"{e.method.split(';')[0]}; score test at {margin:+.2f}")
 
 
 def _missing(parts: dict[str, bool]) -> list[str]:
@@ -194,9 +201,13 @@ def _missing(parts: dict[str, bool]) -> list[str]:
 
 
 def _plan(parts: Sequence[tuple[float, np.ndarray]], prompts: Sequence[str] | None, level: float) -> tuple[float | None, int | None]:
-    """What n decides an intersection of conditions: the smallest effect this n resolves for
-    the condition that needs the most questions, and that many questions (None where one
-    condition's observed distance is not in the claim's direction: no n would resolve it)."""
+    """What n decides an intersection of conditions, given **only the conditions that failed**
+    (rules 3: a plan sizes the gate that failed, never one already resolved): the smallest
+    effect this n resolves for the condition that needs the most questions, and that many
+    questions (None where one failed condition's observed distance is not in the claim's
+    direction: no n would resolve it; None, None where none failed)."""
+    if not parts:
+        return None, None
     plans = []
     for distance, values in parts:
         sd = _sd(values, prompts)
@@ -304,18 +315,19 @@ def routes_vs_search(
             if search_gain.resolved != "above"
             else f"the search's reach is not resolved above its chance level ({ac_s.text()} above chance)"
         )
-        plan = _plan([(search_gain.value, s - d)], prompts, level)
+        failed = [(search_gain.value, s - d)] if search_gain.resolved != "above" else []
+        failed += [] if ac_s.resolved == "above" else [(ac_s.value, s - np.asarray(chance_search, float))]
+        plan = _plan(failed, prompts, level)
         return out(UNINFORMATIVE, f"{missing}: with nothing to match, matching says nothing ({shown})", plan)
     if vs_margin.resolved == "above" and kept.resolved == "above" and ac_r.resolved == "above":
         return out(SUPPORT, f"random routes reach as much as the search within {margin:.2f} and keep at least half of its gain: {shown}")
-    needs = _missing(
-        {
-            f"random - search's lower bound above -{margin:.2f}": vs_margin.resolved == "above",
-            "the contrast resolved above zero": kept.resolved == "above",
-            "random routes' reach resolved above their chance level": ac_r.resolved == "above",
-        }
-    )
-    plan = _plan([(diff.value + margin, r - s), (kept.value, contrast)], prompts, level)
+    parts = {
+        f"random - search's lower bound above -{margin:.2f}": (vs_margin.resolved == "above", diff.value + margin, r - s),
+        "the contrast resolved above zero": (kept.resolved == "above", kept.value, contrast),
+        "random routes' reach resolved above their chance level": (ac_r.resolved == "above", ac_r.value, r - np.asarray(chance_random, float)),
+    }
+    needs = _missing({name: ok for name, (ok, _, _) in parts.items()})
+    plan = _plan([(distance, values) for ok, distance, values in parts.values() if not ok], prompts, level)
     return out(UNRESOLVED, f"{shown}; support needs {' and '.join(needs)}", plan)
 
 
@@ -333,7 +345,9 @@ class Retention:
 
     ``detectable`` and ``n_needed`` plan the retention verdict: the smallest retention distance
     from the margin this ``n`` resolves (80% power), and the questions that would resolve the
-    distance observed, from the linearized contrast ``(blind - realized) - margin * gain``."""
+    distance observed, from the linearized contrast ``(blind - realized) - margin * gain``;
+    ``n_needed`` is None where the retention observed lies above the margin (away from the
+    claim's "almost none": no n would support it)."""
 
     selector: str
     estimate: Estimate | None
@@ -375,7 +389,7 @@ def retention(
                 s,
                 ratio(kept, reach - real, prompts, null=margin, level=level),
                 detectable=_over(detectable(sd, len(u), level=level), gain.value),
-                n_needed=n_needed(float(u.mean()), sd, level=level),
+                n_needed=n_needed(float(u.mean()), sd, level=level) if u.mean() < 0 else None,  # toward "almost none" only
                 gross=rate(picks[gained], level=level),
             )
         )
@@ -438,6 +452,79 @@ class BlockCounts:
     failures: int
     broken: int
     controls: int
+
+
+@dataclass(frozen=True)
+class FailureSetChance:
+    """Claim 2's precondition (rules 3): is a failure set larger than guessing alone gives?
+
+    The failure set is the not-realized questions that one of the probe's tries reaches; by
+    chance alone, the same tries scored against other questions' golds (the derangement chance
+    of :func:`rnr_lens.stats.derangement_chance`, as claim 1 reads it), ``expected`` of the
+    ``questions`` not realized would count as reached. ``estimate`` is their reach minus that
+    chance level (:func:`rnr_lens.stats.above_chance`: Wilson, the score test it inverts, the
+    exact Poisson-binomial test of the set's size beside it); a set that is not resolved above
+    it cannot speak to claim 2 (a bottleneck that "repairs" a set of lucky guesses says nothing
+    about what the model knows).
+
+    Attributes:
+        questions: Not-realized questions (complete under the probe).
+        failures: Of them, reached by one of the probe's tries: the failure set's size.
+        expected: The failure set's size expected by chance (the sum of their chance levels).
+        estimate: ``failures / questions`` minus the mean chance level, with its tests.
+
+    A verdict it stops names no n: the set's size over its chance level is what the audit's
+    questions give, not an effect of the claim's.
+    """
+
+    questions: int
+    failures: int
+    expected: float
+    estimate: Estimate
+
+    @property
+    def above(self) -> bool:
+        return self.estimate.resolved == "above"
+
+    def text(self) -> str:
+        """``29 of 724 not-realized questions reached, 24.2 expected by chance (...)``."""
+        return (
+            f"{self.failures} of {self.questions} not-realized questions reached, {self.expected:.1f} expected by chance "
+            f"({self.estimate.text()} above chance, {self.estimate.p_text()})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "questions": self.questions,
+            "failures": self.failures,
+            "expected": self.expected,
+            "above_chance": self.estimate.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FailureSetChance:
+        return cls(int(d["questions"]), int(d["failures"]), float(d["expected"]), Estimate.from_dict(d["above_chance"]))
+
+
+def failure_set_vs_chance(
+    reached: np.ndarray, realized: np.ndarray, chance: np.ndarray, prompts: Sequence[str] | None = None, *, level: float = LEVEL
+) -> FailureSetChance:
+    """The failure set (reached, not realized) against its chance expectation, over the
+    not-realized questions (:class:`FailureSetChance`).
+
+    Example:
+        >>> realized = np.r_[np.ones(10), np.zeros(90)]
+        >>> reached = np.r_[np.ones(10), np.ones(30), np.zeros(60)]    # 30 of 90 failures
+        >>> failure_set_vs_chance(reached, realized, np.full(100, 0.3)).above   # 27 expected
+        False
+        >>> failure_set_vs_chance(reached, realized, np.full(100, 0.05)).above  # 4.5 expected
+        True
+    """
+    x, d, c = (np.asarray(v, float) for v in (reached, realized, chance))
+    keep = (d == 0) & ~np.isnan(c)
+    groups = None if prompts is None else [g for g, k in zip(prompts, keep) if k]
+    estimate = above_chance(x[keep], c[keep], groups, level=level)
+    return FailureSetChance(int(keep.sum()), int(x[keep].sum()), float(c[keep].sum()), estimate)
 
 
 @dataclass(frozen=True)
@@ -615,11 +702,15 @@ def bottleneck_verdict(
     *,
     sweep: Sequence[BlockCounts] = (),
     generated: tuple[int, int] | None = None,
+    chance: FailureSetChance | None = None,
     break_bound: float = BREAK_BOUND,
     level: float = LEVEL,
 ) -> BottleneckVerdict:
     """Silencing one MLP block repairs most of a failure set: an intersection-union test both
-    ways.
+    ways, on a failure set that can speak to it.
+
+    - *uninformative*, checked first (rules 3), where ``chance`` (the failure set against its
+      chance expectation, :func:`failure_set_vs_chance`) is given and not resolved above it;
 
     - *support*, checked first: the selected block (``tie``: the blocks tied on discovery
       repair within the bound, each confirmed on the held-out half; the one with the smallest
@@ -632,7 +723,8 @@ def bottleneck_verdict(
       block is ruled out (:func:`_exhaustive_against`); a screen alone never gives against;
     - *uninformative*: no held-out failure to confirm on, no block selected, and no
       exhaustive sweep that rules out every block;
-    - else *unresolved*, saying which part is missing and what n would decide it.
+    - else *unresolved*, saying which part is missing and what n would decide it (an n only
+      where the held-out repair lies above one half: none decides one that points below).
 
     ``generated`` is (blocks generated, blocks in the model), for the text where no block was
     selected. The decision (:func:`_decide_bottleneck`) is made before it is worded
@@ -641,12 +733,25 @@ def bottleneck_verdict(
     d = _decide_bottleneck(tie, nulls or {}, sweep, break_bound, level)
     text = _bottleneck_text(d, swept=len(sweep), generated=generated, break_bound=break_bound, level=level)
     tied = tuple(t.layer for t in tie)
+    if chance is not None and not chance.above:  # the precondition, checked first: a set at chance says nothing
+        verdict = Verdict(
+            UNINFORMATIVE,
+            f"the failure set is not resolved above its chance expectation: {chance.text()}; a set that guessing alone gives "
+            f"cannot speak to claim 2 (what the sweep found: {text})",
+        )
+    else:
+        held = d.kept[1] if d.kept is not None else None
+        unresolved = held is not None and d.status == UNRESOLVED and held.resolved != "above"
+        plan = (
+            # rules 3: an n only toward the claim (a held-out repair above one half); none where it points below
+            (detectable(0.5, held.n, level=level), n_needed(held.value - MOST, 0.5, level=level) if held.value > MOST else None)
+            if unresolved and held is not None
+            else (None, None)
+        )
+        verdict = Verdict(d.status, text, *plan)
     if d.kept is None:
-        return BottleneckVerdict(None, None, None, {}, tied, Verdict(d.status, text))
-    held = d.kept[1]
-    unresolved = d.status == UNRESOLVED and held.resolved != "above"
-    plan = (detectable(0.5, held.n, level=level), n_needed(held.value - MOST, 0.5, level=level)) if unresolved else (None, None)
-    return BottleneckVerdict(d.kept[0].layer, held, d.broken, d.versus, tied, Verdict(d.status, text, *plan))
+        return BottleneckVerdict(None, None, None, {}, tied, verdict)
+    return BottleneckVerdict(d.kept[0].layer, d.kept[1], d.broken, d.versus, tied, verdict)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -672,6 +777,8 @@ class TrainingVerdict:
         delta_realized, delta_reachable: Trained minus base, paired per question.
         ceiling_vs_margin: Delta reachable tested against ``+margin`` (non-inferiority's mirror).
         ceiling_vs_gain: :func:`ceiling_contrast`, against zero.
+        above_chance_base, above_chance_trained: Each model's reach minus its chance level (the
+            precondition, rules 3; empty where no chance level was given).
     """
 
     delta_realized: Estimate
@@ -679,6 +786,8 @@ class TrainingVerdict:
     ceiling_vs_margin: Estimate
     ceiling_vs_gain: Estimate
     verdict: Verdict
+    above_chance_base: Estimate = Estimate.empty("wilson vs fixed chance")
+    above_chance_trained: Estimate = Estimate.empty("wilson vs fixed chance")
 
 
 def training_verdict(
@@ -690,10 +799,18 @@ def training_verdict(
     *,
     margin: float = MARGIN,
     level: float = LEVEL,
+    chance_a: np.ndarray | None = None,
+    chance_b: np.ndarray | None = None,
 ) -> TrainingVerdict:
     """Training raised realized accuracy while the ceiling did not keep up. Checked in this
     order, each test at one-sided ``(1 - level) / 2``:
 
+    0. (rules 3, where each model's per-question chance levels ``chance_a`` and ``chance_b``
+       are given: the same tries scored against other questions' golds) *uninformative* where
+       neither model's reach is resolved above its chance level: a ceiling that guessing alone
+       gives, and any change in it, says nothing of what either model can reach (a change in
+       how many different guesses a model makes is not a change of its ceiling). Where one of
+       them is above chance, the rules below read the reach as measured, beside its chance;
     1. no resolved rise in realized accuracy: *uninformative* where the change is resolved
        below zero or shown flat (its 95% interval inside ``±margin``, both margin tests
        agreeing): there is no gain to attribute; otherwise *unresolved* (a rise not yet
@@ -717,9 +834,20 @@ def training_verdict(
     ddr, ddk = rb - ra, kb - ka
     dk_margin = at_margin(dk, ddk, margin, prompts)
     gain = ceiling_contrast(ddr, ddk, prompts, level=level)
+    empty = Estimate.empty("wilson vs fixed chance")
+    ac_a = above_chance(ka, chance_a, prompts, level=level) if chance_a is not None else empty
+    ac_b = above_chance(kb, chance_b, prompts, level=level) if chance_b is not None else empty
 
     def out(status: str, text: str, plan: tuple[float | None, int | None] = (None, None)) -> TrainingVerdict:
-        return TrainingVerdict(dr, dk, dk_margin, gain, Verdict(status, text, *plan))
+        return TrainingVerdict(dr, dk, dk_margin, gain, Verdict(status, text, *plan), ac_a, ac_b)
+
+    if chance_a is not None and chance_b is not None and ac_a.resolved != "above" and ac_b.resolved != "above":
+        return out(
+            UNINFORMATIVE,
+            f"neither model's reach is resolved above its chance level (base {ac_a.text()}, {ac_a.p_text()}; trained {ac_b.text()}, "
+            f"{ac_b.p_text()} above chance): a ceiling that guessing alone gives says nothing of what training kept or lost "
+            f"(delta realized {dr.text()}; delta reachable {dk.text()})",
+        )
 
     if dr.resolved != "above":
         flat = at_margin(dr, ddr, margin, prompts).resolved == "below" and at_margin(dr, ddr, -margin, prompts).resolved == "above"
@@ -734,11 +862,10 @@ def training_verdict(
     if dk_margin.resolved == "below" and gain.resolved == "above":
         how = "fell" if dk.resolved == "below" else f"rose by less than {margin:.2f} and by less than half the realized rise"
         return out(SUPPORT, f"{shown}: the ceiling {how}")
-    needs = _missing(
-        {
-            f"delta reachable's upper bound below +{margin:.2f}": dk_margin.resolved == "below",
-            "delta realized / 2 - delta reachable resolved above zero": gain.resolved == "above",
-        }
-    )
-    plan = _plan([(margin - dk.value, ddk), (gain.value, 0.5 * ddr - ddk)], prompts, level)
+    parts = {
+        f"delta reachable's upper bound below +{margin:.2f}": (dk_margin.resolved == "below", margin - dk.value, ddk),
+        "delta realized / 2 - delta reachable resolved above zero": (gain.resolved == "above", gain.value, 0.5 * ddr - ddk),
+    }
+    needs = _missing({name: ok for name, (ok, _, _) in parts.items()})
+    plan = _plan([(distance, values) for ok, distance, values in parts.values() if not ok], prompts, level)
     return out(UNRESOLVED, f"{shown}; support needs {' and '.join(needs)}", plan)

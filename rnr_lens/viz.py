@@ -500,6 +500,18 @@ def ceiling_curves(c: Ceiling, trained: str | None = None) -> go.Figure:
             row=1,
             col=1,
         )
+        chance = [getattr(p, f"{side}_chance") for p in c.curve]
+        if not all(e.is_empty for e in chance):  # rules 3: each curve beside what guessing alone gives
+            fig.add_scatter(
+                x=ks,
+                y=[e.value for e in chance],
+                mode="lines",
+                name=f"{side}: chance",
+                line=dict(color=colour, width=1.5, dash="dot"),
+                hovertemplate=f"{side} chance pass@%{{x}} = %{{y:.3f}}<extra></extra>",
+                row=1,
+                col=1,
+            )
     diff = [p.difference for p in c.curve]
     _band(fig, ks, [e.low for e in diff], [e.high for e in diff], OKABE_ITO[2], 2)
     fig.add_scatter(
@@ -532,10 +544,12 @@ def ceiling_curves(c: Ceiling, trained: str | None = None) -> go.Figure:
     return captioned(
         fig,
         f"pass@k (the unbiased estimator from {c.budget} draws per question) of the base and trained models on the same "
-        f"{c.questions} questions, with 95% Wilson bands; below, the paired difference trained - base with its 95% score "
-        f"band (pointwise at each k; resolved only where the sign-flip test, McNemar's exact test at k = K, agrees); dashed: where the point estimates "
+        f"{c.questions} questions, with 95% Wilson bands; dotted: each model's chance pass@k, its draws scored against the "
+        f"other questions' golds; below, the paired difference trained - base with its 95% score "
+        f"band (pointwise at each k; resolved only where the sign-flip test, McNemar's exact test at k = K, agrees too); dashed: where the point estimates "
         f"cross, shaded: its bootstrap 95% interval over prompts. {x.text()[0].upper() + x.text()[1:]}. "
-        f"Claim 3 ({c.probe}): {verdicts}.",
+        + (f"{c.chance_text()[0].upper() + c.chance_text()[1:]}. " if c.chance_text() else "")
+        + f"Claim 3 ({c.probe}): {verdicts}.",
     )
 
 

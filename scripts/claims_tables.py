@@ -42,8 +42,9 @@ def _number(v: float) -> str:
 
 
 def _p(e: Estimate) -> str:
-    """An estimate with its exact test's p (a verdict needs the interval and the test to agree)."""
-    return _e(e) if e.p is None else f"{_e(e)}, p {e.p:.2g}"
+    """An estimate with its p: the test its interval inverts, the exact test beside it where one
+    stands, flagged where the two disagree (:meth:`~rnr_lens.stats.Estimate.p_text`)."""
+    return _e(e) if e.p is None else f"{_e(e)}, {e.p_text()}"
 
 
 def _task(setting: Setting | str) -> str:
@@ -98,6 +99,7 @@ def bottleneck_table(claims: Claims, model: str) -> str:
         if model not in c.setting.model:
             continue
         halves = f"{c.failures} ({c.mined.discovery}/{c.mined.heldout}; {c.mined.control})" if c.mined else str(c.failures)
+        chance = "–" if c.chance is None else f"{c.chance.expected:.1f} of {c.chance.questions}; {c.chance.estimate.p_text()}"
         null = f"{_e(c.null.random_block)}; re-run {_e(c.null.rerun)}" if c.null else "–"
         agree = "–"
         if c.screen_vs_exhaustive is not None:
@@ -105,12 +107,13 @@ def bottleneck_table(claims: Claims, model: str) -> str:
             rho = "–" if a.spearman is None else f"{a.spearman:.2f}"
             agree = f"{f'same, MLP {a.screen_block}' if a.same_block else f'MLP {a.screen_block} vs {a.exhaustive_block}'}; regret {a.regret:.2f}; ρ {rho}"
         verdict = f"**{c.verdict.status}**" + (f" (n≈{c.verdict.n_needed})" if c.verdict.n_needed else "")
-        rows.append([_task(c.setting), halves, _block(c.bottleneck), null, agree, verdict])
+        rows.append([_task(c.setting), halves, chance, _block(c.bottleneck), null, agree, verdict])
     if not rows:
         return ""  # the grid mines no failure set
     cols = [
         "task",
         "failures (discovery/held-out; controls)",
+        "expected by chance (of not realized; test of the set's size)",
         "bottleneck: held-out repair, break",
         "null: 3 random blocks",
         "screen vs exhaustive",
@@ -126,9 +129,19 @@ def training_table(claims: Claims) -> str:
     rows = []
     for c, run in zip(claims.training, claims.run_labels(claims.training)):
         by = {p.probe: p for p in c.probes}
-        cells = [f"{_e(by[p].delta_reachable)} **{by[p].verdict.status}**" if p in by else "–" for p in probes]
+        cells = [
+            f"{_e(by[p].delta_reachable)} **{by[p].verdict.status}**" + _above_chance(by[p].above_chance_base, by[p].above_chance_trained)
+            if p in by
+            else "–"
+            for p in probes
+        ]
         rows.append([run, _task(c.task), str(c.probes[0].questions), _p(c.probes[0].delta_realized), *cells])
-    return _table(["run", "task", "n", "Δ realized", *(f"Δ reachable, `{budget_label(p)}`" for p in probes)], rows)
+    return _table(["run", "task", "n", "Δ realized", *(f"Δ reachable, `{budget_label(p)}` (each reach above chance)" for p in probes)], rows)
+
+
+def _above_chance(base: Estimate, trained: Estimate) -> str:
+    """Claim 3's precondition in a cell: each model's reach above its chance level ('' where none was measured)."""
+    return "" if base.is_empty else f" (above chance: base {_number(base.value)}, trained {_number(trained.value)})"
 
 
 def across_runs_table(claims: Claims) -> str:
@@ -142,16 +155,36 @@ def across_runs_table(claims: Claims) -> str:
     return _table(["task", "probe", *(f"run {i + 1}" for i in range(runs)), "agreement"], rows)
 
 
+def _chance(e: Estimate) -> str:
+    """A chance level in a cell beside the reach it belongs to ('' where none was measured)."""
+    return "" if e.is_empty else f" (chance {e.value:.2f})"
+
+
 def ceiling_table(claims: Claims) -> str:
-    """Claim 3 at large k: per run and task, pass@k of both models and their difference at each
-    named k, claim 3's verdict there, and where the curves cross (:class:`rnr_lens.ceiling.Crossing`)."""
+    """Claim 3 at large k: per run and task, pass@k of both models beside its chance level and
+    their difference at each named k, claim 3's verdict there, and where the curves cross
+    (:class:`rnr_lens.ceiling.Crossing`) beside what guessing alone gives (chance pass@K and the
+    distinct answers per question)."""
     rows = []
     for c, run in zip(claims.ceiling, claims.run_labels(claims.ceiling)):
         for k, v in c.verdicts:
             p = c.at(k)
-            rows.append([run, _task(c.task), str(k), _e(p.base), _e(p.trained), _p(p.difference), f"**{v.verdict.status}**"])
-    table = _table(["run", "task", "k", "pass@k base", "pass@k trained", "trained − base", "claim 3 at k"], rows)
-    crossings = "\n".join(f"- {run}, {_task(c.task)}: {c.crossing.text()}." for c, run in zip(claims.ceiling, claims.run_labels(claims.ceiling)))
+            rows.append(
+                [
+                    run,
+                    _task(c.task),
+                    str(k),
+                    _e(p.base) + _chance(p.base_chance),
+                    _e(p.trained) + _chance(p.trained_chance),
+                    _p(p.difference),
+                    f"**{v.verdict.status}**",
+                ]
+            )
+    table = _table(["run", "task", "k", "pass@k base (chance)", "pass@k trained (chance)", "trained − base", "claim 3 at k"], rows)
+    crossings = "\n".join(
+        f"- {run}, {_task(c.task)}: {c.crossing.text()}" + (f"; {c.chance_text()}." if c.chance_text() else ".")
+        for c, run in zip(claims.ceiling, claims.run_labels(claims.ceiling))
+    )
     return f"{table}\n\n{crossings}"
 
 
@@ -232,7 +265,7 @@ def _realized_change(runs: Sequence[Any]) -> str:
         points = [_number(v) for v in (min(d.value for d in deltas), max(d.value for d in deltas))]
         span = [_number(v) for v in (min(d.low for d in deltas), max(d.high for d in deltas))]
         moved = [f"{word}, resolved, in {hits} of {len(deltas)} runs" for hits, word in ((up, "rose"), (down, "fell")) if hits]
-        clear = [d.p for d in deltas if d.resolved is None and (d.low > 0 or d.high < 0) and d.p is not None]
+        clear = [d.exact_p for d in deltas if d.resolved is None and (d.low > 0 or d.high < 0) and d.exact_p is not None]
         if clear:  # an interval clear of 0 whose exact test does not agree
             moved.append(f"an interval clear of 0 with exact McNemar p {_span(clear, '{:.2g}')} in {len(clear)}")
         by = f"{points[0]} in each" if points[0] == points[1] else f"{points[0]} to {points[1]}"  # as printed: "0.01 to 0.01" says nothing
@@ -339,13 +372,17 @@ def _cells(deep: Claims | None, trained: Claims | None) -> dict[tuple[str, str],
             f" MLP {b.bottleneck.layer} held-out repair {_e(_measured(b.bottleneck.repair_heldout))}" if b.bottleneck else f" {b.failures} failures"
         )
         null = f"; null (3 random blocks) {_e(b.null.random_block)}" if b.null else ""
-        cells[("2, one MLP repairs most failures", _task(b.setting))] = (b.verdict.status, f"{_status(b.verdict)}{held}{null}")
+        chance = "" if b.chance is None else f"; failure set {b.chance.failures} against {b.chance.expected:.1f} by chance"
+        cells[("2, one MLP repairs most failures", _task(b.setting))] = (b.verdict.status, f"{_status(b.verdict)}{held}{null}{chance}")
     pairs = trained.training[: len(trained.grid.get("tasks") or ())] if trained else ()  # the first pair: seed 0
     for t in pairs:
         for p in t.probes:
+            chance = (
+                "" if p.above_chance_base.is_empty else f"; reach above chance: base {_e(p.above_chance_base)}, trained {_e(p.above_chance_trained)}"
+            )
             cells[(f"3, training at `{budget_label(p.probe)}`: Δ realized; Δ reachable", _task(t.task))] = (
                 p.verdict.status,
-                f"{_status(p.verdict)} {_e(p.delta_realized)}; {_e(p.delta_reachable)}",
+                f"{_status(p.verdict)} {_e(p.delta_realized)}; {_e(p.delta_reachable)}{chance}",
             )
     return cells
 
@@ -364,35 +401,93 @@ def side_by_side(columns: dict[str, tuple[Claims | None, Claims | None]]) -> str
     )
 
 
+def _setting_status(rows: Sequence[str]) -> str:
+    """One model's status on one setting (a claim on a task) from its rows' statuses: the
+    decided ones (support, against) where any row is decided, ``uninformative`` where every row
+    is (the precondition is absent), else ``unresolved``."""
+    decided = sorted({r for r in rows if r in ("support", "against")})
+    if decided:
+        return " and ".join(decided)
+    return "uninformative" if all(r == "uninformative" for r in rows) else "unresolved"
+
+
 def side_by_side_reading(columns: dict[str, tuple[Claims | None, Claims | None]]) -> str:
-    """Where the two models' verdicts agree and where they differ, row by row of
-    :func:`side_by_side` (a decided verdict is support or against; the rest are undecided)."""
+    """Where the two models' verdicts agree and where they differ, **setting by setting** (a
+    claim on a task: claim 1's two rows share one audit, claim 3's rows of a task share one
+    realized-accuracy gate, so each counts once), separating *uninformative* (the precondition
+    absent: the model cannot speak to the claim there) from *unresolved*."""
     (first, a), (second, b) = ((m, _cells(*grids)) for m, grids in columns.items())
-    both = [key for key in dict.fromkeys([*a, *b]) if key in a and key in b]
-    status = {m: {k: by[k][0] for k in both} for m, by in ((first, a), (second, b))}
+
+    def settings(cells: dict[tuple[str, str], tuple[str, str]]) -> dict[tuple[str, str], str]:
+        grouped: dict[tuple[str, str], list[str]] = {}
+        for (row, task), (status, _) in cells.items():
+            grouped.setdefault((row.split(",", 1)[0], task), []).append(status)
+        return {key: _setting_status(rows) for key, rows in grouped.items()}
+
+    by = {first: settings(a), second: settings(b)}
+    both = [key for key in dict.fromkeys([*by[first], *by[second]]) if key in by[first] and key in by[second]]
 
     def named(keys: list[tuple[str, str]]) -> str:
-        def one(claim: str, task: str) -> str:
-            number, what = claim.rsplit(": ", 1)[0].split(", ", 1)
-            return f"claim {number} ({what}) on `{task}`"
+        return _and([f"claim {claim} on `{task}`" for claim, task in keys])
 
-        return _and([one(*k) for k in keys])
+    def of(keys: list[tuple[str, str]]) -> str:
+        return f" ({named(keys)})" if keys else ""
 
-    decided = ("support", "against")
-    same = [k for k in both if status[first][k] == status[second][k] and status[first][k] in decided]
-    one = [k for k in both if (status[first][k] in decided) != (status[second][k] in decided)]
-    opposite = [k for k in both if {status[first][k], status[second][k]} == set(decided)]
-    neither = [k for k in both if status[first][k] not in decided and status[second][k] not in decided]
+    undecided = ("uninformative", "unresolved")
+    x, y = by[first], by[second]
+    same = [k for k in both if x[k] == y[k] and x[k] not in undecided]
+    opposite = [k for k in both if x[k] not in undecided and y[k] not in undecided and x[k] != y[k]]
+    one = [k for k in both if (x[k] in undecided) != (y[k] in undecided)]
+    mute = [k for k in both if x[k] == y[k] == "uninformative"]
+    open_ = [k for k in both if x[k] in undecided and y[k] in undecided and k not in mute]
     said = [
-        f"of {_n(len(both), 'row')} run on both models, {len(same)} {'is' if len(same) == 1 else 'are'} decided the same way on both"
-        + (f" ({named(same)})" if same else "")
+        f"of {_n(len(both), 'setting')} (a claim on a task) run on both models, {len(same)} {'is' if len(same) == 1 else 'are'} decided "
+        f"the same way on both{of(same)}",
+        f"{len(opposite)} opposite ways{of(opposite)}",
+        f"{len(one)} on one model only" + (" (" + "; ".join(f"{named([k])}: {first} {x[k]}, {second} {y[k]}" for k in one) + ")" if one else ""),
+        f"{len(mute)} {'is' if len(mute) == 1 else 'are'} uninformative on both (the precondition absent){of(mute)}",
+        f"{len(open_)} undecided on both, unresolved on at least one{of(open_)}",
     ]
-    said.append(f"{len(opposite)} opposite ways" + (f" ({named(opposite)})" if opposite else ""))
-    said.append(f"{len(one)} on one model only" + (f" ({named(one)})" if one else ""))
-    said.append(f"{len(neither)} on neither")
-    missing = [m for m, by in ((first, a), (second, b)) if len(by) < len(dict.fromkeys([*a, *b]))]
-    tail = f"; {_and(missing)} {'has' if len(missing) == 1 else 'have'} rows not run yet" if missing else ""
-    return "Side by side, " + "; ".join(said) + tail + "."
+    cannot = []
+    for model, status in by.items():
+        silent = [k for k in status if status[k] == "uninformative"]
+        if silent:
+            cannot.append(f"{model} cannot speak to {named(silent)}: its precondition is absent there (each reason names the gate)")
+    missing = [m for m, cells in ((first, a), (second, b)) if len(cells) < len(dict.fromkeys([*a, *b]))]
+    tail = f"; {_and(missing)} {'has' if len(missing) == 1 else 'have'} settings not run yet" if missing else ""
+    return "Side by side, " + "; ".join(said) + tail + ". " + ". ".join(cannot) + ("." if cannot else "")
+
+
+def preconditions_table(columns: dict[str, tuple[Claims | None, Claims | None]], histories: dict[str, Path | None]) -> str:
+    """What each model must show before it can speak to a claim, task by task: its realized
+    rate (claim 3 needs a rise from it), its failure set against the size chance gives (claim
+    2), its base model's reach at the ceiling's budget against its chance level (claim 3 at large
+    k), and, beneath, how many groups its training kept (``histories``: each model's first
+    training run's ``*history.jsonl``)."""
+    cells: dict[str, dict[str, str]] = {}
+    for model, (deep, trained) in columns.items():
+        for c in deep.routes_vs_search if deep else ():
+            cells.setdefault(_task(c.setting), {})[f"{model}: realized"] = _e(c.realized)
+        for b in deep.bottleneck if deep else ():
+            set_ = "–" if b.chance is None else f"{b.chance.failures} against {b.chance.expected:.1f} by chance, {b.chance.estimate.p_text()}"
+            cells.setdefault(_task(b.setting), {})[f"{model}: failure set"] = set_
+        ceilings = trained.ceiling[: len(trained.grid.get("tasks") or ())] if trained else ()  # the first pair: seed 0
+        for c in ceilings:
+            top = c.at(c.budget)
+            cells.setdefault(_task(c.task), {})[f"{model}: base pass@K (chance)"] = f"K = {c.budget}: {_e(top.base)}{_chance(top.base_chance)}"
+    heads = [f"{m}: {what}" for m in columns for what in ("realized", "failure set", "base pass@K (chance)")]
+    table = _table(["task", *heads], [[f"`{task}`", *(row.get(h, "–") for h in heads)] for task, row in cells.items()])
+    kept = []
+    for model, path in histories.items():
+        if path is not None and path.exists():
+            steps = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            got, sampled = sum(s["groups_kept"] for s in steps), sum(s["groups_sampled"] for s in steps)
+            kept.append(f"{model}'s DAPO run kept {got} of the {sampled:,} groups it sampled ({got / sampled:.1%})")
+    return table + ("\n\n" + "; ".join(kept) + "." if kept else "")
+
+
+SIDE_BY_SIDE_HISTORIES = {"SmolLM2-135M-Instruct": "grid-deep/dapo-history.jsonl", "Gemma-3-270M": "grid-dapo-gemma/dapo-history.jsonl"}
+"""Each model's first DAPO run (the seeds grids' seed 0), whose kept groups the preconditions show."""
 
 
 def parity_table(parity: dict[str, Any]) -> str:
@@ -523,7 +618,12 @@ def ceiling_summary(claims: Claims) -> str:
                     else f"puts the crossing at k = {_ks(crossing, 'none by 10^7')}"
                 )
                 misfit = _span([m.misfit for m in models], "{:.2f}")
-                said.append(f"a {name} fit to each question's draws (within {misfit} of the observed curves) {where}{spread}, runs in order")
+                lls = [m.loglik for m in models if m.loglik is not None]
+                likely = f", log-likelihood {_ks([round(x) for x in lls], 'none')}" if lls else ""
+                said.append(
+                    f"a {name} fit to each question's draws (within {misfit} of the observed curves{likely}) {where}{spread}, runs in order"
+                    + (", which holds only if that model is right" if lls else "")
+                )
                 gaps = [m.gap_at_line for m in models if m.gap_at_line is not None]
                 if gaps and lines:
                     told = sum(g.low > 0 or g.high < 0 for g in gaps)
@@ -543,6 +643,14 @@ def ceiling_summary(claims: Claims) -> str:
             said.append(
                 f"at k = {budget} base reaches {_span([e.base.value for e in ends], '{:.2f}')} of the questions against "
                 f"{_span([e.trained.value for e in ends], '{:.2f}')} for trained"
+            )
+        tops = [c.at(budget) for c in runs]
+        if not tops[0].base_chance.is_empty:  # rules 3: every ceiling beside what guessing alone gives
+            said.append(
+                f"by chance alone (the same draws against other questions' golds) base reaches "
+                f"{_span([t.base_chance.value for t in tops], '{:.2f}')} and trained {_span([t.trained_chance.value for t in tops], '{:.2f}')} "
+                f"at k = {budget}, from {_span([c.distinct[0] for c in runs if c.distinct], '{:.1f}')} and "
+                f"{_span([c.distinct[1] for c in runs if c.distinct], '{:.1f}')} distinct answers per question"
             )
         out.append(head + "; ".join(said) + ".")
     return " ".join(s[0].upper() + s[1:] for s in out)
@@ -730,6 +838,11 @@ of its own then), for the tables of verdicts that verdict rules version 2 change
 REGRADED_FROM = "825a24b"
 """The commit whose committed claims were read under config version 3, before issue 54's re-grade."""
 
+RULES_2_LAST = "90166fe"
+"""The last commit whose committed claims were decided by verdict rules version 2 (before issue
+72's version 3): the tables of what version 2 and the re-grade changed compare against it, and
+the sentence of what version 3 moved compares with it."""
+
 
 def _verdicts(claims: Claims) -> list[tuple[str, str]]:
     """Every verdict of a report in its order, named by claim, setting and probe."""
@@ -753,6 +866,40 @@ def regrade_verdicts(before: dict[str, Claims], after: dict[str, Claims]) -> str
         moved = [f"{name} ({a} → {b})" for (name, a), (_, b) in zip(old_v, new_v) if a != b]
         said.append(f"`{grid}` {len(moved)} of {len(new_v)}" + (f" ({'; '.join(moved)})" if moved else ""))
     return "Re-grading under config version 4 moved " + ", ".join(said) + " verdicts."
+
+
+def rules_3_moved(before: dict[str, Claims], after: dict[str, Claims]) -> str:
+    """What verdict rules version 3 moved, grid by grid (each grid's rules-2 claims against its
+    re-derived ones, verdict by verdict), naming each verdict that moved, and how many printed
+    estimates carry an exact test that disagrees with their interval's (flagged on the page)."""
+    said, flagged, total = [], 0, 0
+    for grid, new in after.items():
+        old_v, new_v = _verdicts(before[grid]), _verdicts(new)
+        if [name for name, _ in old_v] != [name for name, _ in new_v]:
+            raise SystemExit(f"{grid}: the re-derived claims hold other verdicts than the rules-2 ones")
+        moved = [f"{name} ({a} → {b})" for (name, a), (_, b) in zip(old_v, new_v) if a != b]
+        said.append(f"`{grid}` {len(moved)} of {len(new_v)}" + (f" ({'; '.join(moved)})" if moved else ""))
+        estimates = list(_estimates(new.to_dict()))
+        total += len(estimates)
+        flagged += sum(Estimate.from_dict(e).tests_disagree for e in estimates)
+    return (
+        "Verdict rules version 3 moved " + ", ".join(said) + " verdicts. "
+        f"Of the {total} estimates in these files, {flagged} carry an exact test that disagrees with their interval's own test "
+        "(each flagged where it is printed, and none resolved)."
+    )
+
+
+def _estimates(d: Any) -> Any:
+    """Every estimate (a JSON record with ``value``, ``low``, ``high`` and ``method``) in a claims record."""
+    if isinstance(d, dict):
+        if {"value", "low", "high", "method"} <= d.keys():
+            yield d
+            return
+        for v in d.values():
+            yield from _estimates(v)
+    elif isinstance(d, list):
+        for v in d:
+            yield from _estimates(v)
 
 
 BLOCK = r"( *)<!-- ({name}) -->.*?<!-- /\2 -->"
@@ -783,6 +930,9 @@ def rendered_blocks() -> dict[str, str]:
     columns = {model: (committed(deep), committed(trained)) for model, (deep, trained) in SIDE_BY_SIDE.items()}
     blocks["side-by-side"] = side_by_side(columns)
     blocks["side-by-side-reading"] = side_by_side_reading(columns)
+    blocks["side-by-side-preconditions"] = preconditions_table(
+        columns, {model: results / path for model, path in SIDE_BY_SIDE_HISTORIES.items() if model in columns}
+    )
     blocks["lm-eval-parity"] = parity_table(json.loads((results / "lm-eval-parity" / "parity.json").read_text()))
     blocks["search-speedup"] = search_speedup(json.loads((results / "bench-prefix-store" / "search-rounds.json").read_text()))
     blocks["reuse-verdicts"] = reuse_verdicts([json.loads(f.read_text()) for f in sorted((results / "reuse-verdicts").glob("*.json"))])
@@ -802,18 +952,24 @@ def rendered_blocks() -> dict[str, str]:
             blocks[f"training-history:{grid}"] = training_histories(path.parent)
     regraded = sorted(p.parent.name for p in results.glob("*/regrading.json"))
     blocks["regrading-table"] = regrading_table([results / g for g in regraded])
-    for grid, (rev, training) in CHANGES_FROM.items():  # which verdicts version 2's rules changed, where history holds version 1's
+    for grid, (rev, training) in CHANGES_FROM.items():  # which verdicts version 2's rules changed, where history holds versions 1 and 2
         before = _claims_at(rev, grid)
         before_training = _claims_at(rev, training) if training else before
-        if before is not None and before_training is not None:
-            blocks[f"changes:{grid}"] = changes_table(dataclasses.replace(before, training=before_training.training), claims(grid))
+        version_2 = _claims_at(RULES_2_LAST, grid)
+        if before is not None and before_training is not None and version_2 is not None:
+            blocks[f"changes:{grid}"] = changes_table(dataclasses.replace(before, training=before_training.training), version_2)
+    grids = sorted(p.parent.name for p in results.glob("grid-*/claims.json"))
+    version_2_claims = {g: _claims_at(RULES_2_LAST, g) for g in grids}
+    if all(c is not None for c in version_2_claims.values()):  # git history holds them
+        blocks["rules-3-verdicts"] = rules_3_moved({g: c for g, c in version_2_claims.items() if c is not None}, {g: claims(g) for g in grids})
     zero_shot = _claims_at(FEW_SHOT_FROM, "grid-default")
-    if zero_shot is not None:  # git history holds the zero-shot rows
-        blocks["few-shot-rerun"] = rerun_table(zero_shot, claims("grid-default"), "gemma3-270m")
+    few_shot = _claims_at(RULES_2_LAST, "grid-default")  # the re-run as decided then, under the same rules as the zero-shot rows
+    if zero_shot is not None and few_shot is not None:  # git history holds both
+        blocks["few-shot-rerun"] = rerun_table(zero_shot, few_shot, "gemma3-270m")
     earlier = {g: _claims_at(REGRADED_FROM, g) for g in regraded}
     if all(c is not None for c in earlier.values()) and zero_shot is not None:  # git history holds them (a bare export does not)
         # the re-grade's own result: the default grid as re-graded, before issue 55 re-ran its Gemma rows
-        regraded_claims = {g: zero_shot if g == "grid-default" else claims(g) for g in regraded}
+        regraded_claims = {g: zero_shot if g == "grid-default" else _claims_at(RULES_2_LAST, g) or claims(g) for g in regraded}
         blocks["regrade-verdicts"] = regrade_verdicts({g: c for g, c in earlier.items() if c is not None}, regraded_claims)
     return blocks
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import rnr_lens as R
-from rnr_lens.ceiling import Ceiling, Crossing, curve_points, find_crossing, pass_at_k_curves
+from rnr_lens.ceiling import Ceiling, Crossing, chance_curves, curve_points, distinct_answers, find_crossing, pass_at_k_curves
 from rnr_lens.comparison import compare_ceiling
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.stats import paired_difference, pass_at_k
@@ -168,6 +168,45 @@ def test_at_the_budget_the_difference_is_exact_mcnemar():
     assert (last.low, last.high) == pytest.approx((expected.low, expected.high), abs=1e-6)
 
 
+def test_the_chance_curves_are_the_expectation_over_every_derangement():
+    """Rules 3: each ceiling beside what guessing gives. The chance pass@k is the same draws
+    scored against a deranged gold, exactly in expectation: here every derangement of five
+    questions is enumerated and averaged by hand."""
+    from itertools import permutations
+
+    answers = [["1", "2", "2", None], ["3", "3", "3", "3"], ["4", "1", "9", "1"], [None, None, "5", "5"], ["2", "2", "2", "1"]]
+    golds = ["1", "2", "2", "3", "5"]
+    n, budget = len(golds), 4
+    passk, first = chance_curves(answers, golds)
+    derangements = [p for p in permutations(range(n)) if all(p[i] != i for i in range(n))]
+    for q in range(n):
+        for k in range(1, budget + 1):
+            hits = [sum(a == golds[p[q]] for a in answers[q]) for p in derangements]
+            want = np.mean([pass_at_k(budget, c, k) for c in hits])
+            reached = np.mean([golds[p[q]] in answers[q][:k] for p in derangements])
+            assert passk[q, k - 1] == pytest.approx(want) and first[q, k - 1] == pytest.approx(reached), (q, k)
+    assert distinct_answers(answers) == pytest.approx((2 + 1 + 3 + 1 + 2) / 5)
+    lone, _ = chance_curves([["1"]], ["1"])
+    assert np.isnan(lone).all(), "one question has no other gold to be scored against"
+
+
+def test_a_ceiling_at_chance_cannot_speak_to_claim_three():
+    """Rules 3. Gemma add-two-digit: base reach 0.322 at k = 128 against a chance level of 0.274.
+    Where neither model's reach is resolved above its chance level, claim 3 is uninformative
+    whatever the reaches do; where one is, the rules read the reach beside its chance."""
+    from rnr_lens import verdicts as V
+
+    n = 200
+    base_reach, trained_reach = np.r_[np.ones(64), np.zeros(136)], np.r_[np.ones(20), np.zeros(180)]
+    realized_a, realized_b = np.zeros(n), np.r_[np.ones(30), np.zeros(170)]
+    at_chance = V.training_verdict(realized_a, realized_b, base_reach, trained_reach, chance_a=np.full(n, 0.30), chance_b=np.full(n, 0.12))
+    assert at_chance.verdict.status == V.UNINFORMATIVE and "neither model's reach is resolved above its chance level" in at_chance.verdict.text
+    assert at_chance.above_chance_base.resolved is None and not at_chance.above_chance_base.is_empty
+    speaks = V.training_verdict(realized_a, realized_b, base_reach, trained_reach, chance_a=np.full(n, 0.05), chance_b=np.full(n, 0.05))
+    assert speaks.verdict.status != V.UNINFORMATIVE and speaks.above_chance_base.resolved == "above"
+    assert speaks.verdict == V.training_verdict(realized_a, realized_b, base_reach, trained_reach).verdict, "past the gate, the same rules"
+
+
 CONFIG = DeploymentConfig.default_for("string").with_(max_new_tokens=4)
 PROBE = "sampling:k=16,t=1.0,draw=inverse-cdf"
 
@@ -201,6 +240,10 @@ def test_the_ceiling_of_real_audits_matches_the_comparison(pair):
         own = result.pass_at_k(PROBE)
         assert [getattr(p, side).value for p in c.curve] == pytest.approx(own.pass_at_k.tolist())
     assert c.at(16).base.value > 0 and c.at(16).trained.value > 0, "the planted answers are reached"
+    # rules 3: every point beside its chance level, every verdict beside its precondition
+    assert all(not p.base_chance.is_empty and not p.trained_chance.is_empty for p in c.curve)
+    assert c.distinct is not None and c.distinct[0] >= 1 and "chance pass@16" in c.chance_text()
+    assert all(not v.above_chance_base.is_empty for _, v in c.verdicts)
     # at the budget, reached = one of all K draws correct: the comparison's own claim-3 verdict
     assert c.verdict(16) == R.compare(base, trained).verdict(PROBE)
     d = c.to_dict()

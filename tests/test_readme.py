@@ -88,7 +88,7 @@ def test_sentences_about_results_are_rendered_from_the_committed_claims():
                 f"{name}: block {block} differs from the committed claims; rerun scripts/claims_tables.py --render"
             )
     findings = {b for b in rendered if b.startswith("findings:")} | {"ceiling-summary:grid-seeds", "search-speedup", "gpu-check"}
-    side_by_side = {"side-by-side", "side-by-side-reading"}  # issue 56: the two architectures, row by row
+    side_by_side = {"side-by-side", "side-by-side-reading", "side-by-side-preconditions"}  # issues 56 and 72: the two architectures
     assert {b for b, _ in tables.blocks_in(readme)} == findings | side_by_side, (
         "the README renders every grid's findings, the k = 128 summary, its measured numbers and the side-by-side table"
     )
@@ -125,8 +125,9 @@ def test_the_results_say_which_committed_claims_are_an_earlier_rules_version():
 
 
 def test_the_results_change_table_is_printed_from_the_two_runs():
-    """The default grid's table of changed verdicts is scripts/claims_tables.py --changes-from
-    the version-1 file in git history (guards against a hand-edited row)."""
+    """The default grid's table of the verdicts version 2 changed is scripts/claims_tables.py
+    --changes-from the version-1 file in git history, against version 2's (guards against a
+    hand-edited row)."""
     import importlib.util
     import json
     import subprocess
@@ -140,7 +141,10 @@ def test_the_results_change_table_is_printed_from_the_two_runs():
     tables = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tables)
     old = tables.Claims.from_dict(json.loads(shown.stdout))
-    new = tables.Claims.from_dict(json.loads((REPO / "assets" / "results" / "grid-default" / "claims.json").read_text()))
+    version_2 = subprocess.run(
+        ["git", "show", f"{tables.RULES_2_LAST}:assets/results/grid-default/claims.json"], cwd=REPO, capture_output=True, text=True
+    )
+    new = tables.Claims.from_dict(json.loads(version_2.stdout))  # version 2's own claims, before version 3 re-derived them
     table = tables.changes_table(old, new)
     assert table.count("\n") > 2 and table in RESULTS_PAGE.read_text()
 
@@ -283,11 +287,19 @@ def test_the_side_by_side_reading_counts_what_its_table_shows():
     results = REPO / "assets" / "results"
     deep, seeds = (tables.Claims.from_dict(json.loads((results / g / "claims.json").read_text())) for g in ("grid-deep", "grid-seeds"))
     table = tables.side_by_side({"A": (deep, seeds), "B": (deep, seeds)})
-    rows = table.splitlines()[2:]
-    decided = sum("**support**" in r.split(" | ")[2] or "**against**" in r.split(" | ")[2] for r in rows)
+    rows = [r.strip("| ").split(" | ") for r in table.splitlines()[2:]]
+    settings: dict[tuple[str, str], list[str]] = {}  # issue 72: a claim on a task counts once, however many rows it has
+    for claim, task, cell, _ in rows:
+        settings.setdefault((claim.split(",", 1)[0], task), []).append(cell)
+    decided = sum(any("**support**" in c or "**against**" in c for c in cells) for cells in settings.values())
+    mute = sum(all("**uninformative**" in c for c in cells) for cells in settings.values())
     reading = tables.side_by_side_reading({"A": (deep, seeds), "B": (deep, seeds)})
-    assert reading.startswith(f"Side by side, of {len(rows)} rows run on both models, {decided} are decided the same way on both")
+    assert len(settings) < len(rows), "claim 1's two rows and claim 3's three rows of a task are one setting each"
+    assert reading.startswith(
+        f"Side by side, of {len(settings)} settings (a claim on a task) run on both models, {decided} are decided the same way on both"
+    )
     assert "; 0 opposite ways; 0 on one model only;" in reading and "not run yet" not in reading
+    assert f"; {mute} {'is' if mute == 1 else 'are'} uninformative on both (the precondition absent)" in reading
     alone = tables.side_by_side({"A": (deep, seeds), "B": (None, None)})
     assert all(r.endswith("| not run |") for r in alone.splitlines()[2:])
 
@@ -309,3 +321,61 @@ def test_a_pipe_in_a_rendered_cell_never_splits_it():
         return len(re.findall(r"(?<!\\)\|", line))
 
     assert columns(row) == columns(head) and "rows differ \\| at batch 3" in row
+
+
+def _reach_columns_without_chance(table: str) -> list[str]:
+    """The columns (by header) and rows (by their first cell) of a Markdown or HTML table that
+    name a reach (``reach``, ``pass@``, ``random routes``) yet hold no chance level, in the header
+    or in every one of their cells."""
+    import re
+
+    if table.lstrip().startswith("<"):
+        rows = [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r, flags=re.S) for r in re.findall(r"<tr[^>]*>(.*?)</tr>", table, flags=re.S)]
+    else:
+        rows = [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in table.splitlines() if line.startswith("|")]
+        rows = [r for r in rows if not all(set(c) <= {"-", " "} for c in r)]
+    rows = [r for r in rows if r]
+    if len(rows) < 2:
+        return []
+    head, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
+    names_reach = re.compile(r"reach|pass@|random routes", re.I)
+    missing = []
+    for i, h in enumerate(head):
+        if names_reach.search(h) and "chance" not in h and not all("chance" in r[i] for r in body if r[i] not in ("–", "-", "")):
+            missing.append(f"column {h!r}")
+    for r in body:  # a row that names a reach: each of its estimates (a cell with an interval) beside its chance level
+        if names_reach.search(r[0]) and not all("chance" in c for c in r[1:] if "[" in c):
+            missing.append(f"row {r[0]!r}")
+    return missing
+
+
+def test_no_table_prints_a_reach_without_its_chance_level():
+    """Issue 72 (rules 3): every reach, failure set and ceiling stands beside its chance level.
+    Every table the results pages and the report page print from the committed claims is read,
+    and any column or row that names a reach must hold the chance level too."""
+    import importlib.util
+    import json
+
+    from rnr_lens.report_page import render_html
+
+    spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    checked = []
+    for path in sorted((REPO / "assets" / "results").glob("grid-*/claims.json")):
+        claims = tables.Claims.from_dict(json.loads(path.read_text()))
+        printed = [tables.routes_table(claims, m) for m in {c.setting.model for c in claims.routes_vs_search}]
+        if claims.training:
+            printed.append(tables.training_table(claims))
+        if claims.ceiling:
+            printed.append(tables.ceiling_table(claims).split("\n\n")[0])
+        page = render_html(claims)
+        printed += re.findall(r"<table.*?</table>", page, flags=re.S)
+        for table in printed:
+            assert not _reach_columns_without_chance(table), f"{path.parent.name}: {_reach_columns_without_chance(table)} in\n{table[:400]}"
+            checked.append(table)
+    blocks = tables.rendered_blocks()
+    for name in ("side-by-side", "side-by-side-preconditions"):
+        assert not _reach_columns_without_chance(blocks[name]), (name, _reach_columns_without_chance(blocks[name]))
+    assert len(checked) > 10
+    assert _reach_columns_without_chance("| task | reach |\n| --- | --- |\n| a | 0.5 |"), "the check can fail"

@@ -2,7 +2,7 @@ from math import comb
 
 import numpy as np
 import pytest
-from scipy.stats import binomtest
+from scipy.stats import binomtest, norm
 from statsmodels.stats.proportion import proportion_confint
 
 from rnr_lens.stats import (
@@ -56,10 +56,24 @@ def test_rates_have_wilson_intervals_that_hold_at_the_edges():
     assert rate([]).is_empty and rate([]).text() == "-"
 
 
-def test_a_rate_against_a_fixed_value_attaches_the_exact_binomial_test():
+def test_a_rate_against_a_fixed_value_prints_its_score_test_with_the_exact_binomial_beside():
     e = rate([1] * 9 + [0], null=0.5)
-    assert e.p == pytest.approx(binomtest(9, 10, 0.5).pvalue) and e.resolved == "above"
+    z = (0.9 - 0.5) / np.sqrt(0.25 / 10)
+    assert e.p == pytest.approx(2 * norm.sf(z)), "the printed p is the score test the Wilson interval inverts"
+    assert e.exact_p == pytest.approx(binomtest(9, 10, 0.5).pvalue) and e.resolved == "above"
     assert rate([1, 1, 0], null=0.5).resolved is None, "2 of 3 is not most, resolved"
+
+
+@pytest.mark.parametrize("n", [10, 17, 26, 40, 115])
+def test_a_wilson_interval_and_its_printed_p_never_disagree(n):
+    """Rules 3: every printed p is the test its interval inverts. For every count of n and
+    nulls across [0.05, 0.95], the Wilson interval excludes the null exactly where p <= 0.05."""
+    for k in range(n + 1):
+        for null in np.linspace(0.05, 0.95, 19):
+            e = wilson(k, n, null=float(null))
+            excluded = e.low > null or e.high < null
+            if min(abs(e.low - null), abs(e.high - null)) > 1e-9:  # not on the bound itself
+                assert excluded == (e.p <= 0.05), (k, n, null, e)
 
 
 def test_repeated_prompts_widen_the_interval_by_their_design_effect():
@@ -80,11 +94,14 @@ def test_four_discordant_pairs_all_one_way_do_not_resolve():
     """4 of 40 discordant pairs, all one way, gave a bootstrap lower bound of 0.025 ("resolved")
     where the exact sign test gives p = 0.125."""
     d = paired_difference([1] * 4 + [0] * 36, [0] * 40)
-    assert d.value == pytest.approx(0.1) and d.p == pytest.approx(0.125)
-    assert d.resolved is None, "the score interval barely clears zero; the exact test does not agree, so it is not resolved"
-    assert paired_difference([1] * 6 + [0] * 34, [0] * 40).resolved == "above", "6 of 6 one way: p = 0.031"
+    assert d.value == pytest.approx(0.1) and d.exact_p == pytest.approx(0.125)
+    assert d.low > 0 and d.p == pytest.approx(2 * norm.sf(4 / np.sqrt(4))), "the printed p is the score test Tango's interval inverts"
+    assert d.resolved is None and d.tests_disagree, "the score interval barely clears zero; the exact test does not agree: flagged, not resolved"
+    assert "tests disagree" in d.p_text()
+    assert paired_difference([1] * 6 + [0] * 34, [0] * 40).resolved == "above", "6 of 6 one way: exact p = 0.031"
     twelve = paired_difference([1] * 12 + [0] * 28, [0] * 40)
-    assert twelve.low > 0 and twelve.p == pytest.approx(binomtest(12, 12, 0.5).pvalue) and twelve.resolved == "above"
+    assert twelve.low > 0 and twelve.exact_p == pytest.approx(binomtest(12, 12, 0.5).pvalue) and twelve.resolved == "above"
+    assert not twelve.tests_disagree
     none = paired_difference([0] * 40, [0] * 40)
     assert none.value == 0 and none.low == pytest.approx(-none.high) and none.high > 0.08, "no discordant pair still leaves room either way"
     same = paired_difference([1] * 30 + [0] * 10, [1] * 30 + [0] * 10)
@@ -110,7 +127,8 @@ def test_paired_interval_covers_at_the_sizes_we_have(p_both, p_first, p_second):
 def test_reach_against_chance_uses_the_exact_poisson_binomial_test():
     reached = np.r_[np.ones(10), np.zeros(30)]
     e = above_chance(reached, np.full(40, 0.15))
-    assert e.p == pytest.approx(2 * binomtest(10, 40, 0.15, alternative="greater").pvalue, rel=1e-6), "equal chances: the binomial tail"
+    assert e.exact_p == pytest.approx(2 * binomtest(10, 40, 0.15, alternative="greater").pvalue, rel=1e-6), "equal chances: the binomial tail"
+    assert e.p == pytest.approx(2 * norm.sf((0.25 - 0.15) / np.sqrt(0.15 * 0.85 / 40))), "the printed p: the score test the interval inverts"
     assert e.resolved is None, "10 of 40 against a chance of 0.15 is not resolved"
     below = above_chance(np.r_[np.ones(4), np.zeros(36)], np.full(40, 0.15))
     assert below.value < 0 and below.resolved is None
@@ -204,8 +222,8 @@ def test_a_test_pointing_the_other_way_never_resolves():
 
 def test_the_binomial_test_is_scipys_at_one_half_and_directional_elsewhere():
     for k, n in [(9, 10), (1, 10), (5, 10), (6, 6)]:
-        assert rate(np.r_[np.ones(k), np.zeros(n - k)], null=0.5).p == pytest.approx(binomtest(k, n, 0.5).pvalue)
-    assert rate(np.r_[np.ones(3), np.zeros(17)], null=0.2).p == pytest.approx(min(1, 2 * binomtest(3, 20, 0.2, alternative="less").pvalue))
+        assert rate(np.r_[np.ones(k), np.zeros(n - k)], null=0.5).exact_p == pytest.approx(binomtest(k, n, 0.5).pvalue)
+    assert rate(np.r_[np.ones(3), np.zeros(17)], null=0.2).exact_p == pytest.approx(min(1, 2 * binomtest(3, 20, 0.2, alternative="less").pvalue))
 
 
 def test_fieller_carries_the_test_it_inverts():
@@ -241,13 +259,47 @@ def test_estimates_round_trip_through_json_with_unbounded_bounds():
     assert Estimate.from_dict(Estimate.empty().to_dict()).is_empty
 
 
-def test_permutation_chance_is_the_share_of_other_golds_matched():
-    from rnr_lens.stats import permutation_chance
+def test_the_derangement_chance_is_the_share_of_other_golds_matched():
+    from itertools import permutations
+
+    from rnr_lens.stats import derangement_chance
 
     golds = np.array([12] * 5 + [3, 4, 5, 6, 7])
     said_12 = np.array([[g == 12 for g in golds]] * 10)  # every question's tries say "12"
-    chance = permutation_chance(said_12, n_perm=4000, seed=1)
+    chance = derangement_chance(said_12)
     # under a derangement a gold-12 question meets 4 of the 9 other golds = 12, the others 5 of 9
-    assert chance[:5] == pytest.approx(4 / 9, abs=0.03) and chance[5:] == pytest.approx(5 / 9, abs=0.03)
-    assert np.isnan(permutation_chance(np.ones((1, 1), dtype=bool))).all(), "one question has no other gold"
-    assert (permutation_chance(np.eye(6, dtype=bool)) == 0).all(), "answers right only for itself: never by chance"
+    assert chance[:5] == pytest.approx(4 / 9) and chance[5:] == pytest.approx(5 / 9)
+    assert np.isnan(derangement_chance(np.ones((1, 1), dtype=bool))).all(), "one question has no other gold"
+    assert (derangement_chance(np.eye(6, dtype=bool)) == 0).all(), "answers right only for itself: never by chance"
+    rng = np.random.default_rng(0)
+    match = rng.random((5, 5)) < 0.4
+    every = [p for p in permutations(range(5)) if all(p[i] != i for i in range(5))]
+    by_hand = np.mean([[match[q, p[q]] for q in range(5)] for p in every], axis=0)
+    assert derangement_chance(match) == pytest.approx(by_hand), "exactly the mean over every derangement"
+
+
+def test_a_pass_at_k_difference_prints_its_score_test_and_flags_the_sign_flip_beside_it():
+    """Rules 3: '-0.00 [-0.04, 0.03], p 0.0001' paired a score interval with a sign-flip test.
+    The printed p is now the score test's; the randomization test stands beside it, and where
+    the two disagree the cell is flagged and not resolved."""
+    diff = np.r_[np.full(12, -0.004), np.zeros(100), np.full(3, 0.0)]
+    e = paired_mean_difference(diff)
+    assert e.low < 0 < e.high and e.p > 0.05, "the interval and its printed p agree"
+    assert e.exact_p is not None and e.exact_p < 0.05 and e.tests_disagree and e.resolved is None
+    assert "tests disagree" in e.p_text()
+    assert e.p == pytest.approx(score_p(diff, 0.0, (-1, 1)))
+
+
+def test_percentile_bounds_are_exact_decimals():
+    from rnr_lens.stats import percentile_bounds
+
+    assert (1 - 0.95) / 2 != 0.025, "the float this guards against"
+    assert percentile_bounds(0.95) == (0.025, 0.975)
+    draws = np.arange(1, 2001)
+    assert np.quantile(draws, percentile_bounds()[0], method="inverted_cdf") == 50, "the 50th of 2,000, not the 51st"
+
+
+def test_a_round_trip_keeps_the_exact_test_beside():
+    e = paired_difference([1] * 4 + [0] * 36, [0] * 40)
+    assert Estimate.from_dict(e.to_dict()) == e and "exact_p" in e.to_dict()
+    assert "exact_p" not in score_mean(np.r_[np.ones(3), np.zeros(5)], (-1, 1)).to_dict(), "no exact test: no key"

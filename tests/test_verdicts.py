@@ -133,7 +133,7 @@ def test_the_contrast_is_a_mean_not_a_median():
 def test_four_discordant_pairs_one_way_leave_claim_one_unresolved():
     r, s = ones(10, 40), ones(14, 40)
     v = claim1(r, s, np.zeros(40))
-    assert v.difference.p == pytest.approx(0.125) and v.difference.resolved is None
+    assert v.difference.exact_p == pytest.approx(0.125) and v.difference.resolved is None and v.difference.tests_disagree
 
 
 def test_retention_is_net_with_gross_beside_and_holm_over_selectors():
@@ -242,6 +242,52 @@ def test_an_exhaustive_sweep_rules_out_every_block_for_against():
     assert V.bottleneck_verdict([], {}, sweep=undecided).verdict.status == V.UNRESOLVED
     screen = V.bottleneck_verdict([], {}, generated=(3, 30))
     assert screen.verdict.status == V.UNRESOLVED and "3 of 30 blocks generated" in screen.verdict.text
+
+
+def test_a_failure_set_at_chance_cannot_speak_to_claim_two():
+    """Rules 3. Gemma add-two-digit: 29 of 724 not-realized questions reached where 24.2 were
+    expected by chance (exact Poisson-binomial P 0.18). Whatever its sweep finds, such a set is
+    neither support nor against; SmolLM2 add-small's 9 against 1.5 speaks."""
+    realized = np.r_[np.ones(1), np.zeros(724)]
+    reached = np.r_[np.ones(1), np.ones(29), np.zeros(695)]
+    at_chance = V.failure_set_vs_chance(reached, realized, np.full(725, 24.2 / 724))
+    assert (at_chance.questions, at_chance.failures) == (724, 29) and at_chance.expected == pytest.approx(24.2)
+    assert not at_chance.above and at_chance.estimate.exact_p > 0.05
+    nulls = {"random block": np.zeros(12), "unablated re-run": np.zeros(12)}
+    won = V.bottleneck_verdict([trial(4, np.ones(12), CLEAN)], nulls, chance=at_chance)
+    assert won.verdict.status == V.UNINFORMATIVE and won.layer == 4, "the block is still reported"
+    assert "not resolved above its chance expectation" in won.verdict.text and "24.2 expected by chance" in won.verdict.text
+    assert won.verdict.n_needed is None, "a precondition at chance names no n"
+    blocks = [V.BlockCounts(b, 0, 29, 0, 100) for b in range(30)]
+    assert V.bottleneck_verdict([], {}, sweep=blocks, chance=at_chance).verdict.status == V.UNINFORMATIVE, "nor against"
+    speaks = V.failure_set_vs_chance(np.r_[np.ones(9), np.zeros(3)], np.r_[np.zeros(9), np.ones(3)] * 0, np.full(12, 1.5 / 12))
+    assert speaks.above
+    assert V.bottleneck_verdict([trial(4, np.ones(12), CLEAN)], nulls, chance=speaks).verdict.status == V.SUPPORT
+
+
+def test_a_plan_names_no_n_for_a_held_out_repair_below_one_half():
+    """Rules 3: grid-deep SmolLM2 sub printed n=22 for a held-out repair of 0.20; more
+    questions cannot lift 0.20 above one half."""
+    below = V.bottleneck_verdict([trial(4, ones(3, 15), CLEAN)], {"unablated re-run": np.zeros(15)})
+    assert below.verdict.status == V.UNRESOLVED and below.verdict.n_needed is None
+    assert "no n resolves" in below.verdict.power_text
+    above = V.bottleneck_verdict([trial(4, ones(9, 15), CLEAN)], {"unablated re-run": np.zeros(15)})
+    assert above.verdict.status == V.UNRESOLVED and above.verdict.n_needed is not None and above.verdict.n_needed > 15
+
+
+def test_a_plan_sizes_only_the_gate_that_failed():
+    """Rules 3: Gemma add-two-digit printed n≈626 where the search's reach was below its chance
+    level: the n sized the search's gain over realized, already resolved."""
+    n = 400
+    d, s = ones(20, n), ones(120, n)  # the search gains 0.25 over realized, resolved
+    high = np.full(n, 0.4)  # but its chance level is above its reach
+    v = V.routes_vs_search(s, s, d, high, high)
+    assert v.search_gain.resolved == "above" and v.above_chance_search.value < 0
+    assert v.verdict.status == V.UNINFORMATIVE and v.verdict.n_needed is None, "the failed gate points away: no n"
+    # unresolved: random routes' reach below chance is the only failed part and points away
+    chance_r = np.full(n, 0.5)
+    u = V.routes_vs_search(s, s, d, chance_r, low(n))
+    assert u.verdict.status == V.UNRESOLVED and "chance level" in u.verdict.text and u.verdict.n_needed is None
 
 
 # ---------------------------------------------------------------------------------------------
