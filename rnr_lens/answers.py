@@ -44,7 +44,7 @@ unevaluated division, and a task with rational answers needs a reader of its own
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from fractions import Fraction
 
 from rnr_lens.errors import RnrLensError
@@ -363,6 +363,29 @@ def is_correct_as(reader: str, extracted: str | None, gold: str, answer_type: st
     if reader in EXACT_READERS and answer_type == "number":
         return is_correct_exact(extracted, gold)
     return is_correct(extracted, gold, answer_type)
+
+
+def match_key(reader: str, answer: str, answer_type: str, *, gold: bool = False) -> Hashable | None:
+    """The key under which an answer read by ``reader`` (or, with ``gold``, a gold answer)
+    matches: a try's answer is its own question's gold exactly where :func:`is_correct_as` says
+    so, and a chance level (another question's gold among a question's answers) must match by
+    the same rule. For an exact reader's numbers the key is the exact rational (``"100"`` and
+    ``"99.9999999999999"`` differ, as they are graded); for every other reader the canonical
+    form (:func:`canonical_gold`, which a grading within 1e-6 accepts). None where it cannot be
+    read.
+
+    Example:
+        >>> match_key("concluding-exact", "99.9999999999999", "number") == match_key("concluding-exact", "100", "number", gold=True)
+        False
+        >>> match_key("concluding-exact", "0.75", "number") == match_key("concluding-exact", "3/4", "number", gold=True)
+        True
+    """
+    if reader in EXACT_READERS and answer_type == "number":
+        try:
+            return Fraction(_exact_text(str(answer)) if gold else str(answer))
+        except (ValueError, ZeroDivisionError):
+            return None
+    return canonical_gold(str(answer), answer_type)
 
 
 def is_correct_exact(extracted: str | None, gold: str) -> bool:

@@ -11,11 +11,17 @@ model's. Given a base and a trained audit that ran the same sampling probe with 
 - both **curves**: pass@k for k = 1..K, the unbiased estimator of Chen et al. (2021) from each
   question's K draws, averaged over questions, with Wilson intervals (conservative for a mean of
   fractional values; over prompts where questions repeat one);
+- each curve's **chance level** (rules 3): the same draws scored against the other questions'
+  golds, in expectation over a random derangement (:func:`chance_curves`), with its Wilson
+  interval, and the distinct answers per question among the K draws, which is what a pass@k
+  curve of guesses measures;
 - the **paired difference** trained - base of each question's pass@k at every k (the score
-  interval for a bounded mean with a sign-flip randomization test attached, exact McNemar at
-  k = K: :func:`rnr_lens.stats.paired_mean_difference`);
+  interval for a bounded mean with the score test it inverts, the sign-flip randomization test
+  beside it; at k = K Tango's interval with exact McNemar beside it:
+  :func:`rnr_lens.stats.paired_mean_difference`);
 - the **crossing** (:class:`Crossing`): where trained first leads; the first k at which
-  "base >= trained" is not excluded; the first k at which base > trained is resolved; the first
+  "base >= trained" is not excluded; the first k at which the pointwise interval puts base above
+  trained; the first
   k after the lead at which the point estimates cross (strictly below zero), with a bootstrap
   interval over prompts; or where the curves meet without crossing (every question equal, as at
   saturation); and, where they neither cross nor meet by K and the gap is resolved to be
@@ -23,12 +29,13 @@ model's. Given a base and a trained audit that ran the same sampling probe with 
   interval conditional on the line: sampling error only); beside it, where trained still leads
   at K, where two bounded models fitted to each question's draws put the crossing
   (:mod:`rnr_lens.passk_models`: beta-binomial and zero-inflated, "none by 10^7" where they
-  put none); and the first k at which base > trained is resolved, pointwise and under a
-  simultaneous max-abs-t bootstrap band over k;
+  put none), each with its log-likelihood; and the first k at which base lies above trained,
+  by the pointwise interval and under a simultaneous max-abs-t bootstrap band over k;
 - **claim 3's verdict** at each named k (1, 8, 32, K): :func:`rnr_lens.verdicts.training_verdict`
   unchanged, with a question reached at k when one of its first k draws is correct, so the verdict
   at k = 8 reads the first 8 draws as an 8-sample probe would (its difference with Tango's
-  interval and the exact McNemar test).
+  interval, exact McNemar beside it), and its precondition the chance that one of a question's
+  first k draws holds another question's gold.
 
 Invariants: both curves cover the same questions (those complete in both audits,
 :func:`rnr_lens.comparison.complete_in_both`) under the same probe (same temperature, draw and
@@ -42,7 +49,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -177,18 +184,20 @@ class Crossing:
             )
             head = f"the curves do not cross by k = {self.budget}{trend}{self._models_text()}"
         if self.not_excluded is None:
-            return f"{head}; trained stays resolved above base at every k up to {self.budget}"
+            return f"{head}; trained - base's pointwise 95% interval stays above zero at every k up to {self.budget}"
         band = (
             ""
             if self.reversed is None or self.never_leads is None
-            else f", k = {self.reversed_band} under a simultaneous 95% band over k"
+            else f" (k = {self.reversed_band} under a simultaneous 95% band over k)"
             if self.reversed_band is not None
-            else ", and at no k under a simultaneous 95% band over k"
+            else " (and at no k under a simultaneous 95% band over k)"
         )
+        # rules 3: "first" here reads the interval printed at each k (and the test it inverts),
+        # not Estimate.resolved, which needs the exact test beside it too: worded apart
         rev = (
-            f"; base is first resolved above trained at k = {self.reversed} (pointwise{band})"
+            f"; the pointwise 95% interval first puts base above trained at k = {self.reversed}{band}"
             if self.reversed is not None
-            else "; base is never resolved above trained"
+            else "; the pointwise 95% interval never puts base above trained"
         )
         return f"{head}; base >= trained is first not excluded at k = {self.not_excluded} (pointwise 95%){rev}"
 
@@ -243,6 +252,9 @@ class Ceiling:
     distinct: tuple[float, float] | None = None
     """The mean number of distinct answers per question among the K draws, base and trained:
     what a pass@k curve of guesses measures (None in files of rules before 3)."""
+    audits: tuple[str, str] | None = None
+    """The base and trained audits' ids, so a referee matches the ceiling to its evidence
+    without relying on order (None in files of rules before 3, and where built from bare draws)."""
 
     def chance_text(self) -> str:
         """What guessing alone gives at K, beside the ceiling: each model's chance pass@K and
@@ -284,40 +296,44 @@ class Ceiling:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the curves, the crossing and each named k's verdict with its estimates
         (:meth:`from_dict` reads it back)."""
-        return {
-            "base": self.base,
-            "trained": self.trained,
-            "task": self.task,
-            "probe": self.probe,
-            "questions": self.questions,
-            "excluded": self.excluded,
-            "curve": [_point_to_dict(p) for p in self.curve],
-            "crossing": {
-                "lead": self.crossing.lead,
-                "not_excluded": self.crossing.not_excluded,
-                "reversed": self.crossing.reversed,
-                "point": self.crossing.point,
-                "tied": self.crossing.tied,
-                "point_interval": None if self.crossing.point_interval is None else list(self.crossing.point_interval),
-                "extrapolated": self.crossing.extrapolated,
-                "extrapolated_interval": None if self.crossing.extrapolated_interval is None else list(self.crossing.extrapolated_interval),
-                "budget": self.crossing.budget,
-                "never_leads": self.crossing.never_leads,
-                "reversed_band": self.crossing.reversed_band,
-                "models": [m.to_dict() for m in self.crossing.models],
-                "text": self.crossing.text(),
-                "extrapolation_cost": self.extrapolation_cost(),
-            },
-            "verdicts": [
-                {
-                    "k": k,
-                    **{f: getattr(v, f).to_dict() for f in _VERDICT_ESTIMATES[:4]},
-                    **{f: getattr(v, f).to_dict() for f in _VERDICT_ESTIMATES[4:] if not getattr(v, f).is_empty},
-                    "verdict": v.verdict.to_dict(),
-                }
-                for k, v in self.verdicts
-            ],
-        } | ({} if self.distinct is None else {"distinct": list(self.distinct)})
+        return (
+            {
+                "base": self.base,
+                "trained": self.trained,
+                "task": self.task,
+                "probe": self.probe,
+                "questions": self.questions,
+                "excluded": self.excluded,
+                "curve": [_point_to_dict(p) for p in self.curve],
+                "crossing": {
+                    "lead": self.crossing.lead,
+                    "not_excluded": self.crossing.not_excluded,
+                    "reversed": self.crossing.reversed,
+                    "point": self.crossing.point,
+                    "tied": self.crossing.tied,
+                    "point_interval": None if self.crossing.point_interval is None else list(self.crossing.point_interval),
+                    "extrapolated": self.crossing.extrapolated,
+                    "extrapolated_interval": None if self.crossing.extrapolated_interval is None else list(self.crossing.extrapolated_interval),
+                    "budget": self.crossing.budget,
+                    "never_leads": self.crossing.never_leads,
+                    "reversed_band": self.crossing.reversed_band,
+                    "models": [m.to_dict() for m in self.crossing.models],
+                    "text": self.crossing.text(),
+                    "extrapolation_cost": self.extrapolation_cost(),
+                },
+                "verdicts": [
+                    {
+                        "k": k,
+                        **{f: getattr(v, f).to_dict() for f in _VERDICT_ESTIMATES[:4]},
+                        **{f: getattr(v, f).to_dict() for f in _VERDICT_ESTIMATES[4:] if not getattr(v, f).is_empty},
+                        "verdict": v.verdict.to_dict(),
+                    }
+                    for k, v in self.verdicts
+                ],
+            }
+            | ({} if self.distinct is None else {"distinct": list(self.distinct)})
+            | ({} if self.audits is None else {"audits": list(self.audits)})
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Ceiling:
@@ -362,7 +378,7 @@ class Ceiling:
             )
             for v in d["verdicts"]
         )
-        distinct = d.get("distinct")
+        distinct, audits = d.get("distinct"), d.get("audits")
         return cls(
             str(d["base"]),
             str(d["trained"]),
@@ -374,6 +390,7 @@ class Ceiling:
             crossing,
             verdicts,
             None if distinct is None else (float(distinct[0]), float(distinct[1])),
+            None if audits is None else (str(audits[0]), str(audits[1])),
         )
 
 
@@ -420,10 +437,10 @@ def _pass_at_k_row(budget: int, c: int) -> np.ndarray:
     return out
 
 
-def chance_curves(answers: Sequence[Sequence[str | None]], golds: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray]:
+def chance_curves(answers: Sequence[Sequence[Hashable | None]], golds: Sequence[Hashable | None]) -> tuple[np.ndarray, np.ndarray]:
     """What guessing alone gives each question: its own draws (``answers``, ``(questions, K)``
-    canonical answers in try order, None where none was read) scored against **the other
-    questions' golds**, in expectation over a uniform derangement of the golds (under which
+    keys in try order as its reader grades them, :func:`rnr_lens.answers.match_key`, None where
+    none was read) scored against **the other questions' golds** (``golds``, keyed alike), in expectation over a uniform derangement of the golds (under which
     each other question's gold is paired with it with probability ``1 / (n - 1)``, so the
     expectation is exact: no derangements are drawn, and the work is linear in the draws).
 
@@ -443,12 +460,12 @@ def chance_curves(answers: Sequence[Sequence[str | None]], golds: Sequence[str |
     passk, first = np.zeros((n, budget)), np.zeros((n, budget))
     if n < 2:
         return np.full((n, budget), np.nan), np.full((n, budget), np.nan)
-    owners: dict[str, int] = {}
+    owners: dict[Hashable, int] = {}
     for g in golds:
         if g is not None:
             owners[g] = owners.get(g, 0) + 1
     for q, said in enumerate(answers):
-        seen: dict[str, tuple[int, int]] = {}  # answer -> (first index, count)
+        seen: dict[Hashable, tuple[int, int]] = {}  # answer -> (first index, count)
         for i, a in enumerate(said):
             if a is not None and a in owners:
                 at, count = seen.get(a, (i, 0))
@@ -461,7 +478,7 @@ def chance_curves(answers: Sequence[Sequence[str | None]], golds: Sequence[str |
     return passk / (n - 1), first / (n - 1)
 
 
-def distinct_answers(answers: Sequence[Sequence[str | None]]) -> float:
+def distinct_answers(answers: Sequence[Sequence[Hashable | None]]) -> float:
     """The mean number of distinct answers (read, canonical) per question among its draws."""
     return float(np.mean([len({a for a in said if a is not None}) for said in answers])) if len(answers) else math.nan
 
@@ -632,7 +649,7 @@ def ceiling_of(
     named: Sequence[int] = NAMED_K,
     margin: float = MARGIN,
     seed: int = 0,
-    answers: tuple[Sequence[Sequence[str | None]], Sequence[Sequence[str | None]], Sequence[str | None]] | None = None,
+    answers: tuple[Sequence[Sequence[Hashable | None]], Sequence[Sequence[Hashable | None]], Sequence[Hashable | None]] | None = None,
 ) -> Ceiling:
     """The ceiling from both models' draws on the same questions, in the same order: the
     stages of :func:`rnr_lens.comparison.compare_ceiling` once it has read the audits.

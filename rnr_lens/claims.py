@@ -587,11 +587,13 @@ def summary_lines(claims: Claims) -> dict[str, str]:
     both = [c.screen_vs_exhaustive for c in bottleneck if c.screen_vs_exhaustive is not None]
     some = [a for a in both if a.exhaustive_repair_discovery > 0]  # a tie at 0 (no block repairs anything) is no match
     agree = (
-        f"; the screen's pick repaired as much as the exhaustive sweep's best in {sum(a.regret <= 0 for a in some)} of {len(some)} settings "
-        f"where both ran and some block repairs a discovery failure"
+        ""
+        if not both
+        else f"; in none of the {len(both)} settings where both ran does a block repair a discovery failure, so no pick is compared"
+        if not some
+        else f"; the screen's pick repaired as much as the exhaustive sweep's best in {sum(a.regret <= 0 for a in some)} of {len(some)} settings "
+        "where both ran and some block repairs a discovery failure"
         + (f" ({len(both) - len(some)} more where no block repairs any)" if len(some) < len(both) else "")
-        if both
-        else ""
     )
     with_set = sum(1 for c in bottleneck if c.failures >= 2)
 

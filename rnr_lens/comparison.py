@@ -16,14 +16,14 @@ as wrong on one side.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rnr_lens.answers import canonical_gold
+from rnr_lens.answers import match_key
 from rnr_lens.ceiling import NAMED_K, Ceiling, ceiling_of
 from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.probes import parse_probe
@@ -215,8 +215,9 @@ def compare_ceiling(
     if not ids:
         raise RnrLensError(f"no question is complete in both audits under {name}; finish them by running their audits again ({arg('resume')})")
     qa, qb = base.questions.set_index("question_id").loc[ids], trained.questions.set_index("question_id").loc[ids]
-    golds = [canonical_gold(str(g), base.info.answer_type) for g in qa["gold"]]
-    return ceiling_of(
+    reader = base.config.extractor  # the same config in both (compare's check)
+    golds = [match_key(reader, str(g), base.info.answer_type, gold=True) for g in qa["gold"]]
+    ceiling = ceiling_of(
         (base.info.model, trained.info.model, base.info.task, name),
         _draws(base, name, ids),
         _draws(trained, name, ids),
@@ -229,14 +230,16 @@ def compare_ceiling(
         seed=seed,
         answers=(_answers(base, name, ids), _answers(trained, name, ids), golds),
     )
+    return replace(ceiling, audits=(base.id, trained.id))
 
 
-def _answers(result: AuditResult, probe: str, ids: Sequence[str]) -> list[list[str | None]]:
-    """Each question's draws in ``ids`` order as canonical answers (None where none was read),
-    in try order: what the chance curves score against the other questions' golds."""
-    kind = result.info.answer_type
+def _answers(result: AuditResult, probe: str, ids: Sequence[str]) -> list[list[Hashable | None]]:
+    """Each question's draws in ``ids`` order as the keys its reader grades by
+    (:func:`rnr_lens.answers.match_key`; None where none was read), in try order: what the
+    chance curves score against the other questions' golds."""
+    kind, reader = result.info.answer_type, result.config.extractor
     tries = result.probe_tries(probe)
     read = {
-        (t.question_id, int(t.try_index)): canonical_gold(t.extracted, kind) if isinstance(t.extracted, str) else None for t in tries.itertuples()
+        (t.question_id, int(t.try_index)): match_key(reader, t.extracted, kind) if isinstance(t.extracted, str) else None for t in tries.itertuples()
     }
     return [[read.get((q, i)) for i in range(result.budget(probe))] for q in ids]

@@ -10,7 +10,7 @@ read the same record.
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from rnr_lens import selectors as sel
-from rnr_lens.answers import canonical_gold, holds_gold, numbers_in
+from rnr_lens.answers import holds_gold, match_key, numbers_in
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.display import SELECTOR_COLUMN as SELECTOR_COLUMN  # re-exported: summary tables name their columns with it
 from rnr_lens.display import estimate_text, html_table, selector_column
@@ -382,11 +382,14 @@ class AuditResult:
             return self._chance[key].copy()
         answer_type = self.info.answer_type
         ids = self.questions["question_id"].tolist()
-        golds = [canonical_gold(str(g), answer_type) for g in self.questions["gold"]]
-        said: dict[str, set[str]] = {qid: set() for qid in ids}
+        # matched by the rule that grades a try against its own gold (answers.match_key); read
+        # leniently, every stated number by the tolerant rule that finds a format miss
+        reader = "lenient" if lenient else self.config.extractor
+        golds = [match_key(reader, str(g), answer_type, gold=True) for g in self.questions["gold"]]
+        said: dict[str, set[Hashable]] = {qid: set() for qid in ids}
         for t in self.probe_tries(probe).itertuples():
             if isinstance(t.extracted, str):
-                value = canonical_gold(t.extracted, answer_type)
+                value = match_key(reader, t.extracted, answer_type)
                 if value is not None:
                     said[t.question_id].add(value)
             if lenient and answer_type == "number":

@@ -220,9 +220,8 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid) -> Bottle
     kept = decided.layer
     order = ([kept] if kept is not None else []) + [int(r) for r in ranked(judged.table)["layer"] if int(r) != kept]
     blocks = [_block_rates(judged, b) for b in order[:2]]
-    if (
-        kept is not None and decided.heldout is not None
-    ):  # one interval: the kept block's held-out repair as the verdict read it (at the tie's Holm level)
+    # one interval: the kept block's held-out repair as the verdict read it (at the tie's Holm level)
+    if kept is not None and decided.heldout is not None:
         blocks[0] = replace(blocks[0], repair_heldout=decided.heldout)
     # without a bottleneck (no generated block repairs within the bound) the best other block is shown as second
     picked_rates, rest = (blocks[0], blocks[1:]) if kept is not None else (None, blocks)

@@ -91,7 +91,7 @@ class Estimate:
         n: Questions (or prompts, where the method works over prompts) behind it.
         method: The method that made the interval (and test), by name.
         level: The interval's two-sided level.
-        p: The two-sided p-value of the matching exact test, where one is attached.
+        p: The two-sided p-value of the test the interval inverts, where one is attached.
         null: The value that test tests against (0 for a difference, 0.5 for "most").
         exact_p: Where one stands beside it, the two-sided p of a second, exact (or
             randomization) test of the same null, which the interval does not invert
@@ -367,7 +367,8 @@ def binomial_p(successes: int, n: int, null: float) -> float:
 
 
 def wilson(successes: int, n: int, *, null: float | None = None, level: float = LEVEL) -> Estimate:
-    """Wilson interval of ``successes`` of ``n`` (with the exact binomial test against ``null``)."""
+    """Wilson interval of ``successes`` of ``n`` (against ``null``: the score test it inverts,
+    the exact binomial test beside it)."""
     return rate(np.r_[np.ones(successes), np.zeros(n - successes)], null=null, level=level)
 
 

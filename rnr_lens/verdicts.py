@@ -195,6 +195,13 @@ def at_margin(e: Estimate, per_question: np.ndarray, margin: float, prompts: Seq
     return replace(e, p=p, null=margin, exact_p=None, method=f"{e.method.split(';')[0]}; score test at {margin:+.2f}")
 
 
+def _shown(e: Estimate) -> str:
+    """An estimate as a verdict's reason prints it: its interval, and where the exact test beside
+    it disagrees with the interval's own test, both p's and the flag (an interval clear of the
+    null beside "not resolved" says why)."""
+    return e.text() + (f", {e.p_text()}" if e.tests_disagree else "")
+
+
 def _missing(parts: dict[str, bool]) -> list[str]:
     """The parts of an intersection-union test that do not hold, by name, in order."""
     return [name for name, ok in parts.items() if not ok]
@@ -299,7 +306,7 @@ def routes_vs_search(
     def out(status: str, text: str, plan: tuple[float | None, int | None] = (None, None)) -> RoutesVerdict:
         return RoutesVerdict(diff, vs_margin, search_gain, random_gain, kept, ac_r, ac_s, Verdict(status, text, *plan))
 
-    shown = f"random - search {diff.text()}, random keeps half of the search's gain: (R-D) - (S-D)/2 {kept.text()}"
+    shown = f"random - search {_shown(diff)}, random keeps half of the search's gain: (R-D) - (S-D)/2 {_shown(kept)}"
     gate = search_gain.resolved == "above" and ac_s.resolved == "above"
     # Holm over the two ways to be against; the contrast is tested only past the gate (a gain
     # the search does not have cannot be kept or lost), the margin whatever the gate says
@@ -308,12 +315,12 @@ def routes_vs_search(
         why = f"random - search is resolved below -{margin:.2f}" if behind[0] else "random routes keep less than half of the search's gain"
         return out(AGAINST, f"{why} (Holm over the two ways): {shown}")
     if diff.resolved == "above" and random_gain.resolved == "above" and ac_r.resolved == "above":
-        return out(SUPPORT, f"random routes reach more than the search ({diff.text()}) and than realized ({random_gain.text()}), above chance")
+        return out(SUPPORT, f"random routes reach more than the search ({_shown(diff)}) and than realized ({_shown(random_gain)}), above chance")
     if not gate:
         missing = (
-            f"the search's gain over realized is not resolved above zero ({search_gain.text()})"
+            f"the search's gain over realized is not resolved above zero ({_shown(search_gain)})"
             if search_gain.resolved != "above"
-            else f"the search's reach is not resolved above its chance level ({ac_s.text()} above chance)"
+            else f"the search's reach is not resolved above its chance level ({_shown(ac_s)} above chance)"
         )
         failed = [(search_gain.value, s - d)] if search_gain.resolved != "above" else []
         failed += [] if ac_s.resolved == "above" else [(ac_s.value, s - np.asarray(chance_search, float))]
@@ -376,7 +383,7 @@ def retention(
     real, reach = np.asarray(realized, float), np.asarray(reached, float)
     gain = gain if gain is not None else paired_difference(reach, real, prompts, level=level)
     if gain.resolved != "above":
-        return [Retention(s, None, f"no gain over realized resolved ({gain.text()})") for s in selectors]
+        return [Retention(s, None, f"no gain over realized resolved ({_shown(gain)})") for s in selectors]
     gained = (reach == 1) & (real == 0)
     out = []
     for s, v in selectors.items():
@@ -672,12 +679,12 @@ def _bottleneck_text(d: _BottleneckDecision, *, swept: int, generated: tuple[int
         return f"no generated block repairs a discovery failure within the break bound {break_bound:.2f}{made}{screen_only}"
     t, held = d.kept
     broken = d.broken
-    named = f"MLP {t.layer} repairs {held.text()} of {held.n} held-out failures"
+    named = f"MLP {t.layer} repairs {_shown(held)} of {held.n} held-out failures"
     if len(d.trials) > 1:
         others = ", ".join(str(x.layer) for x, _ in d.trials if x.layer != t.layer)
         named += f" (tied on discovery repair with MLP {others}; kept by held-out repair, Holm over {len(d.trials)})"
     if d.status == SUPPORT:
-        nulls_text = ", ".join(f"{k} {v.text()}" for k, v in d.versus.items())
+        nulls_text = ", ".join(f"{k} {_shown(v)}" for k, v in d.versus.items())
         return (
             f"silencing {named}, resolved above one half; breaks {broken.text() if broken else '-'} of {broken.n if broken else 0} "
             f"held-out controls; above the null ({nulls_text})"
@@ -691,7 +698,7 @@ def _bottleneck_text(d: _BottleneckDecision, *, swept: int, generated: tuple[int
             f"the break bound needs at least {controls_needed(0, bound=break_bound, level=level)} held-out controls with 0 breaks "
             f"({controls_needed(1, bound=break_bound, level=level)} with 1); this set has {broken.n if broken is not None else 0}"
         )
-    breaks = f"; breaks {broken.text()} of {broken.n} held-out controls" if broken is not None else "; break rate unmeasured (no held-out control)"
+    breaks = f"; breaks {_shown(broken)} of {broken.n} held-out controls" if broken is not None else "; break rate unmeasured (no held-out control)"
     text = f"{named}{breaks}; support needs {' and '.join(_missing(d.parts))}" + (f" ({'; '.join(notes)})" if notes else "")
     return text if swept else text + "; a screen alone never gives against"
 
@@ -744,7 +751,7 @@ def bottleneck_verdict(
         unresolved = held is not None and d.status == UNRESOLVED and held.resolved != "above"
         plan = (
             # rules 3: an n only toward the claim (a held-out repair above one half); none where it points below
-            (detectable(0.5, held.n, level=level), n_needed(held.value - MOST, 0.5, level=level) if held.value > MOST else None)
+            (detectable(0.5, held.n, level=held.level), n_needed(held.value - MOST, 0.5, level=held.level) if held.value > MOST else None)
             if unresolved and held is not None
             else (None, None)
         )
@@ -846,17 +853,17 @@ def training_verdict(
             UNINFORMATIVE,
             f"neither model's reach is resolved above its chance level (base {ac_a.text()}, {ac_a.p_text()}; trained {ac_b.text()}, "
             f"{ac_b.p_text()} above chance): a ceiling that guessing alone gives says nothing of what training kept or lost "
-            f"(delta realized {dr.text()}; delta reachable {dk.text()})",
+            f"(delta realized {_shown(dr)}; delta reachable {_shown(dk)})",
         )
 
     if dr.resolved != "above":
         flat = at_margin(dr, ddr, margin, prompts).resolved == "below" and at_margin(dr, ddr, -margin, prompts).resolved == "above"
         if dr.resolved == "below" or flat:
             how = "fell" if dr.resolved == "below" else f"stayed flat (within ±{margin:.2f}, resolved)"
-            return out(UNINFORMATIVE, f"realized accuracy {how} (delta realized {dr.text()}): there is no gain to attribute")
-        text = f"a rise in realized accuracy is not resolved (delta realized {dr.text()}; delta reachable {dk.text()})"
+            return out(UNINFORMATIVE, f"realized accuracy {how} (delta realized {_shown(dr)}): there is no gain to attribute")
+        text = f"a rise in realized accuracy is not resolved (delta realized {_shown(dr)}; delta reachable {_shown(dk)})"
         return out(UNRESOLVED, text, _plan([(dr.value, ddr)], prompts, level))
-    shown = f"realized rose ({dr.text()}); delta reachable {dk.text()}, delta realized / 2 - delta reachable {gain.text()}"
+    shown = f"realized rose ({_shown(dr)}); delta reachable {_shown(dk)}, delta realized / 2 - delta reachable {_shown(gain)}"
     if dk_margin.resolved == "above":
         return out(AGAINST, f"{shown}: the ceiling rose by more than {margin:.2f} (training expanded reach)")
     if dk_margin.resolved == "below" and gain.resolved == "above":

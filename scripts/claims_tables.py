@@ -452,7 +452,7 @@ def side_by_side_reading(columns: dict[str, tuple[Claims | None, Claims | None]]
     for model, status in by.items():
         silent = [k for k in status if status[k] == "uninformative"]
         if silent:
-            cannot.append(f"{model} cannot speak to {named(silent)}: its precondition is absent there (each reason names the gate)")
+            cannot.append(f"{model} cannot speak to {named(silent)}: every verdict there is uninformative (each reason names why)")
     missing = [m for m, cells in ((first, a), (second, b)) if len(cells) < len(dict.fromkeys([*a, *b]))]
     tail = f"; {_and(missing)} {'has' if len(missing) == 1 else 'have'} settings not run yet" if missing else ""
     return "Side by side, " + "; ".join(said) + tail + ". " + ". ".join(cannot) + ("." if cannot else "")
@@ -568,7 +568,7 @@ def ceiling_summary(claims: Claims) -> str:
     """Claim 3 at large k over a grid's runs, one paragraph per task: whether trained stays
     resolved above base, where the straight line in log k and each bounded model put the
     crossing (the line's interval conditional on the line), what a measurement at the line's
-    zero would tell apart, and where base is first resolved above trained, pointwise and under a
+    zero would tell apart, and where base first lies above trained, by the pointwise interval and under a
     simultaneous band."""
     out = []
     for task in dict.fromkeys(c.task for c in claims.ceiling):
@@ -577,9 +577,22 @@ def ceiling_summary(claims: Claims) -> str:
         lead = [c for c in runs if c.crossing.lead is not None and c.crossing.point is None and c.crossing.tied is None]
         head = f"on `{_task(task)}` ({runs[0].questions} questions, {n} run{'s' if n > 1 else ''}): "
         said = []
+        guessing = all(
+            v.above_chance_base.resolved != "above" and v.above_chance_trained.resolved != "above" and not v.above_chance_base.is_empty
+            for c in runs
+            for _, v in c.verdicts
+        )
+        if guessing:  # rules 3: the curves exist, but claim 3 cannot read them
+            said.append(
+                "at no named k in any run is either model's reach resolved above its chance level, so claim 3 is uninformative there "
+                "and what follows describes how each model guesses, not a ceiling"
+            )
         if len(lead) == n:
             stays = sum(c.crossing.not_excluded is None for c in runs)
-            said.append(f"the curves do not cross by k = {budget} in {n} of {n}, and trained stays resolved above base at every k in {stays} of {n}")
+            said.append(
+                f"the curves do not cross by k = {budget} in {n} of {n}, and trained − base's pointwise 95% interval stays above zero at every k "
+                f"in {stays} of {n}"
+            )
             ks = [k for k, _ in runs[0].verdicts]
             if ks:
                 below = [str(sum(c.verdict(k).ceiling_vs_gain.resolved == "below" for c in runs)) for k in ks]
@@ -636,9 +649,17 @@ def ceiling_summary(claims: Claims) -> str:
             never = sum(all(p.difference.resolved != "above" for p in c.curve) for c in runs)
             said.append(f"trained is resolved above base at no k in {never} of {n}")
             said.append(
-                f"base is first resolved above trained at k = {_ks([c.crossing.reversed for c in runs], 'none')} pointwise "
-                f"(runs in order), and at k = {_ks([c.crossing.reversed_band for c in runs], 'none')} under a simultaneous 95% band over k"
+                f"the pointwise 95% interval first puts base above trained at k = {_ks([c.crossing.reversed for c in runs], 'none')} "
+                f"(runs in order), and a simultaneous 95% band over k at k = {_ks([c.crossing.reversed_band for c in runs], 'none')}"
             )
+            earlier = sum(
+                c.crossing.reversed_band is not None and (c.crossing.reversed is None or c.crossing.reversed_band < c.crossing.reversed) for c in runs
+            )
+            if earlier:  # a simultaneous band narrower than a pointwise interval: the pointwise score interval has lost its power there
+                said.append(
+                    f"the band comes before the pointwise interval in {earlier} of {n}: on a mean of fractional pass@k differences "
+                    "the score interval is conservative, so its k is late, not the band's early"
+                )
             ends = [c.at(budget) for c in runs]
             said.append(
                 f"at k = {budget} base reaches {_span([e.base.value for e in ends], '{:.2f}')} of the questions against "
@@ -849,7 +870,9 @@ def _verdicts(claims: Claims) -> list[tuple[str, str]]:
     out = [(f"claim 1, {c.setting.model} `{_task(c.setting)}`", c.verdict.status) for c in claims.routes_vs_search]
     out += [(f"claim 2, {c.setting.model} `{_task(c.setting)}`", c.verdict.status) for c in claims.bottleneck]
     out += [
-        (f"claim 3, run {i} `{_task(t.task)}` {budget_label(p.probe)}", p.verdict.status) for i, t in enumerate(claims.training, 1) for p in t.probes
+        (f"claim 3, {run} `{_task(t.task)}` {budget_label(p.probe)}", p.verdict.status)
+        for t, run in zip(claims.training, claims.run_labels(claims.training))
+        for p in t.probes
     ]
     out += [(f"claim 3 at k = {k}, `{_task(c.task)}`", v.verdict.status) for c in claims.ceiling for k, v in c.verdicts]
     return out
@@ -858,14 +881,22 @@ def _verdicts(claims: Claims) -> list[tuple[str, str]]:
 def regrade_verdicts(before: dict[str, Claims], after: dict[str, Claims]) -> str:
     """How many verdicts re-grading moved, grid by grid (each grid's claims before and after,
     compared verdict by verdict in the report's order), naming each that moved."""
-    said = []
-    for grid, new in after.items():
-        old_v, new_v = _verdicts(before[grid]), _verdicts(new)
-        if [name for name, _ in old_v] != [name for name, _ in new_v]:
-            raise SystemExit(f"{grid}: the re-graded claims hold other verdicts than the earlier ones")
-        moved = [f"{name} ({a} → {b})" for (name, a), (_, b) in zip(old_v, new_v) if a != b]
-        said.append(f"`{grid}` {len(moved)} of {len(new_v)}" + (f" ({'; '.join(moved)})" if moved else ""))
-    return "Re-grading under config version 4 moved " + ", ".join(said) + " verdicts."
+    return (
+        "Re-grading under config version 4 moved "
+        + ", ".join(_moved(grid, before[grid], new, "re-graded") for grid, new in after.items())
+        + " verdicts."
+    )
+
+
+def _moved(grid: str, before: Claims, after: Claims, how: str) -> str:
+    """One grid's verdicts that moved between two reports of it, compared verdict by verdict in
+    the report's order: "`grid` 2 of 44 (name (a → b); ...)" (``how`` names the later report
+    in the refusal where the two hold other verdicts)."""
+    old_v, new_v = _verdicts(before), _verdicts(after)
+    if [name for name, _ in old_v] != [name for name, _ in new_v]:
+        raise SystemExit(f"{grid}: the {how} claims hold other verdicts than the earlier ones")
+    moved = [f"{name} ({a} → {b})" for (name, a), (_, b) in zip(old_v, new_v) if a != b]
+    return f"`{grid}` {len(moved)} of {len(new_v)}" + (f" ({'; '.join(moved)})" if moved else "")
 
 
 def rules_3_moved(before: dict[str, Claims], after: dict[str, Claims]) -> str:
@@ -874,11 +905,7 @@ def rules_3_moved(before: dict[str, Claims], after: dict[str, Claims]) -> str:
     estimates carry an exact test that disagrees with their interval's (flagged on the page)."""
     said, flagged, total = [], 0, 0
     for grid, new in after.items():
-        old_v, new_v = _verdicts(before[grid]), _verdicts(new)
-        if [name for name, _ in old_v] != [name for name, _ in new_v]:
-            raise SystemExit(f"{grid}: the re-derived claims hold other verdicts than the rules-2 ones")
-        moved = [f"{name} ({a} → {b})" for (name, a), (_, b) in zip(old_v, new_v) if a != b]
-        said.append(f"`{grid}` {len(moved)} of {len(new_v)}" + (f" ({'; '.join(moved)})" if moved else ""))
+        said.append(_moved(grid, before[grid], new, "re-derived"))
         estimates = list(_estimates(new.to_dict()))
         total += len(estimates)
         flagged += sum(Estimate.from_dict(e).tests_disagree for e in estimates)

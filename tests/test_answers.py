@@ -225,3 +225,20 @@ def test_the_default_numeric_extractor_reads_as_the_person_did_but_for_its_rule(
     page = (root / "docs" / "extractors.md").read_text()
     shown = page.split("<!-- agreement -->\n", 1)[1].split("\n<!-- /agreement -->", 1)[0]
     assert shown == script.markdown(rows), "rerun: python scripts/extractor_agreement.py table, and paste it into docs/extractors.md"
+
+
+def test_a_chance_match_is_graded_by_the_readers_own_rule():
+    """Issue 72's review: the chance level matched answers by their 6-digit canonical form, while
+    a try's correctness is graded exactly, so a try graded wrong against its own gold could count
+    as a chance hit against another's. The key a chance level matches by is the reader's grade."""
+    from rnr_lens.answers import is_correct_as, match_key
+
+    for reader in ("concluding-exact", "concluding-token"):
+        for said, gold in [("99.9999999999999", "100"), ("0.75", "3/4"), ("1.0000000001", "1"), ("14", "14.0"), ("-3", "−3")]:
+            same = match_key(reader, said, "number") == match_key(reader, gold, "number", gold=True)
+            if reader == "concluding-exact":
+                assert same == is_correct_as(reader, said, gold, "number"), (reader, said, gold)
+            elif same:  # a tolerant reader: equal canonical forms are always within its tolerance
+                assert is_correct_as(reader, said, gold, "number"), (reader, said, gold)
+    assert match_key("concluding-exact", "not a number", "number") is None
+    assert match_key("choice-letter", "b", "choice", gold=True) == match_key("choice-letter", "B", "choice")

@@ -54,12 +54,17 @@ def test_a_rarely_reaching_base_overtakes_an_often_reaching_trained_model():
     assert crossing.extrapolated is None, "the curves cross: nothing to extrapolate"
     assert crossing.lead == 1 and crossing.tied is None
     text = crossing.text()
-    assert f"cross at k = {crossing.point}" in text and f"first resolved above trained at k = {crossing.reversed} (pointwise, " in text
+    assert (
+        f"cross at k = {crossing.point}" in text and f"the pointwise 95% interval first puts base above trained at k = {crossing.reversed} (" in text
+    )
     # the simultaneous band over k resolves the reversal too, here later than the pointwise scan
     assert crossing.reversed_band is not None and crossing.reversed_band >= crossing.reversed
     assert f"k = {crossing.reversed_band} under a simultaneous 95% band over k" in text
     # the same data, the same seed: the same interval
     assert find_crossing(base, trained, points, prompts).point_interval == crossing.point_interval
+    # rules 3: the scan's first k's read the interval printed at each k (and the test it inverts)
+    assert crossing.reversed == next(p.k for p in points if p.difference.high < 0)
+    assert crossing.not_excluded == next(p.k for p in points if not p.difference.low > 0)
 
 
 def test_a_resample_in_which_trained_never_leads_crosses_at_one_not_beyond_the_budget():
@@ -147,11 +152,11 @@ def test_few_prompts_give_no_bootstrap_interval():
 
 def test_the_crossings_text_names_ends_beyond_the_budget():
     x = Crossing(lead=1, not_excluded=90, reversed=None, point=120, tied=None, point_interval=(None, None), extrapolated=None, budget=K)
-    assert "bootstrap 95%: >128 to >128" in x.text() and "never resolved above" in x.text()
+    assert "bootstrap 95%: >128 to >128" in x.text() and "the pointwise 95% interval never puts base above trained" in x.text()
     far = Crossing(lead=1, not_excluded=None, reversed=None, point=None, tied=None, point_interval=None, extrapolated=3.2e9, budget=K)
     assert (
         "near k = 3.2e+09 (extrapolated, conditional on the line (sampling error only))" in far.text()
-        and "stays resolved above base at every k up to 128" in far.text()
+        and "pointwise 95% interval stays above zero at every k up to 128" in far.text()
     )
 
 

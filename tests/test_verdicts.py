@@ -450,3 +450,16 @@ def test_retention_against_at_its_margin_is_rare():
         above = V.routes_vs_search(reached, reached, realized, low(n), low(n)).above_chance_random
         hits += V.retention_verdict(V.retention(picks, realized, reached, above)).status == V.AGAINST
     assert hits / REPS <= ONE_SIDED + SLACK
+
+
+def test_a_reason_flags_an_interval_clear_of_zero_that_its_exact_test_does_not_resolve():
+    """Issue 72's review: a reason printed "delta realized 0.12 [0.03,0.26]" beside "not
+    resolved", with nothing to say why. Where the exact test beside an interval disagrees with
+    the interval's own test, the reason prints both p's and the flag."""
+    n = 40
+    base, trained = np.zeros(n), ones(4, n)  # 4 of 40 discordant, all one way: Tango clears 0, exact McNemar p 0.125
+    v = V.training_verdict(base, trained, trained, trained)
+    assert v.delta_realized.low > 0 and v.delta_realized.resolved is None
+    assert v.verdict.status == V.UNRESOLVED and "the tests disagree, not resolved" in v.verdict.text
+    clear = V.training_verdict(np.zeros(n), ones(12, n), ones(12, n), ones(12, n))
+    assert "tests disagree" not in clear.verdict.text, "where the tests agree, the reason prints the interval alone"
