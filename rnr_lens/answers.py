@@ -56,18 +56,47 @@ _NUMBER_RE = re.compile(_NUMBER)
 _ANSWER_IS_RE = re.compile(r"answer\s*(?:is|:|=)\s*:?\s*", re.IGNORECASE)
 
 
-def canonical_number(text: str) -> str | None:
-    """``'$1,234.50'`` -> ``'1234.5'``; ``'51.0'`` -> ``'51'``; ``'3/4'`` -> ``'0.75'``; else None."""
-    cleaned = text.strip().replace("$", "").replace(",", "").replace(" ", "").rstrip(".")
-    if not cleaned:
+MAX_DIGITS = 1000
+"""The most digits (and the largest power of ten) a number read from a text may have before an
+exact rational is built from it: ``1e999999999`` is 30 bytes of a hostile file but a billion
+digits as a rational (issue 73). A longer number is read as no number at all."""
+
+_EXPONENT_RE = re.compile(r"[eE]\s*([+-]?\d+)")
+
+
+def exact_fraction(text: str) -> Fraction | None:
+    """``text`` as an exact rational (``Fraction``), or None where it is not a number or is
+    longer than :data:`MAX_DIGITS` digits or powers of ten: the one place a text becomes a
+    rational, so the work is bounded by the text's size.
+
+    Example:
+        >>> exact_fraction("0.75"), exact_fraction("3/4") == exact_fraction("0.75"), exact_fraction("1e999999999")
+        (Fraction(3, 4), True, None)
+    """
+    if len(text) > MAX_DIGITS:
+        return None
+    exponent = _EXPONENT_RE.search(text)
+    if exponent is not None and abs(int(exponent.group(1))) > MAX_DIGITS:
         return None
     try:
-        value = Fraction(cleaned)
+        return Fraction(text)
     except (ValueError, ZeroDivisionError):
+        return None
+
+
+def canonical_number(text: str) -> str | None:
+    """``'$1,234.50'`` -> ``'1234.5'``; ``'51.0'`` -> ``'51'``; ``'3/4'`` -> ``'0.75'``; else None
+    (also for a number beyond a float's range that is not an integer)."""
+    cleaned = text.strip().replace("$", "").replace(",", "").replace(" ", "").rstrip(".")
+    value = exact_fraction(cleaned) if cleaned else None
+    if value is None:
         return None
     if value.denominator == 1:
         return str(value.numerator)
-    return f"{float(value):.6g}"
+    try:
+        return f"{float(value):.6g}"
+    except OverflowError:
+        return None
 
 
 def numbers_in(text: str) -> list[str]:
@@ -381,10 +410,7 @@ def match_key(reader: str, answer: str, answer_type: str, *, gold: bool = False)
         True
     """
     if reader in EXACT_READERS and answer_type == "number":
-        try:
-            return Fraction(_exact_text(str(answer)) if gold else str(answer))
-        except (ValueError, ZeroDivisionError):
-            return None
+        return exact_fraction(_exact_text(str(answer)) if gold else str(answer))
     return canonical_gold(str(answer), answer_type)
 
 
@@ -398,11 +424,8 @@ def is_correct_exact(extracted: str | None, gold: str) -> bool:
     """
     if extracted is None:
         return False
-    try:
-        want = Fraction(_exact_text(str(gold)))
-        return Fraction(extracted) == want
-    except (ValueError, ZeroDivisionError):
-        return False
+    want, got = exact_fraction(_exact_text(str(gold))), exact_fraction(extracted)
+    return want is not None and got == want
 
 
 def is_correct(extracted: str | None, gold: str, answer_type: str) -> bool:
@@ -415,10 +438,13 @@ def is_correct(extracted: str | None, gold: str, answer_type: str) -> bool:
     if want is None:
         return False
     if answer_type == "number":
-        try:
-            return abs(float(Fraction(extracted)) - float(Fraction(want))) <= 1e-6 * max(1.0, abs(float(Fraction(want))))
-        except (ValueError, ZeroDivisionError):
+        got, gold_value = exact_fraction(extracted), exact_fraction(want)
+        if got is None or gold_value is None:
             return False
+        try:
+            return abs(float(got) - float(gold_value)) <= 1e-6 * max(1.0, abs(float(gold_value)))
+        except OverflowError:  # beyond a float's range: equal only exactly
+            return got == gold_value
     return extracted == want if answer_type == "choice" else normalize_string(extracted) == want
 
 

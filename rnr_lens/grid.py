@@ -100,13 +100,16 @@ class Grid:
         for key in ("mine", "exhaustive"):
             if not isinstance(getattr(self, key), bool):
                 raise RnrLensError(f"grid field {key} must be true or false, got {quoted(getattr(self, key))}")
-        for i, pair in enumerate(self.pairs):
+        seen: set[tuple[str, str]] = set()  # a set: the check is linear in the pairs a file names (issue 73)
+        for pair in self.pairs:
             if not isinstance(pair, dict) or set(pair) != {"base", "trained"}:
                 raise RnrLensError(f"each grid pair needs exactly base: and trained:, got {quoted(pair)}")
-            if pair in self.pairs[:i]:  # one checkpoint would count as two runs in claim 3's tallies
+            named = (repr(pair["base"]), repr(pair["trained"]))
+            if named in seen:  # one checkpoint would count as two runs in claim 3's tallies
                 raise RnrLensError(
                     f"grid pair (base: {quoted(pair['base'])}, trained: {quoted(pair['trained'])}) is given twice; give each pair once"
                 )
+            seen.add(named)
         for key in ("seed", "task_seed"):  # the probes' and seeds' own checks, before any model loads
             try:
                 check_seed(getattr(self, key))
@@ -117,6 +120,11 @@ class Grid:
                 parse_probe(spec)
             except RnrLensError as exc:
                 raise RnrLensError(f"grid fields k, temperature and edits make the probe {quoted(spec)}: {exc}") from None
+        if self.ceiling_k is not None:  # the ceiling's probe too, before any audit runs (issue 73: it was refused after them)
+            try:
+                parse_probe(self._ceiling_spec)
+            except RnrLensError as exc:
+                raise RnrLensError(f"grid fields ceiling_k and temperature make the ceiling's probe: {exc}") from None
 
     def cannot_continue(self, recorded: Mapping[str, Any]) -> str | None:
         """Why this grid cannot continue a report that ran the grid ``recorded`` (its
@@ -204,9 +212,12 @@ class Grid:
     def ceiling_probe(self) -> str | None:
         """The ceiling's probe: ``ceiling_k`` samples at the grid's temperature, drawn by inverse
         CDF (``records.DRAWS``; canonical name). None without ``ceiling_k``."""
-        if self.ceiling_k is None:
-            return None
-        return parse_probe(f"sampling:k={self.ceiling_k},t={self.temperature},draw=inverse-cdf").name
+        return None if self.ceiling_k is None else parse_probe(self._ceiling_spec).name
+
+    @property
+    def _ceiling_spec(self) -> str:
+        """The ceiling's probe as its fields write it (checked when the grid is read)."""
+        return f"sampling:k={self.ceiling_k},t={self.temperature},draw=inverse-cdf"
 
     def to_dict(self) -> dict[str, Any]:
         """The grid as the grid file's fields (a JSON record: ``claims.json`` and the manifest

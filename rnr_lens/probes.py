@@ -51,7 +51,7 @@ from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.probe_specs import ProbeSpec, family_of
 from rnr_lens.records import COMPONENTS, DEFAULT_PROBE, DRAWS, METHODS, Try
-from rnr_lens.routes import KEEP, REPEAT, SKIP, Route, distinct_edit_routes, draw_edits, draw_route
+from rnr_lens.routes import KEEP, MAX_BLOCKS, REPEAT, SKIP, Route, distinct_edit_routes, draw_edits, draw_route
 from rnr_lens.tasks.core import Question
 
 if TYPE_CHECKING:  # the model floor loads when a probe runs, not when a name is read
@@ -301,9 +301,10 @@ class RandomRoutes(Probe):
     def __post_init__(self) -> None:
         _check_k(self)
         _check_range(self, "edit_rate", self.edit_rate, 0.0, 1.0, low_open=True, hint="edit_rate=0 draws only the identity route, the default answer")
-        _check_range(self, "max_segment", self.max_segment, 1, None)
-        _check_range(self, "protect", self.protect, 0, None)
-        _check_range(self, "edits", self.edits, 0, None)
+        # bounded by the largest model a route can name, so a file's 10**12 is refused before any work (issue 73)
+        _check_range(self, "max_segment", self.max_segment, 1, MAX_BLOCKS)
+        _check_range(self, "protect", self.protect, 0, MAX_BLOCKS)
+        _check_range(self, "edits", self.edits, 0, MAX_BLOCKS)
 
     def check(self, n_layers: int) -> None:
         _check_protect(self, n_layers)

@@ -394,8 +394,7 @@ class AuditResult:
                     said[t.question_id].add(value)
             if lenient and answer_type == "number":
                 said[t.question_id].update(numbers_in(str(t.text)))
-        match = np.array([[g is not None and g in said[qid] for g in golds] for qid in ids], dtype=bool)
-        self._chance[key] = derangement_chance(match)
+        self._chance[key] = derangement_chance([said[qid] for qid in ids], golds)
         return self._chance[key].copy()
 
     def format_misses(self, probe: str | None = None) -> pd.DataFrame:

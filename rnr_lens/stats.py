@@ -48,7 +48,8 @@ resolves it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass
 from math import comb
 from typing import Any
@@ -793,25 +794,26 @@ def n_needed(effect: float, sd: float, *, level: float = LEVEL, power: float = P
     return int(math.ceil(float(np.atleast_1d(n)[0])))
 
 
-def derangement_chance(match: np.ndarray) -> np.ndarray:
-    """Per question, its chance of counting as reached by chance: ``match[q, j]`` says whether
-    question ``q``'s tries hold question ``j``'s gold answer, and a uniformly random derangement
-    of the golds (no question keeps its own) pairs ``q`` with each other question ``j`` with
-    probability ``1 / (n - 1)`` (by symmetry), so the chance is exactly the share of the other
-    questions' golds its tries hold: no derangement is drawn (rules 3; version 2 averaged 200
-    seeded random derangements, ``permutation_chance``, whose Monte Carlo error this removes).
+def derangement_chance(said: Sequence[Collection[Hashable]], golds: Sequence[Hashable | None]) -> np.ndarray:
+    """Per question, its chance of counting as reached by chance: ``said[q]`` holds the answers
+    question ``q``'s tries gave (as keys its reader grades by), ``golds[j]`` question ``j``'s gold
+    (None: unreadable). A uniformly random derangement of the golds (no question keeps its own)
+    pairs ``q`` with each other question with probability ``1 / (n - 1)`` (by symmetry), so the
+    chance is exactly the share of the other questions whose gold ``q``'s tries hold: no
+    derangement is drawn (rules 3; version 2 averaged 200 seeded random derangements,
+    ``permutation_chance``, whose Monte Carlo error this removes), and no n x n table is built:
+    the work is linear in the answers (issue 73).
 
     The mean of the result is the reachability of the same tries against gold answers permuted
     across questions (the same answer distribution): what any-try-correct gives a probe that
     answers without regard to the question (a route that always says "12").
 
     Example:
-        >>> m = np.array([[1, 1, 1], [0, 1, 0], [0, 0, 1]], dtype=bool)  # question 0 answers everything
-        >>> derangement_chance(m).tolist()
+        >>> derangement_chance([{"1", "2", "3"}, {"2"}, {"3"}], ["1", "2", "3"]).tolist()  # question 0 answers everything
         [1.0, 0.0, 0.0]
     """
-    n = match.shape[0]
+    n = len(golds)
     if n < 2:
         return np.full(n, np.nan)
-    m = np.asarray(match, dtype=float)
-    return (m.sum(1) - np.diagonal(m)) / (n - 1)
+    owners = Counter(g for g in golds if g is not None)
+    return np.array([(sum(owners[a] for a in set(s)) - (golds[q] is not None and golds[q] in s)) / (n - 1) for q, s in enumerate(said)], dtype=float)

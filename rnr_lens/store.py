@@ -163,13 +163,24 @@ class RunStore:
             raise RnrLensError(f"{self.path} is not a regular file (a device, a pipe or a socket); choose a file path for the run store")
         if mode != "create" and not memory and not exists:
             raise RnrLensError(f"run store {self.path} does not exist; create one with 'rnr-lens audit --out {self.path}'")
+        if mode != "read" and not memory:  # never written through a planted link (issue 73): the store, its WAL or its shared memory
+            for linked in (self.path, f"{self.path}-wal", f"{self.path}-shm"):
+                if Path(linked).is_symlink():
+                    raise RnrLensError(
+                        f"{linked} is a symbolic link; a run store is never written through one: remove the link or choose another path"
+                    )
         # one writer per store file: a second process writing the same audit would repeat its work
         self._release = acquire_writer_lock(self.path, f"the run store {self.path}") if mode != "read" and not memory else (lambda: None)
         weakref.finalize(self, self._release)  # a store dropped without close() lets go of its lock
         if mode == "read" and exists:
             _await_creation(self.path)
         try:
+            if mode == "create" and not memory and not exists:  # created exclusively: a link planted since the check above is refused too
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
             self._open(memory, exists)
+        except FileExistsError:
+            self._release()
+            raise RnrLensError(f"{self.path} appeared while the run store was being created; choose another path") from None
         except BaseException:
             self._release()
             if mode == "create" and not memory and not exists:  # a store this call began (a full disk): leave no file

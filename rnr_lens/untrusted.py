@@ -50,6 +50,8 @@ MAX_NAME_CHARS = 1024
 QUOTE_CHARS = 120
 """The most characters of an outside value a message quotes."""
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_CONTROL_BUT_RETURN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""The same less the carriage return: stderr's filter (a progress bar redraws its line with it)."""
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
@@ -123,10 +125,17 @@ def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
     return shown + ("..." if len(text) > limit else "")
 
 
-def printable(text: str) -> str:
-    """``text`` with terminal control characters escaped (newlines and tabs kept): what a
-    terminal shows of a name from a store or an error."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
+def printable(text: str, *, returns: bool = False) -> str:
+    r"""``text`` with terminal control characters escaped (newlines and tabs kept; with
+    ``returns``, carriage returns too, which a progress bar redraws its line with): what a
+    terminal shows of a name from a store or an error.
+
+    Example:
+        >>> printable("model\x1b]0;owned\x07\r 3/10", returns=True)
+        'model\\x1b]0;owned\\x07\r 3/10'
+    """
+    pattern = _CONTROL_BUT_RETURN if returns else _CONTROL
+    return pattern.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
 
 
 MESSAGE_CHARS = 2000
@@ -290,7 +299,8 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 def spreadsheet_safe(frame: Any) -> Any:
     """A copy of the pandas ``frame`` whose text cells a spreadsheet cannot run: a cell that
-    begins with one of :data:`FORMULA_STARTS` gets a leading ``'`` (so ``-5`` reads ``'-5``).
+    begins with one of :data:`FORMULA_STARTS` gets a leading ``'`` (so ``-5`` reads ``'-5``), and
+    so does every line inside a cell that begins with one (after a line break).
     For CSV only; parquet keeps every cell exact.
 
     Example:
@@ -301,5 +311,33 @@ def spreadsheet_safe(frame: Any) -> Any:
     out = frame.copy()
     for column in out.columns:
         if out[column].dtype == object or str(out[column].dtype).startswith(("string", "str")):
-            out[column] = out[column].map(lambda v: "'" + v if isinstance(v, str) and v.startswith(FORMULA_STARTS) else v)
+            out[column] = out[column].map(_neutralised)
     return out
+
+
+_AFTER_A_BREAK = re.compile(r"(?<=[\r\n])(?=[=+\-@\t])")
+"""A formula's start right after a line break inside a cell: where a reader that splits rows at
+every line break (quoted or not) would begin a cell (issue 73)."""
+
+
+def _neutralised(v: Any) -> Any:
+    """One cell, neutralised: a leading ``'`` before a formula's start, at the cell's start and
+    after every line break inside it."""
+    if not isinstance(v, str):
+        return v
+    v = _AFTER_A_BREAK.sub("'", v)
+    return "'" + v if v.startswith(FORMULA_STARTS) else v
+
+
+def safe_csv(frame: Any) -> bytes:
+    """The pandas ``frame`` as CSV no spreadsheet can run: every cell neutralised
+    (:func:`spreadsheet_safe`) and every text cell quoted, so a line break inside one (a bare
+    carriage return, which Python's csv module leaves unquoted: issue 73) never starts a row
+    whose first cell is a formula. The one CSV writer of every exported table
+    (``tests/test_untrusted.py`` reads one back)."""
+    import csv
+    import io
+
+    buffer = io.BytesIO()
+    spreadsheet_safe(frame).to_csv(buffer, index=False, quoting=csv.QUOTE_NONNUMERIC)
+    return buffer.getvalue()

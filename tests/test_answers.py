@@ -242,3 +242,19 @@ def test_a_chance_match_is_graded_by_the_readers_own_rule():
                 assert is_correct_as(reader, said, gold, "number"), (reader, said, gold)
     assert match_key("concluding-exact", "not a number", "number") is None
     assert match_key("choice-letter", "b", "choice", gold=True) == match_key("choice-letter", "B", "choice")
+
+
+def test_a_number_is_read_with_a_digit_cap_before_any_rational_is_built():
+    """Issue 73: a gold of ``1e999999999`` (30 bytes) was parsed as an exact rational of a
+    billion digits, and a 400-digit fraction overflowed a float into a traceback. Every reading
+    and grading goes through one capped parser: such a number is no number at all."""
+    from rnr_lens.answers import MAX_DIGITS, canonical_number, exact_fraction, is_correct, is_correct_exact, match_key
+
+    huge = "1e999999999"
+    assert exact_fraction(huge) is None and canonical_number(huge) is None
+    assert not is_correct(huge, huge, "number") and not is_correct_exact(huge, huge)
+    assert match_key("concluding-exact", huge, "number", gold=True) is None
+    assert exact_fraction("9" * (MAX_DIGITS + 1)) is None and exact_fraction("9" * MAX_DIGITS) == int("9" * MAX_DIGITS)
+    long_fraction = "1" + "0" * 400 + "/3"
+    assert canonical_number(long_fraction) is None, "beyond a float and not an integer: unreadable, not a traceback"
+    assert is_correct("1" + "0" * 400, "1" + "0" * 400, "number"), "a big integer still equals itself"

@@ -498,3 +498,46 @@ def test_the_printable_stdout_answers_isatty_after_its_stream_closed():
     assert wrapped.isatty() is False
     stream.close()
     assert wrapped.isatty() is False
+
+
+def test_what_a_command_prints_to_stderr_passes_the_terminal_filter(monkeypatch, capsys):
+    """Issue 73: a name holding ``ESC ] 0 ; ... BEL`` and ``ESC [ 2 J`` reached the terminal
+    through the progress bar and stderr notes (issue 53 filtered stdout only). Whatever a
+    command writes to stderr is escaped as stdout is, a progress bar's carriage return kept."""
+    import sys
+
+    import rnr_lens.cli as cli
+
+    hostile = "model\x1b]0;owned\x07\x1b[2J"
+
+    def command(args):
+        print(f"note: {hostile}", file=sys.stderr)
+        sys.stderr.write(f"\r{hostile}: 3/10")
+        print(hostile)
+        return 0
+
+    monkeypatch.setitem(cli.COMMANDS, "show", command)
+    assert main(["show", "run.db"]) == 0
+    captured = capsys.readouterr()
+    for stream in (captured.out, captured.err):
+        assert "\x1b" not in stream and "\x07" not in stream and "\\x1b]0;owned\\x07\\x1b[2J" in stream
+    assert "\r" in captured.err, "a progress bar still redraws its line"
+
+
+def test_mine_never_loads_a_model_a_store_names_unless_the_user_names_it(tiny_folder, tmp_path, capsys):
+    """Issue 73: ``mine`` without ``--model`` tried to fetch the hub id recorded in a stranger's
+    store (stopped only because the machine was offline). A name a store holds is data: unless
+    it is one of the offline models, mine refuses in one line before anything is frozen."""
+    from rnr_lens.store import RunStore
+
+    db = tmp_path / "run.db"
+    assert main(["audit", "--model", str(tiny_folder), "--limit", "3", "--probe", "sampling:k=2,t=1.0", "--out", str(db)]) == 0
+    capsys.readouterr()
+    store = RunStore(db, mode="write")  # the name a stranger's store could hold: a hub id
+    store.conn.execute("UPDATE audits SET model = 'someone/remote-model'")
+    store.close()
+    before = db.read_bytes()
+    assert main(["mine", str(db), "--probe", "sampling"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'someone/remote-model'" in err and "--model" in err
+    assert db.read_bytes() == before, "nothing frozen before the refusal"

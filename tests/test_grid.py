@@ -124,3 +124,27 @@ def test_a_pair_given_twice_is_refused():
     pair = {"base": "m", "trained": "m-seed1"}
     with pytest.raises(R.RnrLensError, match=r"grid pair \(base: 'm', trained: 'm-seed1'\) is given twice; give each pair once"):
         Grid(("m",), ("add-small",), pairs=(pair, {"base": "m", "trained": "m-seed0"}, dict(pair)))
+
+
+@pytest.mark.parametrize(("field", "value"), [("ceiling_k", 10**12), ("edits", 10**12)])
+def test_a_grid_field_too_large_is_refused_before_any_audit(field, value):
+    """Issue 73: a grid with ``ceiling_k: 10**12`` or ``edits: 10**12`` was refused only after
+    its audits ran, with runs.db, claims.json, report.html and evidence written. Reading the
+    grid refuses it, in one line naming the field."""
+    from rnr_lens.errors import RnrLensError
+
+    fields = {"models": ["m"], "tasks": ["add-small"], "pairs": [{"base": "m", "trained": "t"}], field: value}
+    with pytest.raises(RnrLensError, match=field) as refused:
+        Grid.from_dict(fields)
+    assert "\n" not in str(refused.value) and "100000" in str(refused.value)
+
+
+def test_a_grid_of_many_pairs_checks_them_for_repeats_in_one_pass():
+    """Issue 73: 60,000 pairs made a quadratic duplicate check. The check is one pass over a
+    set, and still refuses a pair given twice wherever it stands."""
+    from rnr_lens.errors import RnrLensError
+
+    pairs = [{"base": "m", "trained": f"t{i}"} for i in range(60_000)]
+    assert len(Grid.from_dict({"models": ["m"], "tasks": ["add-small"], "pairs": pairs}).pairs) == 60_000
+    with pytest.raises(RnrLensError, match="given twice"):
+        Grid.from_dict({"models": ["m"], "tasks": ["add-small"], "pairs": [*pairs, pairs[123]]})

@@ -264,18 +264,19 @@ def test_the_derangement_chance_is_the_share_of_other_golds_matched():
 
     from rnr_lens.stats import derangement_chance
 
-    golds = np.array([12] * 5 + [3, 4, 5, 6, 7])
-    said_12 = np.array([[g == 12 for g in golds]] * 10)  # every question's tries say "12"
-    chance = derangement_chance(said_12)
+    golds = [12] * 5 + [3, 4, 5, 6, 7]
+    chance = derangement_chance([{12}] * 10, golds)  # every question's tries say "12"
     # under a derangement a gold-12 question meets 4 of the 9 other golds = 12, the others 5 of 9
     assert chance[:5] == pytest.approx(4 / 9) and chance[5:] == pytest.approx(5 / 9)
-    assert np.isnan(derangement_chance(np.ones((1, 1), dtype=bool))).all(), "one question has no other gold"
-    assert (derangement_chance(np.eye(6, dtype=bool)) == 0).all(), "answers right only for itself: never by chance"
+    assert np.isnan(derangement_chance([{1}], [1])).all(), "one question has no other gold"
+    assert (derangement_chance([{g} for g in range(6)], list(range(6))) == 0).all(), "answers right only for itself: never by chance"
+    assert derangement_chance([{None}, set()], [None, None]).tolist() == [0.0, 0.0], "an unreadable gold is no one's"
     rng = np.random.default_rng(0)
-    match = rng.random((5, 5)) < 0.4
+    golds5 = ["a", "b", "a", "c", "d"]
+    said = [set(rng.choice(["a", "b", "c", "d", "e"], size=2).tolist()) for _ in range(5)]
     every = [p for p in permutations(range(5)) if all(p[i] != i for i in range(5))]
-    by_hand = np.mean([[match[q, p[q]] for q in range(5)] for p in every], axis=0)
-    assert derangement_chance(match) == pytest.approx(by_hand), "exactly the mean over every derangement"
+    by_hand = np.mean([[golds5[p[q]] in said[q] for q in range(5)] for p in every], axis=0)
+    assert derangement_chance(said, golds5) == pytest.approx(by_hand), "exactly the mean over every derangement"
 
 
 def test_a_pass_at_k_difference_prints_its_score_test_and_flags_the_sign_flip_beside_it():

@@ -57,3 +57,29 @@ def test_audit_lookup_by_prefix(tmp_path):
     assert store.audit("abc").id == "abcdef"
     with pytest.raises(RnrLensError, match="no audit 'zzz'"):
         store.audit("zzz")
+
+
+@pytest.mark.parametrize("planted", ["", "-wal", "-shm"])
+def test_a_store_is_never_written_through_a_planted_link(tmp_path, planted):
+    """Issue 73 (critical): ``--out out/run.db`` where run.db (or its -wal or -shm) was a link
+    into another folder created the store where the link pointed, or wrote into the file it
+    named. A link in the store's place is refused in one line, and nothing is written."""
+    from rnr_lens.errors import RnrLensError
+    from rnr_lens.store import RunStore
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    victim = elsewhere / "victim"
+    out = tmp_path / "out"
+    out.mkdir()
+    store = out / "run.db"
+    (out / f"run.db{planted}").symlink_to(victim)  # dangling: nothing there yet
+    with pytest.raises(RnrLensError, match="symbolic link") as refused:
+        RunStore(store)
+    assert "\n" not in str(refused.value)
+    assert not victim.exists() and not any(elsewhere.iterdir()), "nothing created where the link points"
+    victim.write_bytes(b"")  # a link to an existing empty file: left as it is
+    with pytest.raises(RnrLensError, match="symbolic link"):
+        RunStore(store, mode="create")
+    assert victim.read_bytes() == b""
+    assert sorted(p.name for p in out.iterdir()) == [f"run.db{planted}"], "no store, lock or journal beside the link"

@@ -89,3 +89,24 @@ def test_csv_cells_a_spreadsheet_would_run_are_neutralized_and_numbers_kept():
     safe = U.spreadsheet_safe(frame)
     assert safe["text"].tolist()[:6] == ["'=1+1", "'+1", "'-2", "'@SUM(A1)", "'\tx", "plain"] and pd.isna(safe["text"][6])
     assert safe["n"].tolist() == frame["n"].tolist() and frame["text"][0] == "=1+1", "the frame itself is unchanged"
+
+
+def test_a_line_break_inside_a_csv_cell_never_starts_a_row_that_runs():
+    """Issue 73: a try text ``The answer is 4.<CR>=cmd|' /C notepad'!A0`` was written with its
+    bare carriage return unquoted, and a CSV reader started a row there whose first cell was a
+    live formula. Every text cell is quoted (read back, it is one cell of one row), and the line
+    after the break is neutralised too, for a reader that splits rows at every break."""
+    import csv
+    import io
+
+    text = "The answer is 4.\r=cmd|' /C notepad'!A0"
+    frame = pd.DataFrame({"text": [text, "=1+1"], "n": [1, -2]})
+    data = U.safe_csv(frame).decode()
+    shown = "The answer is 4.\r'=cmd|' /C notepad'!A0"  # the line after the break neutralised too
+    rows = list(csv.reader(io.StringIO(data, newline="")))
+    assert rows == [["text", "n"], [shown, "1"], ["'=1+1", "-2"]]
+    again = pd.read_csv(io.StringIO(data))
+    assert again["text"].tolist() == [shown, "'=1+1"] and again["n"].tolist() == [1, -2]
+    cells = [cell for line in data.replace("\r", "\n").splitlines() for cell in next(csv.reader([line]), [])]
+    numbers = {"1", "-2"}  # the numeric column's cells, kept as numbers
+    assert not any(c.startswith(U.FORMULA_STARTS) for c in cells[2:] if c not in numbers), "a reader splitting at every break runs nothing"

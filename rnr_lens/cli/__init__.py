@@ -42,14 +42,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _Printable(io.TextIOBase):
-    """A text stream that escapes terminal control characters (newlines and tabs kept) before
-    they reach ``stream``: what every command prints passes through it."""
+    """A text stream that escapes terminal control characters (newlines and tabs kept; with
+    ``returns``, carriage returns too) before they reach ``stream``: what every command prints,
+    on stdout and stderr, passes through it."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, *, returns: bool = False) -> None:
         self._stream = stream
+        self._returns = returns
 
     def write(self, text: str) -> int:
-        self._stream.write(printable(text))
+        self._stream.write(printable(text, returns=self._returns))
         return len(text)
 
     def flush(self) -> None:
@@ -75,8 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
     try:
         args = parser.parse_args(argv)
-        # names from a store or a file may hold terminal control sequences; fixes name the CLI's flags
-        with contextlib.redirect_stdout(_Printable(sys.stdout)), cli_spelling():
+        # names from a store or a file may hold terminal control sequences, on stdout and on
+        # stderr (progress bars, notes, warnings: issue 73, where a bar keeps its carriage
+        # returns); fixes name the CLI's flags
+        with contextlib.redirect_stdout(_Printable(sys.stdout)), contextlib.redirect_stderr(_Printable(sys.stderr, returns=True)), cli_spelling():
             return COMMANDS[args.command](args)
     except (RnrLensError, UsageError) as exc:
         print(f"error: {one_line(str(exc), MESSAGE_CHARS)}", file=sys.stderr)

@@ -10,7 +10,7 @@ from rnr_lens.cli.shell import existing_store
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import write_atomic
 from rnr_lens.records import check_audit_id
-from rnr_lens.untrusted import spreadsheet_safe
+from rnr_lens.untrusted import safe_csv
 
 NAME = "export"
 HELP = "write an audit's tries and questions as parquet or csv"
@@ -46,12 +46,13 @@ def run(args: argparse.Namespace) -> int:
     tries = result.tries.assign(probe_label=result.tries["probe"].map(lambda p: result.labels.get(p, p)))
     for name, frame in (("tries", tries), ("questions", result.questions)):
         path = out / f"{audit_id}-{name}.{args.format}"
-        buffer = io.BytesIO()
         if args.format == "parquet":
+            buffer = io.BytesIO()
             frame.to_parquet(buffer, index=False)
+            data = buffer.getvalue()
         else:
-            spreadsheet_safe(frame).to_csv(buffer, index=False)
-        write_atomic(path, buffer.getvalue())
+            data = safe_csv(frame)
+        write_atomic(path, data)
         written.append(str(path))
     print("\n".join(written))
     return 0

@@ -45,13 +45,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rnr_lens import failures
+    from rnr_lens.errors import RnrLensError
     from rnr_lens.miner import mine, null_beside
+    from rnr_lens.model_cache import KNOWN_MODELS
     from rnr_lens.models import load_model
     from rnr_lens.results import AuditResult
     from rnr_lens.sweeps import SWEEP_COMPONENTS, SWEEP_METHODS
+    from rnr_lens.untrusted import quoted
 
     store = existing_store(args.store, f"; run 'rnr-lens audit --out {args.store}' first", mode="write")
     result = AuditResult.load(store, args.audit)
+    if not args.model and result.info.model not in KNOWN_MODELS:  # issue 73: a name a store holds is data, never fetched or opened
+        raise RnrLensError(
+            f"audit {result.id[:12]} names the model {quoted(result.info.model)}, which is not one of rnr_lens's offline models; "
+            "a model a store names is never loaded or fetched unless you name it: give --model with the audited weights"
+        )
     ids = [i for i in (args.ids or "").split(",") if i]
     fs = failures.freeze(
         result, store, selection="ids" if ids else args.failure_set, probe=args.probe, ids=ids or None, name=args.name, seed=args.seed
