@@ -26,7 +26,9 @@ import pandas as pd
 from rnr_lens.errors import RnrLensError
 from rnr_lens.files import acquire_writer_lock, lock_file, refused_writes, writer_active, writer_lock
 from rnr_lens.phases import phase
-from rnr_lens.records import COMPLETE, RUNNING, TRY_ANSWERS, TRY_COLUMNS, TRY_KEYS, AuditRecord, AuditStatus, Try, check_audit_id
+from rnr_lens.probe_specs import ProbeSpec
+from rnr_lens.records import COMPLETE, DEFAULT_PROBE, RUNNING, TRY_ANSWERS, TRY_COLUMNS, TRY_KEYS, AuditRecord, AuditStatus, Try, check_audit_id
+from rnr_lens.untrusted import quoted
 
 SCHEMA_VERSION = 1
 TYPICAL_TRY_BYTES = 1500
@@ -343,8 +345,28 @@ class RunStore:
                     f"{source} holds audit {info.id[:12]} made under deployment config {info.config_hash}, but the merged store has the "
                     f"same model, task, probes and seed under config {other.config_hash}; merge only results of one config (compare them with 'rnr-lens compare')"
                 )
+        budgets = _budgets(info)
+        for row in payload["tries"]:  # what a shard may add (issue 73): the audit's own probes, within their budgets
+            question, probe, index = (row[TRY_COLUMNS.index(k)] for k in TRY_KEYS)
+            if probe != DEFAULT_PROBE and probe not in info.probes:
+                raise RnrLensError(f"{source} holds a try of probe {quoted(probe)}, which audit {info.id[:12]} did not run; it is not a shard of it")
+            if probe in budgets and not (isinstance(index, int) and 0 <= index < budgets[probe]):
+                raise RnrLensError(
+                    f"{source} holds try {quoted(index)} of {quoted(probe)} for question {quoted(question)} beyond the probe's budget of "
+                    f"{budgets[probe]} (audit {info.id[:12]}); it is not a shard of it"
+                )
+        for qid, position, _prompt, _gold in payload["questions"]:
+            if not (isinstance(position, int) and 0 <= position < info.n_questions):
+                raise RnrLensError(
+                    f"{source} holds question {quoted(qid)} at position {quoted(position)} of audit {info.id[:12]}, which has "
+                    f"{info.n_questions} questions; it is not a shard of it"
+                )
         with self.transaction() as c:
             here = c.execute("SELECT status FROM audits WHERE id=?", (info.id,)).fetchone()
+            if here is not None and c.execute("SELECT n_questions FROM audits WHERE id=?", (info.id,)).fetchone()[0] != info.n_questions:
+                raise RnrLensError(
+                    f"{source} and the merged store disagree on how many questions audit {info.id[:12]} has; they are not shards of one audit"
+                )
             if here is None:
                 _insert_audit(c, info, created=info.created or time.time(), status=info.status)
             elif info.status.complete:
@@ -356,6 +378,11 @@ class RunStore:
                         f"{source} and the merged store disagree on question {qid} of audit {info.id[:12]}; they are not shards of one audit"
                     )
             c.executemany("INSERT OR IGNORE INTO questions VALUES (?,?,?,?,?)", [(info.id, *q) for q in payload["questions"]])
+            held = c.execute("SELECT COUNT(*) FROM questions WHERE audit_id=?", (info.id,)).fetchone()[0]
+            if held > info.n_questions:  # the transaction rolls back: nothing is written
+                raise RnrLensError(
+                    f"{source} would give audit {info.id[:12]} {held} questions, more than the {info.n_questions} it has; it is not a shard of it"
+                )
             key_cols, result_cols = TRY_KEYS, TRY_ANSWERS
             index = {c_: TRY_COLUMNS.index(c_) for c_ in (*key_cols, *result_cols)}
             existing_t = {
@@ -562,3 +589,14 @@ def built_whole(out: str | Path) -> Iterator[RunStore]:
             raise
         finally:
             lock_file(partial).unlink(missing_ok=True)  # the partial store is only ever built under out's lock
+
+
+def _budgets(info: AuditRecord) -> dict[str, int]:
+    """Tries per question each of an audit's probes may hold, where its name says (the default
+    deployment one; a probe named with ``k``, ``k``; an ablation's depends on the model)."""
+    out = {DEFAULT_PROBE: 1}
+    for probe in info.probes:
+        k = ProbeSpec.parse(probe).get("k")
+        if k is not None and k.isdigit():
+            out[probe] = int(k)
+    return out

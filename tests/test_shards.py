@@ -2,6 +2,7 @@
 
 import shutil
 import sqlite3
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -96,6 +97,35 @@ def test_merge_refuses_rows_that_disagree(whole, tmp_path):
     assert not (tmp_path / "out.db").exists()
     with pytest.raises(R.RnrLensError, match="already exists"):
         merge([path], copy)
+
+
+def test_merge_refuses_a_shard_that_adds_questions_or_tries_beyond_the_audit(whole, tmp_path):
+    """Issue 73: a stranger's shard carrying the user's audit id added 20 questions to a complete
+    audit, or tries beyond k, all correct. A shard may add only the audit's own questions (its
+    count and positions) and its probes' tries within their budgets; else the merge is refused
+    in one line and nothing is written."""
+    full, path = whole
+    n, k = len(full.questions), 3
+
+    def stranger(sql: str) -> Path:
+        copy = tmp_path / f"stranger{len(list(tmp_path.iterdir()))}.db"
+        with sqlite3.connect(path) as src, sqlite3.connect(copy) as dst:
+            src.backup(dst)
+        with sqlite3.connect(copy) as conn:
+            conn.executescript(sql)
+        return copy
+
+    more_questions = stranger("INSERT INTO questions SELECT audit_id, question_id || '-x', position + 100, prompt, gold FROM questions;")
+    beyond_k = stranger(
+        f"INSERT INTO tries SELECT audit_id, question_id, probe, try_index + {k}, seed, route, ablation, text, extracted, 1, "
+        "mean_logprob, mean_entropy, reward, n_tokens FROM tries WHERE probe LIKE 'sampling%';"
+    )
+    other_probe = stranger("UPDATE tries SET probe = 'search:k=2' WHERE probe LIKE 'routes%';")
+    for bad, said in ((more_questions, f"which has {n} questions"), (beyond_k, f"beyond the probe's budget of {k}"), (other_probe, "did not run")):
+        out = tmp_path / "out.db"
+        with pytest.raises(R.RnrLensError, match=said) as refused:
+            merge([path, bad], out)
+        assert "\n" not in str(refused.value) and not out.exists(), "nothing written"
 
 
 def test_cli_shard_and_merge(tmp_path, capsys):
