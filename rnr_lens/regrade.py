@@ -49,11 +49,12 @@ from rnr_lens.records import TRY_COLUMNS, AuditRecord, Outcome
 from rnr_lens.results import AuditResult
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.sweep_results import SweepKey
-from rnr_lens.tasks.core import Question
+from rnr_lens.tasks.core import Question, Task
+from rnr_lens.untrusted import quoted
 
 REGRADING_FILE = "regrading.json"
 """What a re-graded report folder says moved (:meth:`Regrading.to_dict`)."""
-_TEXT, _EXTRACTED, _CORRECT, _PROBE = (TRY_COLUMNS.index(c) for c in ("text", "extracted", "correct", "probe"))
+_TEXT, _EXTRACTED, _CORRECT, _PROBE, _INDEX = (TRY_COLUMNS.index(c) for c in ("text", "extracted", "correct", "probe", "try_index"))
 _MINED_KINDS = frozenset({str(Artifact.FAILURE_SET), str(Artifact.SWEEP), str(Artifact.SWEEP_EVAL), str(Artifact.NULL)})
 """The artifacts of claim 2's mined stage."""
 _DERIVED_KINDS = frozenset({str(Artifact.SWEEP), str(Artifact.NULL)})
@@ -244,3 +245,40 @@ def _regrade_artifacts(
             name = str(replace(SweepKey.parse(name), config=config.hash()))
         out.append([kind, name, body, created])
     return out, flips
+
+
+def check_readings(document: Mapping[str, Any]) -> None:
+    """Every derived field of ``document`` (evidence, already read) that a referee can
+    recompute, recomputed and compared, before anything is built from it (issue 73: a file
+    whose correctness flags were all set to true re-derived, and said nothing): each try's
+    reading and correctness, from its text, its audit's recorded reader and its question's
+    gold; and each task's fingerprint, from its questions in order (where the audit holds all
+    of them and the task has no choices, which the file does not keep). Refuses in one line at
+    the first that differs. A harness's audits are read by the harness's own filter and are
+    not re-read here."""
+    for payload in document["audits"]:
+        record = AuditRecord.from_dict(payload["audit"])
+        config = DeploymentConfig.from_json(record.config_json)
+        where = f"audit {record.id[:12]} ({quoted(record.model)} on {quoted(record.task)})"
+        if config.harness:
+            continue
+        questions = {row[0]: Question(row[0], row[2], row[3]) for row in payload["questions"]}
+        for row in payload["tries"]:
+            if row[0] not in questions:
+                raise RnrLensError(f"{where} holds a try of question {quoted(row[0])}, which it does not hold; the file was altered")
+            extracted, correct = config.read_with(config.extractor, row[_TEXT], questions[row[0]], record.answer_type)
+            if extracted != row[_EXTRACTED] or int(correct) != int(row[_CORRECT]):
+                raise RnrLensError(
+                    f"{where}: try {row[_INDEX]} of {quoted(row[_PROBE])} for question {quoted(row[0])} reads {quoted(extracted)} "
+                    f"({'correct' if correct else 'wrong'}) from its text under {config.extractor}, but the file says "
+                    f"{quoted(row[_EXTRACTED])} ({'correct' if row[_CORRECT] else 'wrong'}); the file was altered, or read by another "
+                    "reader (re-derive it with --regrade to read it again)"
+                )
+        if record.answer_type != "choice" and len(questions) == record.n_questions:
+            ordered = sorted(payload["questions"], key=lambda r: r[1])
+            task = Task(record.task, tuple(Question(r[0], r[2], r[3]) for r in ordered), record.answer_type)
+            if task.fingerprint() != record.task_fingerprint:
+                raise RnrLensError(
+                    f"{where}: its questions give the task fingerprint {task.fingerprint()}, but the file says {record.task_fingerprint}; "
+                    "a question or gold was altered"
+                )

@@ -55,7 +55,7 @@ from rnr_lens.files import lock_file, write_atomic
 from rnr_lens.grid import Grid
 from rnr_lens.phases import phase
 from rnr_lens.provenance import Provenance, RunSpan, Weights
-from rnr_lens.regrade import REGRADING_FILE, Regrading
+from rnr_lens.regrade import REGRADING_FILE, Regrading, check_readings
 from rnr_lens.regrade import regrade as regrade_document
 from rnr_lens.report_page import render_html
 from rnr_lens.results import AuditResult
@@ -399,6 +399,13 @@ def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | Deploymen
 
     out = Path(out)
     document = evidence_.read(evidence)
+    if regrade is False:  # every derived field recomputed before anything is built (a re-grade reads every try again anyway)
+        try:
+            check_readings(document)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise RnrLensError(
+                f"{evidence} could not be re-derived ({type(exc).__name__}: {quoted(str(exc))}); it is damaged or was not written by rnr_lens"
+            ) from None
     regrading = None
     if regrade is not False:
         try:

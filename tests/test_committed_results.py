@@ -121,3 +121,46 @@ def test_a_referee_rederives_with_the_cli_and_no_torch(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     assert (tmp_path / "referee" / "claims.json").read_bytes() == (folder / "claims.json").read_bytes()
+
+
+@pytest.mark.parametrize("tamper", ["every greedy flag true", "golds set to what the greedy try read"])
+def test_tampered_evidence_is_refused_before_anything_is_derived(tamper, tmp_path):
+    """Issue 73: every greedy try's correctness flag set to true re-derived, realized moving from
+    0.00 to 1.00 with no warning; golds replaced by what the greedy try read, with the flags set
+    to match, moved realized from 0.00 to 0.38. The referee recomputes every derived field (each
+    try's reading and correctness from its text, reader and gold; each task's fingerprint from
+    its questions) and refuses the first that differs, in one line, with nothing written."""
+    import gzip
+
+    from rnr_lens.errors import RnrLensError
+    from rnr_lens.evidence import read
+
+    document = read(RESULTS / "grid-deep-gemma" / EVIDENCE_FILE)
+    columns = ("question_id", "probe", "try_index", "text", "extracted", "correct")
+    from rnr_lens.records import TRY_COLUMNS
+
+    at = {c: TRY_COLUMNS.index(c) for c in columns}
+    payload = next(p for p in document["audits"] if any(not t[at["correct"]] for t in p["tries"] if t[at["probe"]] == "default"))
+    greedy = {t[at["question_id"]]: t for t in payload["tries"] if t[at["probe"]] == "default"}
+    if tamper == "every greedy flag true":
+        for t in greedy.values():
+            t[at["correct"]] = 1
+        said = "reads"
+    else:  # each gold becomes what the greedy try read, and every flag follows it: consistent, but not the task audited
+        from rnr_lens.answers import is_correct_as
+        from rnr_lens.deploy import DeploymentConfig
+
+        reader = DeploymentConfig.from_json(payload["audit"]["config_json"]).extractor
+        gold = {}
+        for q in payload["questions"]:
+            read_as = greedy[q[0]][at["extracted"]]
+            q[3] = gold[q[0]] = read_as if read_as is not None else q[3]
+        for t in payload["tries"]:
+            t[at["correct"]] = int(is_correct_as(reader, t[at["extracted"]], gold[t[at["question_id"]]], payload["audit"]["answer_type"]))
+        said = "task fingerprint"
+    altered = tmp_path / "altered.json.gz"
+    altered.write_bytes(gzip.compress(json.dumps(document).encode()))
+    out = tmp_path / "referee"
+    with pytest.raises(RnrLensError, match=said) as refused:
+        rederive(altered, out)
+    assert "\n" not in str(refused.value) and not out.exists(), "refused before anything is written"
