@@ -113,6 +113,47 @@ CREATE TABLE IF NOT EXISTS artifacts (
 """
 
 
+def _schema_of(conn: sqlite3.Connection) -> dict[str, list[tuple[str, str, int, int]]]:
+    """Each table's columns as ``PRAGMA table_info`` gives them (name, declared type, not null,
+    primary-key position)."""
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    return {t: [(c[1], c[2].upper(), c[3], c[5]) for c in conn.execute(f"PRAGMA table_info({_quoted_name(t)})")] for t in tables}
+
+
+def _quoted_name(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+_EXPECTED: dict[str, list[tuple[str, str, int, int]]] = {}
+"""The schema a run store's tables have (:data:`_SCHEMA`, read from an in-memory store once)."""
+
+
+def _foreign_schema(conn: sqlite3.Connection) -> str | None:
+    """Why ``conn``'s database is not a run store's shape (issue 73), or None where it is one or
+    is empty: a view, a trigger, a table rnr_lens does not make, or a table whose columns
+    differ. A database without a run store's ``meta`` table is no store at all, and is refused
+    as another application's by the caller."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
+        return None
+    kinds = {r[0]: r[1] for r in conn.execute("SELECT type, name FROM sqlite_master WHERE type IN ('view', 'trigger')")}
+    if kinds:
+        kind, name = next(iter(kinds.items()))
+        return f"it holds a {kind} ({quoted(name)}); a run store holds plain tables only"
+    found = _schema_of(conn)
+    if not found:
+        return None
+    if not _EXPECTED:
+        with contextlib.closing(sqlite3.connect(":memory:")) as fresh:
+            fresh.executescript(_SCHEMA)
+            _EXPECTED.update(_schema_of(fresh))
+    for table, columns in found.items():
+        if table not in _EXPECTED:
+            return f"it holds a table {quoted(table)} that a run store does not"
+        if columns != _EXPECTED[table]:
+            return f"its table {quoted(table)} has other columns than a run store's"
+    return None
+
+
 class _Connection(sqlite3.Connection):
     """A connection whose refused writes (a full disk, a read-only file, a damaged database)
     raise one line naming the store (:func:`rnr_lens.files.refusal`) instead of SQLite's words."""
@@ -200,10 +241,19 @@ class RunStore:
             else:
                 self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, factory=_Connection)
             self.conn.store_path = self.path
+            # a store from outside is data: no schema object of it runs code (a view or trigger
+            # calling load_extension() or an endless CTE), and none but plain tables is allowed
+            self.conn.execute("PRAGMA trusted_schema=OFF")
+            if hasattr(self.conn, "enable_load_extension"):  # absent where Python's SQLite cannot load any
+                self.conn.enable_load_extension(False)
             # Only an empty new file (or a store) may be turned into a store: look before writing.
             tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            foreign = _foreign_schema(self.conn)
         except sqlite3.DatabaseError as exc:
             raise RnrLensError(f"{self.path} is not an rnr_lens run store ({exc}); choose another file") from None
+        if foreign is not None:
+            self.conn.close()
+            raise RnrLensError(f"{self.path} is not an rnr_lens run store ({foreign}); it was left untouched, so choose another file")
         is_store = "meta" in tables and self.conn.execute("SELECT 1 FROM meta WHERE key='schema'").fetchone() is not None
         fresh = memory or not exists or (not tables and Path(self.path).stat().st_size == 0)
         if not is_store and not (fresh and mode == "create"):

@@ -83,3 +83,37 @@ def test_a_store_is_never_written_through_a_planted_link(tmp_path, planted):
         RunStore(store, mode="create")
     assert victim.read_bytes() == b""
     assert sorted(p.name for p in out.iterdir()) == [f"run.db{planted}"], "no store, lock or journal beside the link"
+
+
+@pytest.mark.parametrize(
+    ("sql", "said"),
+    [
+        (  # `show` and `merge` hung on it
+            "DROP TABLE audits; CREATE VIEW audits AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT x AS id FROM r;",
+            "holds a view",
+        ),
+        ("CREATE TRIGGER t AFTER INSERT ON tries BEGIN SELECT load_extension('evil'); END;", "holds a trigger"),
+        ("CREATE TABLE extra (x);", "a table 'extra' that a run store does not"),
+        ("ALTER TABLE tries ADD COLUMN payload BLOB;", "table 'tries' has other columns"),
+    ],
+)
+def test_a_store_from_outside_holds_plain_tables_of_its_schema_or_is_refused(tmp_path, capsys, sql, said):
+    """Issue 73: a run store is a stranger's file too: views (an endless recursive CTE, a
+    zeroblob of a gigabyte), triggers calling load_extension(), tables of other shapes. It is
+    opened with trusted_schema off and checked to hold only a run store's own tables before
+    anything is read from it: one line, in every mode, for the CLI too."""
+    import sqlite3
+
+    from rnr_lens.cli import main
+
+    db = tmp_path / "run.db"
+    store = RunStore(db)
+    store.close()
+    with sqlite3.connect(db) as conn:
+        conn.executescript(sql)
+    for mode in ("read", "write"):
+        with pytest.raises(RnrLensError, match=said):
+            RunStore(db, mode=mode)
+    assert main(["show", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said.split(" ")[0] in err
