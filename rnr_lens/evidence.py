@@ -126,7 +126,15 @@ class Manifest:
     def load(cls, store: RunStore) -> Manifest | None:
         """The manifest kept in ``store`` (None: the store holds no report)."""
         body = store.get_record(MANIFEST_KEY)
-        return None if body is None else cls.from_dict(body)
+        if body is None:
+            return None
+        if not isinstance(body, dict):  # a store from outside: its manifest is checked as evidence's is
+            raise RnrLensError(f"{store.path} is not a run store rnr_lens made (its manifest is not a mapping)")
+        try:
+            check_manifest(body, {a.id for a in store.audits()})
+        except RnrLensError as exc:
+            raise RnrLensError(f"{store.path} is not a run store rnr_lens made ({exc})") from None
+        return cls.from_dict(body)
 
 
 def write(store: RunStore, manifest: Manifest, path: str | Path, *, every_audit: bool = False) -> Path:
@@ -214,22 +222,38 @@ def check(document: Mapping[str, Any]) -> None:
         unknown = sorted(set(value) - known)
         if unknown:
             raise RnrLensError(f"{where} has a field evidence does not have ({quoted(unknown[0])})")
-    if not isinstance(manifest["grid"], dict):
-        raise RnrLensError("its manifest's grid is not a mapping")
     ids = {_check_audit(payload, i) for i, payload in enumerate(document["audits"], 1)}
+    check_manifest(manifest, ids)
+
+
+def check_manifest(manifest: Mapping[str, Any], ids: set[str]) -> None:
+    """Refuse, in one line, a manifest rnr_lens could not have written, where ``ids`` are the
+    audits beside it (in the evidence, or in the run store that keeps it): settings that are not
+    mappings of plain names, name audits not there, repeat a setting or share an audit (work
+    per setting is bounded by what the file holds: 2,000 settings naming one audit are refused,
+    not re-derived 2,000 times), and a provenance that does not read."""
+    if not isinstance(manifest.get("grid"), dict):
+        raise RnrLensError("its manifest's grid is not a mapping")
     settings = manifest.get("settings", [])
     if not isinstance(settings, list):
         raise RnrLensError("its manifest's settings are not a list")
+    named: set[tuple[str, object]] = set()
     for i, s in enumerate(settings, 1):
         where = f"setting {i}"
         if not isinstance(s, dict):
             raise RnrLensError(f"{where} is not a mapping")
         for key in ("model", "task"):
             check_text(s.get(key), f"{where}'s {key}", name=True)
+        if ("setting", (s["model"], s["task"])) in named:
+            raise RnrLensError(f"{where} repeats the setting {quoted(s['model'])} on {quoted(s['task'])}")
+        named.add(("setting", (s["model"], s["task"])))
         for key in ("audit", "ceiling"):
             if key == "audit" or s.get(key) is not None:
                 if check_audit_id(s.get(key), where) not in ids:
                     raise RnrLensError(f"{where} names audit {s[key]}, which the evidence does not hold")
+                if (key, s[key]) in named:
+                    raise RnrLensError(f"{where} names audit {s[key]} as its {key}, which another setting does too")
+                named.add((key, s[key]))
         stages = s.get("stages", [AUDITED])
         if not isinstance(stages, list) or any(stage not in (AUDITED, MINED) for stage in stages):
             raise RnrLensError(f"{where}'s stages {quoted(stages)} are not a list of {AUDITED!r} and {MINED!r}")

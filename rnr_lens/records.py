@@ -20,7 +20,7 @@ from typing import Any
 
 from rnr_lens.errors import RnrLensError
 from rnr_lens.shards import Shard, complete_split
-from rnr_lens.untrusted import quoted
+from rnr_lens.untrusted import loads_json, quoted
 
 #: The probe name under which the realized (default deployment) answer is stored.
 DEFAULT_PROBE = "default"
@@ -243,7 +243,9 @@ class AuditRecord:
     def from_dict(cls, data: dict[str, Any]) -> AuditRecord:
         data = dict(data)
         if "probes_json" in data:
-            data["probes"] = json.loads(data.pop("probes_json"))
+            data["probes"] = loads_json(data.pop("probes_json"), f"audit {quoted(data.get('id'))}'s probes")
+            if not isinstance(data["probes"], list) or not all(isinstance(p, str) for p in data["probes"]):
+                raise RnrLensError(f"audit {quoted(data.get('id'))}'s probes are not a list of names")
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 

@@ -28,7 +28,7 @@ from rnr_lens.files import acquire_writer_lock, lock_file, refused_writes, write
 from rnr_lens.phases import phase
 from rnr_lens.probe_specs import ProbeSpec
 from rnr_lens.records import COMPLETE, DEFAULT_PROBE, RUNNING, TRY_ANSWERS, TRY_COLUMNS, TRY_KEYS, AuditRecord, AuditStatus, Try, check_audit_id
-from rnr_lens.untrusted import quoted
+from rnr_lens.untrusted import STORE_VALUE_BYTES, loads_json, quoted
 
 SCHEMA_VERSION = 1
 TYPICAL_TRY_BYTES = 1500
@@ -154,6 +154,54 @@ def _foreign_schema(conn: sqlite3.Connection) -> str | None:
     return None
 
 
+_TEXT = "typeof({c}) = 'text' AND length({c}) >= 0"
+"""A text cell (``length`` reads it whole, so a cell past :data:`STORE_VALUE_BYTES` is refused here)."""
+_MAYBE_TEXT = "(typeof({c}) = 'null' OR " + _TEXT + ")"
+_NUMBER = "typeof({c}) IN ('integer', 'real')"
+_MAYBE_NUMBER = "typeof({c}) IN ('integer', 'real', 'null')"
+_JSON = "typeof({c}) = 'text' AND json_valid({c})"
+_ROW_RULES: dict[str, dict[str, str]] = {
+    "meta": {"key": _TEXT, "value": _JSON},
+    "audits": {
+        **{c: _TEXT for c in ("id", "model", "model_fingerprint", "task", "task_fingerprint", "answer_type", "config_hash", "status")},
+        "created": _NUMBER,
+        "config_json": _JSON + " AND json_type({c}) = 'object'",
+        "probes_json": _JSON + " AND json_type({c}) = 'array'",
+        "seed": "typeof({c}) = 'integer' AND {c} BETWEEN 0 AND 4294967295",
+        "n_questions": "typeof({c}) = 'integer' AND {c} >= 0",
+        "label": _MAYBE_TEXT,
+    },
+    "questions": {**{c: _TEXT for c in ("audit_id", "question_id", "prompt", "gold")}, "position": "typeof({c}) = 'integer' AND {c} >= 0"},
+    "tries": {
+        **{c: _TEXT for c in ("audit_id", "question_id", "probe", "text")},
+        **{c: _MAYBE_TEXT for c in ("route", "ablation", "extracted")},
+        "try_index": "typeof({c}) = 'integer' AND {c} >= 0",
+        "seed": "typeof({c}) IN ('integer', 'null')",
+        "correct": "typeof({c}) = 'integer' AND {c} IN (0, 1)",
+        **{c: _MAYBE_NUMBER for c in ("mean_logprob", "mean_entropy", "reward")},
+        "n_tokens": "typeof({c}) = 'integer' AND {c} >= 0",
+    },
+    "artifacts": {**{c: _TEXT for c in ("audit_id", "kind", "name")}, "body": _JSON, "created": _NUMBER},
+}
+"""What every cell of a run store's tables holds (issue 73): SQLite keeps any value in any
+column, so a store from outside may hold the text 'abc' as a seed or a probe list that is not
+JSON. Checked in SQL, one scan a table, when an existing store opens (:func:`_misfit_value`)."""
+
+
+def _misfit_value(conn: sqlite3.Connection) -> str | None:
+    """The first table and column of ``conn``'s store holding a value of the wrong kind (or one
+    longer than :data:`STORE_VALUE_BYTES`), or None where every cell fits :data:`_ROW_RULES`."""
+    for table, rules in _ROW_RULES.items():
+        cases = " ".join(f"WHEN NOT ({rule.format(c=_quoted_name(column))}) THEN {column!r}" for column, rule in rules.items())
+        try:
+            row = conn.execute(f"SELECT bad FROM (SELECT CASE {cases} END AS bad FROM {table}) WHERE bad IS NOT NULL LIMIT 1").fetchone()
+        except sqlite3.DataError:
+            return f"its table {table} holds a value over the cap of {STORE_VALUE_BYTES.value // 10**6:,} MB (raise it with {STORE_VALUE_BYTES.env}=<MB> if you trust the file)"
+        if row is not None:
+            return f"its table {table} holds a {row[0]} that is not what a run store keeps there"
+    return None
+
+
 class _Connection(sqlite3.Connection):
     """A connection whose refused writes (a full disk, a read-only file, a damaged database)
     raise one line naming the store (:func:`rnr_lens.files.refusal`) instead of SQLite's words."""
@@ -241,6 +289,7 @@ class RunStore:
             else:
                 self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, factory=_Connection)
             self.conn.store_path = self.path
+            self.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, STORE_VALUE_BYTES.value)  # a longer cell is refused, never loaded
             # a store from outside is data: no schema object of it runs code (a view or trigger
             # calling load_extension() or an endless CTE), and none but plain tables is allowed
             self.conn.execute("PRAGMA trusted_schema=OFF")
@@ -266,9 +315,13 @@ class RunStore:
             self.conn.executescript(_SCHEMA)
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         row = self.conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        if int(row[0]) != SCHEMA_VERSION:
+        if row[0] != str(SCHEMA_VERSION):
             self.conn.close()
-            raise RnrLensError(f"{self.path} uses run-store schema {row[0]}, this rnr_lens reads {SCHEMA_VERSION}")
+            raise RnrLensError(f"{self.path} uses run-store schema {quoted(row[0])}, this rnr_lens reads {SCHEMA_VERSION}")
+        misfit = _misfit_value(self.conn) if is_store else None  # a store that existed may come from outside
+        if misfit is not None:
+            self.conn.close()
+            raise RnrLensError(f"{self.path} is not a run store rnr_lens made ({misfit}); it was left untouched")
 
     def close(self) -> None:
         self.conn.close()
@@ -310,7 +363,7 @@ class RunStore:
     def get_record(self, key: str) -> Any | None:
         """The store-wide record under ``key`` (None: none kept)."""
         row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return json.loads(row[0]) if row and key != "schema" else None
+        return loads_json(row[0], f"{self.path}'s record {quoted(key)}") if row and key != "schema" else None
 
     # -- audits ----------------------------------------------------------------------------
     def create_audit(self, record: AuditRecord, questions: Iterable[tuple[int, str, str, str]]) -> None:
@@ -530,11 +583,11 @@ class RunStore:
         rows = self.conn.execute(
             "SELECT name, body FROM artifacts WHERE audit_id=? AND kind=? AND substr(name, 1, ?)=?", (audit_id, artifact, len(prefix), prefix)
         ).fetchall()
-        return {name: json.loads(body) for name, body in rows}
+        return {name: loads_json(body, f"{self.path}'s {artifact} {quoted(name)}") for name, body in rows}
 
     def get_artifact(self, audit_id: str, artifact: Artifact, name: str) -> Any | None:
         row = self.conn.execute("SELECT body FROM artifacts WHERE audit_id=? AND kind=? AND name=?", (audit_id, artifact, name)).fetchone()
-        return json.loads(row[0]) if row else None
+        return loads_json(row[0], f"{self.path}'s {artifact} {quoted(name)}") if row else None
 
 
 def _await_creation(path: str, wait: float = 10.0) -> None:

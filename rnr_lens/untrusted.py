@@ -105,6 +105,10 @@ about 18 times their file's size in memory, so a crafted file stays within a GB)
 QUESTION_CHARS = Limit("a question's text", 200_000, "RNR_LENS_MAX_QUESTION_CHARS", unit="characters")
 """Past every offline model's context (SmolLM2 reads 8,192 tokens); checked before a model loads."""
 SMALL_FILE_BYTES = Limit("a grid or config file", 1, "RNR_LENS_MAX_CONFIG_MB")
+STORE_VALUE_BYTES = Limit("a value in the run store", 64, "RNR_LENS_MAX_STORE_VALUE_MB")
+"""The longest cell a run store may hold (SQLite's ``SQLITE_LIMIT_LENGTH``: a longer one is
+refused, never loaded): over twice the largest committed evidence file, which holds every cell
+of 16 audits, so no store rnr_lens writes comes near it."""
 
 
 def quoted(value: object, limit: int = QUOTE_CHARS) -> str:

@@ -159,6 +159,11 @@ def _set_id(value):
         (lambda d: d["audits"][0]["artifacts"][0].__setitem__(0, "script"), "of a known kind"),
         (lambda d: d["manifest"]["settings"][0].update(stages=["audit", "rm -rf"]), "are not a list of 'audit' and 'mined'"),
         (lambda d: d["manifest"].update(provenance=[1]), "provenance is not a mapping"),
+        (
+            lambda d: d["manifest"]["settings"].extend([{**d["manifest"]["settings"][0], "task": f"x{i}"} for i in range(2000)]),
+            "which another setting does too",
+        ),
+        (lambda d: d["manifest"]["settings"].append(dict(d["manifest"]["settings"][0])), "repeats the setting"),
     ],
     ids=[
         "traversal",
@@ -174,6 +179,8 @@ def _set_id(value):
         "unknown-kind",
         "unknown-stage",
         "provenance-list",
+        "settings-sharing-an-audit",
+        "repeated-setting",
     ],  # fmt: skip
 )
 def test_evidence_is_checked_field_by_field_before_anything_is_built(tmp_path, change, message):
@@ -192,3 +199,20 @@ def test_a_store_absorbs_only_audits_whose_id_is_their_own(tmp_path):
             store.absorb({**payload, "audit": {**payload["audit"], "id": forged}})
     assert store.audits() == []
     assert store.absorb(payload) == 2
+
+
+def test_a_manifest_kept_in_a_store_from_outside_is_checked_as_evidences_is(tmp_path, capsys):
+    """Issue 73: a stranger's runs.db held a manifest that was not a report's (2,000 settings
+    naming one audit, or one naming an audit the store lacks): re-deriving from it did the
+    work 2,000 times, or failed in a traceback. It is checked by evidence's own rule, in one line."""
+    store = _store(tmp_path / "a.db")
+    store.put_record(E.MANIFEST_KEY, {**_manifest().to_dict(), "settings": [{"model": "m", "task": f"t{i}", "audit": ID["a1"]} for i in range(2000)]})
+    with pytest.raises(RnrLensError, match="not a run store rnr_lens made .*which another setting does too") as refused:
+        E.Manifest.load(store)
+    assert "\n" not in str(refused.value)
+    store.put_record(E.MANIFEST_KEY, {**_manifest().to_dict(), "settings": [{"model": "m", "task": "t", "audit": "0" * 16}]})
+    with pytest.raises(RnrLensError, match="which the evidence does not hold"):
+        E.Manifest.load(store)
+    kept = _manifest()
+    kept.save(store)
+    assert E.Manifest.load(store) == kept

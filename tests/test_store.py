@@ -117,3 +117,44 @@ def test_a_store_from_outside_holds_plain_tables_of_its_schema_or_is_refused(tmp
     assert main(["show", str(db)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and said.split(" ")[0] in err
+
+
+@pytest.mark.parametrize(
+    ("sql", "said"),
+    [
+        ("UPDATE audits SET seed = 'abc'", "audits holds a seed"),
+        ("UPDATE audits SET probes_json = 'not json'", "audits holds a probes_json"),
+        ("UPDATE audits SET config_json = '[1, 2]'", "audits holds a config_json"),
+        ("UPDATE tries SET correct = 7", "tries holds a correct"),
+        ("UPDATE tries SET text = x'00ff'", "tries holds a text"),
+        ("UPDATE questions SET position = -1", "questions holds a position"),
+        ("UPDATE artifacts SET body = '{'", "artifacts holds a body"),
+        ("INSERT INTO meta VALUES ('report', 'not json')", "meta holds a value"),
+        ("UPDATE tries SET text = printf('%.*c', 1100000, 'x')", "holds a value over the cap of 1 MB"),
+    ],
+)
+def test_every_cell_of_a_store_from_outside_is_of_its_kind_and_within_the_cap(tmp_path, capsys, monkeypatch, sql, said):
+    """Issue 73: SQLite keeps any value in any column, so a stranger's store held a seed 'abc',
+    probes or a manifest that were not JSON, and each ended in a traceback; a cell of a gigabyte
+    was loaded whole. Every cell is checked in SQL when a store that exists opens, and a cell over
+    the cap is refused without being read (SQLite's length limit): one line, nothing changed."""
+    from rnr_lens.cli import main
+
+    db = tmp_path / "run.db"
+    store = RunStore(db)
+    store.create_audit(_record(), [(0, "q0", "p", "1")])
+    store.add_tries("a1", [Try("q0", "default", 0, "The answer is 1.", "1", True, 5)])
+    store.put_artifact("a1", "shard", "0/1", {"n": 1})
+    store.close()
+    monkeypatch.setenv("RNR_LENS_MAX_STORE_VALUE_MB", "1")
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA foreign_keys=OFF")
+        conn.executescript(sql)
+    before = db.read_bytes()
+    for mode in ("read", "write", "create"):
+        with pytest.raises(RnrLensError, match=said) as refused:
+            RunStore(db, mode=mode)
+        assert "\n" not in str(refused.value)
+    assert main(["show", str(db)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert db.read_bytes() == before
