@@ -16,7 +16,6 @@ Weights are only ever read from safetensors or GGUF (never unpickled), and
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import socket
@@ -35,7 +34,8 @@ if TYPE_CHECKING:
     from rnr_lens.lens import LensModel
 
 from rnr_lens.model_cache import DEFAULT_MODEL, KNOWN_MODELS, cached_gguf, ensure_cached
-from rnr_lens.untrusted import loads_json, read_small
+from rnr_lens.model_folder import CHECKPOINT_FILE, check_model_folder, read_model_file
+from rnr_lens.untrusted import loads_json
 
 __all__ = ["DEFAULT_MODEL", "load_model", "load_tokenizer"]
 
@@ -70,17 +70,11 @@ def _placement(device: str | None, device_map: str | dict[str, Any] | None, n_de
 
 
 def _load_hf(
-    source: str | Path, *, dtype: torch.dtype, device: str | None, trust_remote_code: bool, local: bool, placement: dict[str, Any] | None = None
+    source: str | Path, *, dtype: torch.dtype, device: str | None, trust_remote_code: bool, placement: dict[str, Any] | None = None
 ) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
-    if local:
-        kwargs["local_files_only"] = True
-        check_weight_files(Path(source))
-    unreachable = None if local else _hub_unreachable()
-    if unreachable is not None:
-        kwargs["local_files_only"] = True  # the local Hugging Face cache may still hold it
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "local_files_only": True}
     try:
         with _quiet_hub():
             tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
@@ -88,50 +82,11 @@ def _load_hf(
     except RnrLensError:
         raise
     except Exception as exc:
-        if unreachable is not None:
-            raise RnrLensError(
-                f"cannot reach the Hugging Face hub ({unreachable}) and {source!r} is not in the local Hugging Face cache; "
-                f"connect, or pass a local folder, a .gguf file, or one of: {', '.join(KNOWN_MODELS)}"
-            ) from exc
-        raise _load_error(source, exc, local) from exc
+        raise _load_error(source, exc, local=True) from exc
     model.eval()
     if device is not None and not placement:
         model.to(device)  # type: ignore[arg-type]  # transformers annotates .to() through a decorator mypy misreads
     return model, tokenizer
-
-
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
-"""Files that torch would unpickle: a model folder holding one is refused (its code could run)."""
-ALLOW_PICKLES_ENV = "RNR_LENS_ALLOW_PICKLE_FILES"
-"""Set to ``1`` to load a folder's safetensors beside pickle files (a Trainer's
-``training_args.bin``, a hub clone's ``pytorch_model.bin``): they are never read."""
-
-
-def check_weight_files(folder: Path) -> None:
-    """Refuse a model folder whose weights could reach an unpickler: one with no
-    ``.safetensors`` weights, one holding pickle files, or a ``*.index.json`` that names
-    anything but ``.safetensors`` files (transformers follows the index). Weights are read only
-    from safetensors or GGUF."""
-    fix = "rnr_lens reads weights only from safetensors or GGUF, never unpickles: convert with save_pretrained(safe_serialization=True)"
-    own = (
-        {"optimizer.pt"} if (folder / "rnr_lens_checkpoint.json").is_file() else set()
-    )  # a training checkpoint's: read weights-only by train --resume
-    pickles = sorted(p.name for p in folder.iterdir() if p.suffix in PICKLE_SUFFIXES and p.name not in own)
-    if pickles and os.environ.get(ALLOW_PICKLES_ENV) != "1":
-        raise RnrLensError(
-            f"{folder} holds pickle files ({', '.join(pickles[:3])}); {fix}, and move them out of the folder "
-            f"(or set {ALLOW_PICKLES_ENV}=1 to load the safetensors beside them, which are never unpickled)"
-        )
-    for index in folder.glob("*.index.json"):
-        try:
-            body = loads_json(read_small(index, "weight index"), index)
-            named = set(body["weight_map"].values()) if isinstance(body, dict) and isinstance(body.get("weight_map"), dict) else None
-        except OSError:
-            named = None
-        if named is None or not all(isinstance(n, str) and n.endswith(".safetensors") and "/" not in n and "\\" not in n for n in named):
-            raise RnrLensError(f"{index} does not map the weights to .safetensors files in its folder; {fix}")
-    if not any(p.stat().st_size > 0 for p in folder.glob("*.safetensors")):
-        raise RnrLensError(f"{folder} holds no .safetensors weights; {fix}")
 
 
 def _load_error(source: str | Path, exc: Exception, local: bool) -> RnrLensError:
@@ -198,13 +153,14 @@ def wrap_bridge(model: Any, tokenizer: Any, name: str) -> Any:
 
 def _checkpoint_name(folder: Path) -> str | None:
     """The display name an rnr_lens training checkpoint records (e.g. ``smollm2-135m-instruct+dapo40``)."""
-    info = folder / "rnr_lens_checkpoint.json"
-    if not info.exists():
+    info = folder / CHECKPOINT_FILE
+    if not info.is_file():
         return None
     try:
-        return str(json.loads(info.read_text())["name"])
-    except (ValueError, KeyError):
+        name = loads_json(read_model_file(info), info)["name"]
+    except (RnrLensError, KeyError, TypeError):
         return None
+    return name if isinstance(name, str) else None
 
 
 def _is_hub_id(text: str) -> bool:
@@ -221,7 +177,7 @@ def check_spec(spec: str | os.PathLike[str]) -> None:
         return
     if path.exists():
         if path.is_dir():
-            check_weight_files(path)  # a grid refuses a folder before hours of work, not when it loads
+            check_model_folder(path)  # a grid refuses a folder before hours of work, not when it loads
         return
     if path.suffix == ".gguf":
         raise RnrLensError(f"GGUF file {path} does not exist; check the path")
@@ -232,12 +188,12 @@ def check_spec(spec: str | os.PathLike[str]) -> None:
 
 @dataclass(frozen=True)
 class Source:
-    """Where a model spec's files are: a local folder (``local``) or a hub id; ``offline``
-    marks the offline cache (known names, GGUF files), whose code is never trusted."""
+    """Where a model spec's files are: a local folder (the hub's snapshot of a hub id), checked
+    by :func:`~rnr_lens.model_folder.check_model_folder`; ``offline`` marks the offline cache
+    (known names, GGUF files), whose code is never trusted."""
 
-    path: str | Path
+    path: Path
     name: str
-    local: bool
     offline: bool
 
 
@@ -249,11 +205,11 @@ def resolve(spec: str | os.PathLike[str]) -> Source:
     check_spec(text)
     path = Path(text).expanduser()
     if text in KNOWN_MODELS:
-        return Source(ensure_cached(text), text, local=True, offline=True)
+        return Source(ensure_cached(text), text, offline=True)
     if text.endswith(".gguf") or path.suffix == ".gguf":
         if not path.is_file():
             raise RnrLensError(f"GGUF file {path} does not exist; check the path")
-        return Source(cached_gguf(path), path.stem, local=True, offline=True)
+        return Source(cached_gguf(path), path.stem, offline=True)
     if path.suffix == ".safetensors" and path.is_file():
         raise RnrLensError(
             f"{path} is a bare weights file without its config and tokenizer; pass the folder that holds it together with config.json "
@@ -262,9 +218,34 @@ def resolve(spec: str | os.PathLike[str]) -> Source:
     if path.exists():
         if not path.is_dir():
             raise RnrLensError(f"{path} is neither a Hugging Face model folder nor a .gguf file")
-        check_weight_files(path)  # before anything reads the folder, its tokenizer included
-        return Source(path, _checkpoint_name(path) or path.name, local=True, offline=False)
-    return Source(text, text, local=False, offline=False)  # a hub id: check_spec let nothing else through
+        check_model_folder(path)  # before anything reads the folder, its tokenizer included
+        return Source(path, _checkpoint_name(path) or path.name, offline=False)
+    return Source(_hub_snapshot(text), text, offline=False)  # a hub id: check_spec let nothing else through
+
+
+HUB_FILES = ("*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken", "*.py")
+"""What a hub model's snapshot downloads: its config, tokenizer, chat template, safetensors
+weights and code (which runs only with ``trust_remote_code``), never a pickle."""
+
+
+def _hub_snapshot(repo_id: str) -> Path:
+    """The local snapshot of a hub model (downloaded where the hub is reachable, else from the
+    local Hugging Face cache), checked as a local folder is (issue 73) before anything reads it."""
+    from huggingface_hub import snapshot_download
+
+    unreachable = _hub_unreachable()
+    try:
+        with _quiet_hub():
+            folder = Path(snapshot_download(repo_id, allow_patterns=list(HUB_FILES), local_files_only=unreachable is not None))
+    except Exception as exc:
+        if unreachable is not None:
+            raise RnrLensError(
+                f"cannot reach the Hugging Face hub ({unreachable}) and {repo_id!r} is not in the local Hugging Face cache; "
+                f"connect, or pass a local folder, a .gguf file, or one of: {', '.join(KNOWN_MODELS)}"
+            ) from exc
+        raise _load_error(repo_id, exc, local=False) from exc
+    check_model_folder(folder)
+    return folder
 
 
 def load_tokenizer(spec: str | os.PathLike[str] | Any, *, trust_remote_code: bool = False) -> Any:
@@ -276,14 +257,12 @@ def load_tokenizer(spec: str | os.PathLike[str] | Any, *, trust_remote_code: boo
     from transformers import AutoTokenizer
 
     source = resolve(spec)
-    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code and not source.offline}
-    if source.local or _hub_unreachable() is not None:
-        kwargs["local_files_only"] = True
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code and not source.offline, "local_files_only": True}
     try:
         with _quiet_hub():
             return AutoTokenizer.from_pretrained(source.path, **kwargs)
     except Exception as exc:
-        raise _load_error(source.path, exc, source.local) from exc
+        raise _load_error(source.path, exc, local=True) from exc
 
 
 def load_model(
@@ -337,9 +316,7 @@ def load_model(
 
     source = resolve(spec)
     point("model:load")  # every check that needs no weights is behind us
-    model, tok = _load_hf(
-        source.path, dtype=dtype, device=device, trust_remote_code=trust_remote_code and not source.offline, local=source.local, placement=placement
-    )
+    model, tok = _load_hf(source.path, dtype=dtype, device=device, trust_remote_code=trust_remote_code and not source.offline, placement=placement)
     name = source.name
     lens = LensModel(wrap_bridge(model, tok, name), name=name, tokenizer=tok)
     if len({str(d) for d in (getattr(model, "hf_device_map", None) or {}).values()}) > 1:

@@ -56,6 +56,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "route_trace",
             "lens",
             "model_cache",
+            "model_folder",
             "models",
             "tiny",
         ],
