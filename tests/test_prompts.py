@@ -36,3 +36,36 @@ def test_a_chat_prompt_without_a_template_is_one_line_naming_the_fix():
     assert "\n" not in str(err.value)
     with pytest.raises(RnrLensError, match="a prompt must be a str or a ChatPrompt, not int"):
         render(tok, 3)
+
+
+@pytest.mark.parametrize(
+    ("template", "said"),
+    [
+        ("{% set r = range(100000) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}", "over the cap of 1 seconds"),
+        ("{{ 'x' * 1200000000 }}", "over the cap of 256 MB"),
+        ("{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}", "a rendered chat prompt is over the cap of 4,000,000 characters"),
+        ("{{ raise_exception('this template takes no system role') }}", r"failed \(TemplateError: 'this template takes no system role'\)"),
+        ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "failed .*(SecurityError|UndefinedError)"),
+        ("{% for %}", r"failed \(TemplateSyntaxError"),
+    ],
+    ids=["ten-billion-steps", "a-gigabyte-string", "a-ten-million-character-prompt", "raise-exception", "sandbox", "syntax"],
+)
+def test_a_chat_template_from_outside_is_bounded_in_time_memory_and_length_and_fails_in_one_line(monkeypatch, template, said):
+    """Issue 73: a model folder's template looped 10**10 times, rendered 1.2 GB, called
+    raise_exception or tripped Jinja's sandbox: each a traceback or a hang. Each is one line,
+    and the process's limits are as they were after it."""
+    import resource
+    import signal
+
+    monkeypatch.setenv("RNR_LENS_MAX_TEMPLATE_SECONDS", "1")
+    tok = tiny_tokenizer()
+    plain = tok.chat_template
+    limits, handler = resource.getrlimit(resource.RLIMIT_AS), signal.getsignal(signal.SIGALRM)
+    tok.chat_template = template
+    with pytest.raises(RnrLensError, match=said) as refused:
+        render(tok, ChatPrompt("What is 2 + 3?"))
+    assert "\n" not in str(refused.value)
+    assert resource.getrlimit(resource.RLIMIT_AS) == limits and signal.getsignal(signal.SIGALRM) == handler
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    tok.chat_template = plain
+    assert "What is 2 + 3?" in render(tok, ChatPrompt("What is 2 + 3?"))[0]
