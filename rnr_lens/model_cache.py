@@ -33,6 +33,7 @@ from typing import Any
 from rnr_lens.errors import RnrLensError
 from rnr_lens.faults import point
 from rnr_lens.files import write_atomic
+from rnr_lens.gguf_header import check_gguf
 
 #: The model every command uses when none is named: SmolLM2-135M-Instruct, served offline from PyPI.
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -352,5 +353,7 @@ def _gguf_cache_key(path: Path) -> str:
 
 
 def cached_gguf(path: Path) -> Path:
-    """Dequantize a local GGUF file once (keyed by its hash); return its safetensors folder."""
+    """Dequantize a local GGUF file once (keyed by its hash); return its safetensors folder.
+    A file from outside: its header is bounded first (:func:`~rnr_lens.gguf_header.check_gguf`)."""
+    check_gguf(path)
     return _build_cache_entry(_gguf_cache_key(path), lambda staging: _convert_gguf(path, staging))

@@ -55,6 +55,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "reuse_check",
             "route_trace",
             "lens",
+            "gguf_header",
             "model_cache",
             "model_folder",
             "models",
