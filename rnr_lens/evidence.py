@@ -42,6 +42,7 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.files import write_atomic
 from rnr_lens.provenance import Provenance
 from rnr_lens.records import DEFAULT_PROBE, AuditRecord, check_audit_id, short_hash
+from rnr_lens.routes import Route
 from rnr_lens.store import Artifact, RunStore, built_whole
 from rnr_lens.untrusted import EVIDENCE_BYTES, OverLimit, check_int, check_text, loads_json, quoted, read_gzip
 
@@ -206,6 +207,7 @@ _TRY_TYPES: dict[str, tuple[type, ...]] = {
 }
 """Each stored try column's JSON types, in :data:`~rnr_lens.records.TRY_COLUMNS` order."""
 _NAMES = frozenset({"question_id", "probe", "route", "ablation"})
+_ROUTE = list(_TRY_TYPES).index("route")
 """Try columns that are names: plain text without control characters."""
 _DOCUMENT_KEYS = frozenset({"format", "version", "manifest", "audits"})
 _MANIFEST_KEYS = frozenset({"grid", "settings", "provenance"})
@@ -307,6 +309,7 @@ def _check_audit(payload: object, i: int) -> str:
         check_text(row[2], f"{where}'s question {quoted(row[0])} prompt")
         check_text(row[3], f"{where}'s question {quoted(row[0])} gold")
     probe_names = {DEFAULT_PROBE, *probes}
+    depths: set[int] = set()
     for row in payload["tries"]:
         if not isinstance(row, list) or len(row) != len(_TRY_TYPES):
             raise RnrLensError(f"{where} has a try row that is not {len(_TRY_TYPES)} columns ({', '.join(_TRY_TYPES)})")
@@ -321,6 +324,10 @@ def _check_audit(payload: object, i: int) -> str:
                 raise RnrLensError(f"{where} has a try whose {column} is {value}")
         if row[0] not in questions or row[1] not in probe_names or row[5] not in (0, 1) or row[2] < 0:
             raise RnrLensError(f"{where} has a try of an unknown question or probe, or with correct outside 0/1 or a negative index")
+        if row[_ROUTE] is not None:
+            depths.add(Route.depth_of(row[_ROUTE]))
+            if len(depths) > 1:  # one model, one depth: a route claiming another is not this audit's (issue 73)
+                raise RnrLensError(f"{where} has routes of models of {min(depths)} and {max(depths)} blocks; an audit's routes are of one model")
     kinds = {str(a) for a in Artifact}
     for row in payload["artifacts"]:
         if not isinstance(row, list) or len(row) != 4 or row[0] not in kinds:

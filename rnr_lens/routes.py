@@ -93,6 +93,13 @@ class Route:
         ``2 * n_layers``, blocks), checked run by run, so a huge route is refused before it is
         built.
         """
+        n_layers, runs = cls._runs(text, n_layers, max_length)
+        return cls([i for a, b in runs for i in range(a, b + 1)], n_layers, max_length=max_length)
+
+    @classmethod
+    def _runs(cls, text: str, n_layers: int | None, max_length: int | None) -> tuple[int, list[tuple[int, int]]]:
+        """The compact form's depth and ascending runs, checked as :meth:`parse` checks them,
+        in time linear in the text (a run is never expanded here)."""
         body = text.strip()
         if ":" in body:
             head, body = body.split(":", 1)
@@ -108,7 +115,8 @@ class Route:
         if not 1 <= n_layers <= MAX_BLOCKS:
             raise RnrLensError(f"route {text[:80]!r}: a model has 1 to {MAX_BLOCKS} blocks, not {n_layers}")
         limit = max_length if max_length is not None else DEFAULT_MAX_FACTOR * n_layers
-        layers: list[int] = []
+        runs: list[tuple[int, int]] = []
+        length = 0
         for run in filter(None, (part.strip() for part in body.split(","))):
             try:
                 if "-" in run:
@@ -124,10 +132,42 @@ class Route:
             if not (0 <= a and b < n_layers):
                 bad = a if a < 0 else b
                 raise RnrLensError(f"route block index {bad} is out of range for a {n_layers}-block model (valid: 0..{n_layers - 1})")
-            if len(layers) + b - a + 1 > limit:
+            length += b - a + 1
+            if length > limit:
                 raise RnrLensError(f"route {text[:80]!r} has more than the maximum {limit} blocks; pass max_length= to allow longer routes")
-            layers.extend(range(a, b + 1))
-        return cls(layers, n_layers, max_length=max_length)
+            runs.append((a, b))
+        if not runs:
+            raise RnrLensError("a route needs at least one block; use Route.identity(n) for the default order")
+        return n_layers, runs
+
+    @classmethod
+    def depth_of(cls, text: str) -> int:
+        """How many blocks the model of the route ``text`` has, the text checked as
+        :meth:`parse` checks it, in time linear in the text."""
+        return cls._runs(text, None, None)[0]
+
+    @classmethod
+    def edits_of(cls, text: str) -> int:
+        """:attr:`n_edits` of the route ``text`` names, in time linear in the text, whatever
+        depth it claims (a stranger's ``"100000:0-99999,0-99999"`` is 200,000 blocks: issue 73).
+
+        Example:
+            >>> Route.edits_of("6:0-2,2,4-5"), Route.parse("6:0-2,2,4-5").n_edits
+            (2, 2)
+        """
+        n_layers, runs = cls._runs(text, None, None)
+        events: dict[int, int] = {}
+        for a, b in runs:  # how many runs cover each block, as a sweep over the runs' ends
+            events[a] = events.get(a, 0) + 1
+            events[b + 1] = events.get(b + 1, 0) - 1
+        edits, covering, at = 0, 0, 0
+        for position in sorted(events) + [n_layers]:
+            span = min(position, n_layers) - at
+            if span > 0:
+                edits += span * (1 if covering == 0 else covering - 1)
+            at = max(at, min(position, n_layers))
+            covering += events.get(position, 0) if position < n_layers else 0
+        return edits
 
     # -- edits --------------------------------------------------------------------------
     def then_repeat(self, layer: int, times: int = 2) -> Route:

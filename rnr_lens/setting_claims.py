@@ -98,7 +98,7 @@ def claim_routes(result: AuditResult, grid: Grid) -> RoutesClaim:
         margin=grid.margin,
     ).verdict
     routes = result.tries.loc[result.tries["probe"] == search_probe, "route"].dropna()
-    depth = [Route.parse(str(r)).n_edits for r in routes]
+    depth = [Route.edits_of(str(r)) for r in routes]  # linear in the text, whatever depth a route claims
     random_row, search_row = rows[random_probe], rows[search_probe]
     return RoutesClaim(
         setting=setting_of(result),

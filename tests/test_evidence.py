@@ -164,6 +164,10 @@ def _set_id(value):
             "which another setting does too",
         ),
         (lambda d: d["manifest"]["settings"].append(dict(d["manifest"]["settings"][0])), "repeats the setting"),
+        (
+            lambda d: [t.__setitem__(8, f"{n}:0-{n - 1}") for t, n in zip(d["audits"][0]["tries"], (4, 100000))],
+            "routes of models of 4 and 100000 blocks",
+        ),
     ],
     ids=[
         "traversal",
@@ -181,6 +185,7 @@ def _set_id(value):
         "provenance-list",
         "settings-sharing-an-audit",
         "repeated-setting",
+        "routes-of-two-depths",
     ],  # fmt: skip
 )
 def test_evidence_is_checked_field_by_field_before_anything_is_built(tmp_path, change, message):

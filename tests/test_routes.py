@@ -93,3 +93,20 @@ def test_draw_route_distribution_properties():
 
 def test_route_from_an_edit_vector():
     assert Route.from_edits((0, 1, 2, 0)) == Route([0, 2, 2, 3], 4)
+
+
+def test_a_routes_edits_and_depth_are_read_from_its_text_in_linear_time():
+    """Issue 73: 20,000 stored search tries whose route was '100000:0-99999,0-99999' were each
+    expanded to 200,000 blocks to count their edits. The count is read from the runs, equal to
+    the expanded route's on every route, and the depth with it."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(2000):
+        n = rng.randint(1, 12)
+        layers = rng.choices(range(n), k=rng.randint(1, 2 * n))
+        route = Route(sorted(layers) if rng.random() < 0.5 else layers, n)
+        assert Route.edits_of(str(route)) == route.n_edits and Route.depth_of(str(route)) == n
+    assert Route.edits_of("100000:0-99999,0-99999") == 100_000  # no list of 200,000 blocks is built
+    with pytest.raises(RnrLensError, match="more than the maximum 200000 blocks"):
+        Route.edits_of("100000:0-99999,0-99999,0")
