@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see; at run time each name l
     from rnr_lens.results import AuditResult
     from rnr_lens.route_trace import RouteTrace
     from rnr_lens.routes import Route
+    from rnr_lens.spot_check import verify
     from rnr_lens.stats import Estimate
     from rnr_lens.sweep_results import SweepResult
     from rnr_lens.sweeps import Bottleneck
@@ -89,6 +90,7 @@ _PUBLIC: dict[str, str] = {
     "TrainResult": "rnr_lens.training",
     "train": "rnr_lens.training",
     "Verdict": "rnr_lens.verdicts",
+    "verify": "rnr_lens.spot_check",
     "viz": "rnr_lens.viz",
     "widgets": "rnr_lens.widgets",
 }
@@ -143,6 +145,7 @@ __all__ = [
     "tiny_model",
     "train",
     "verdicts",
+    "verify",
     "viz",
     "widgets",
 ]

@@ -362,6 +362,17 @@ def audit(
         return _audit(model, planned, open_store(store), batch_size=batch_size, progress=progress, label=label, resume=resume)
 
 
+def replay(model: LensModel, task: Task, probes: Sequence[Probe | str], config: DeploymentConfig, *, seed: int, progress: bool = True) -> AuditResult:
+    """The tries of a recorded audit generated again, into a store in memory: ``config`` is the
+    recorded deployment, used as it is (not deployed for ``task`` again: ``task`` may be a few
+    of the audit's questions, whose worked examples were drawn for the whole task). A try
+    depends on the question, the config, the probe's name and the seed alone, so these are the
+    tries the audit stored (:mod:`rnr_lens.spot_check`'s spot-check)."""
+    planned = plan(task, probes, seed=seed, config=config)
+    planned.check_model(model)
+    return _audit(model, planned, open_store(None), batch_size=None, progress=progress, label=None, resume=True)
+
+
 def check_resume(rs: RunStore, planned: AuditPlan, record: AuditRecord, resume: bool | str) -> None:
     """The resume policy (:data:`RESUME`) once the weights are known, against what ``rs`` holds
     of ``record``'s audit: ``"only"`` must find it (else the refusal names what differs, the

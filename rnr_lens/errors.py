@@ -33,6 +33,7 @@ SPELLINGS: dict[str, tuple[str, str, bool]] = {
     "question_field": ("question", "--field question=", True),
     "answer_field": ("answer", "--field answer=", True),
     "limit": ("task.first(N)", "--limit N", False),
+    "verify": ("n", "--verify N", False),
 }
 """Each argument a message may tell the user to pass, by what it does: its Python spelling (the
 keyword of an argument with a value, or the whole assignment of a switch), its CLI flag, and

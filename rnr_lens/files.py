@@ -253,7 +253,7 @@ def acquire_writer_lock(path: str | Path, what: str) -> Callable[[], None]:
             holder = f"pid {os.getpid()} ({' '.join([program, *sys.argv[1:]])[:120]})"
             with contextlib.suppress(OSError):  # who holds it is a courtesy: a full disk must not stop the run here
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, holder.encode(), 0)
+                os.pwrite(fd, holder.encode(errors="backslashreplace"), 0)
             _held[key] = (fd, 1)
     released = False
 

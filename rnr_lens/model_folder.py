@@ -8,7 +8,8 @@ A Hugging Face folder (a local one, or a hub snapshot once downloaded) is hostil
 - every file is a regular file inside the folder: a symbolic link that leaves it (to a private
   file, to ``/dev/zero``), that loops, or that leads nowhere is refused (a hub snapshot's links
   into its own blob store excepted: that is how the hub's cache keeps files);
-- every file but the weights is capped in size (:data:`MODEL_FILE_BYTES`) before it is read;
+- every file a load reads besides the weights (:data:`READ_SUFFIXES`) is capped in size
+  (:data:`MODEL_FILE_BYTES`) before it is read;
 - ``config.json``'s sizes are checked against the weights' own headers before anything is
   allocated (a million layers over the weights of four took 2.4 GB);
 - a tokenizer's regular expressions hold no nested or alternating repetition: the tokenizer's
@@ -44,6 +45,10 @@ MODEL_FILE_BYTES = Limit("a model folder's file other than its weights", 40, "RN
 template, index, a weight file's header. 1.2 times Gemma 3's tokenizer.json (33 MB), the largest
 of any supported model; a crafted 1.5 GB sparse config.json took 2.2 GB to read."""
 WEIGHT_SUFFIX = ".safetensors"
+READ_SUFFIXES = (".json", ".jinja", ".txt", ".model", ".tiktoken")
+"""The files a load reads whole besides the weights (config, tokenizer, chat template, index,
+checkpoint record): each is capped by :data:`MODEL_FILE_BYTES`. Others are never read by a load
+(a checkpoint's optimizer.pt, a README), so their size is not this check's."""
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 """Files that torch would unpickle: a model folder holding one is refused (its code could run)."""
 ALLOW_PICKLES_ENV = "RNR_LENS_ALLOW_PICKLE_FILES"
@@ -105,7 +110,7 @@ def _check_entry(path: Path, folder: Path, roots: tuple[Path, ...]) -> None:
         return
     if not stat.S_ISREG(info.st_mode):
         raise RnrLensError(f"{where} is not a regular file (a device, a pipe or a socket); a model folder holds files only")
-    if not path.name.endswith(WEIGHT_SUFFIX) and info.st_size > MODEL_FILE_BYTES.value:
+    if path.suffix in READ_SUFFIXES and info.st_size > MODEL_FILE_BYTES.value:
         raise MODEL_FILE_BYTES.refusal(where)
 
 

@@ -65,7 +65,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("questions", ["tasks", "shots", "deploy"]),
     ("store", ["store", "evidence"]),
     ("measurement", ["selectors", "probes", "results", "audits", "formats", "attribution", "checkpoints", "training"]),
-    ("analysis", ["comparison", "failures", "sweep_results", "executors", "miner", "regrade", "grid", "setting_claims"]),
+    ("analysis", ["comparison", "failures", "sweep_results", "executors", "miner", "regrade", "spot_check", "grid", "setting_claims"]),
     ("people", ["viz_export", "viz", "report_page", "reports", "widgets", "cli"]),
 ]
 

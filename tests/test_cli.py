@@ -541,3 +541,15 @@ def test_mine_never_loads_a_model_a_store_names_unless_the_user_names_it(tiny_fo
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'someone/remote-model'" in err and "--model" in err
     assert db.read_bytes() == before, "nothing frozen before the refusal"
+
+
+def test_a_file_name_of_bytes_that_are_not_utf8_is_one_line(tmp_path, capsys):
+    """Issue 73: a task file named with an invalid UTF-8 byte (decoded by Python as a lone
+    surrogate) ended in a traceback where the lock file records the command."""
+    import os
+
+    name = tmp_path / os.fsdecode(b"t\xff.jsonl")
+    name.write_text('{"question": "What is 1 + 1?", "answer": 2}\n')
+    assert main(["audit", "--model", "smollm2-135m-instruct", "--task", str(name), "--out", str(tmp_path / "run.db")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not UTF-8" in err and not (tmp_path / "run.db").exists()

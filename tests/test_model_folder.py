@@ -131,3 +131,16 @@ def test_a_hub_id_is_loaded_from_its_snapshot_checked_as_a_local_folder(folder, 
     (snapshot / "chat_template.jinja").symlink_to(secret)
     with pytest.raises(RnrLensError, match="outside the model folder"):
         R.load_model("someone/tiny")
+
+
+def test_a_file_no_load_reads_is_not_capped(folder, monkeypatch):
+    """A training checkpoint's optimizer.pt (read weights-only by train --resume, never by a
+    load) may be any size; the cap is on what a load reads (tutorial 4 trains one of 60 MB)."""
+    monkeypatch.setenv("RNR_LENS_MAX_MODEL_FILE_MB", "1")
+    (folder / "rnr_lens_checkpoint.json").write_text('{"name": "x"}')
+    with open(folder / "optimizer.pt", "wb") as f:
+        f.truncate(2_000_000)
+    check_model_folder(folder)
+    (folder / "tokenizer_config.json").write_bytes(b" " * 2_000_000)
+    with pytest.raises(RnrLensError, match="tokenizer_config.json: a model folder's file other than its weights is over the cap of 1 MB"):
+        check_model_folder(folder)

@@ -77,6 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
     try:
         args = parser.parse_args(argv)
+        for given in sys.argv[1:] if argv is None else argv:  # a name of bytes that are not UTF-8 (issue 73) is refused at the edge
+            if any("\udc80" <= c <= "\udcff" for c in given):
+                raise UsageError(
+                    f"{quoted(given)} holds bytes that are not UTF-8 (a file name from another system?); rename the file and pass it again"
+                )
         # names from a store or a file may hold terminal control sequences, on stdout and on
         # stderr (progress bars, notes, warnings: issue 73, where a bar keeps its carriage
         # returns); fixes name the CLI's flags

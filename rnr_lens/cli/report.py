@@ -22,7 +22,7 @@ HELP = "the three claims over a grid of models and tasks: claims.json and report
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("grid", nargs="?", help="grid file (YAML): models, tasks, n, k, pairs; see assets/grid.yaml")
-    p.add_argument("--out", required=True, help="folder for runs.db, claims.json, report.html and evidence.json.gz (rerun to resume)")
+    p.add_argument("--out", help="folder for runs.db, claims.json, report.html and evidence.json.gz (rerun to resume)")
     p.add_argument(
         "--from-evidence",
         metavar="FILE",
@@ -38,6 +38,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "in its reader; no value: each task's default today), with no model; regrading.json says what moved and which mined stages "
         "must be mined again",
     )
+    p.add_argument(
+        "--verify",
+        type=positive_int,
+        metavar="N",
+        help="with --from-evidence alone, no --out: a referee's spot-check: draw N tries at random, load the audited weights "
+        "(--model where the evidence names none loadable by name), check their fingerprint, generate the tries again and say how "
+        "many texts and answers agree (exit 1 where a text differs); writes nothing",
+    )
+    p.add_argument("--verify-seed", type=int, default=0, metavar="S", help="seeds --verify's draw (default 0; stated in its output)")
+    p.add_argument("--model", help="with --verify: the audited weights (a known name, folder or .gguf file)")
     p.add_argument(
         "--mine-again",
         action="store_true",
@@ -68,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
     from rnr_lens.phases import profiling
     from rnr_lens.reports import mine_again, profile_file, rederive, report
 
+    if args.verify is not None or args.model is not None:
+        return _verify(args)
+    if args.out is None:
+        raise RnrLensError("give --out FOLDER: where the report writes runs.db, claims.json, report.html and evidence.json.gz")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise RnrLensError(f"--out {out} is a file; the report writes a folder (runs.db, claims.json, report.html, evidence.json.gz)")
@@ -106,6 +120,28 @@ def run(args: argparse.Namespace) -> int:
     if profile is not None and not args.json:
         print(profile.text() + f"\nprofile: {saved}\n")
     return _print_report(result, args, rederived=False)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """``--verify N``: a sample of the evidence's tries generated again (:mod:`rnr_lens.spot_check`)."""
+    from rnr_lens.spot_check import verify
+
+    if args.verify is None:
+        raise RnrLensError("--model names the weights --verify loads: give --verify N too")
+    if args.from_evidence is None or args.grid is not None or args.out is not None or args.regrade is not None or args.mine_again:
+        raise RnrLensError(
+            "--verify N spot-checks a report's evidence and writes nothing: give --from-evidence FILE and no grid, --out, --regrade or --mine-again"
+        )
+    checked = verify(args.from_evidence, args.verify, seed=args.verify_seed, model=args.model, progress=not args.json)
+    if args.json:
+        print(
+            json.dumps(
+                {"seed": checked.seed, "drawn": len(checked.drawn), "texts_agree": checked.texts_agree, "answers_agree": checked.answers_agree}
+            )
+        )
+    else:
+        print(checked.summary())
+    return 0 if checked.texts_agree == len(checked.drawn) else 1
 
 
 def _regrade_to(spec: str | None) -> bool | DeploymentConfig:

@@ -39,7 +39,7 @@ from typing import Any
 from rnr_lens.answers import canonical_number
 from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.tasks.core import Question, Task
-from rnr_lens.untrusted import read_small
+from rnr_lens.untrusted import quoted, read_small
 
 PREFIX = "lm-eval:"
 INSTALL = "pip install 'rnr-lens[lm-eval]' (lm-eval and accelerate)"
@@ -124,7 +124,11 @@ def _yaml_task_name(path: Path) -> str:
     try:
         data = yaml.safe_load(read_small(path, "lm-eval task file").replace("!function", "function"))  # lm-eval's tags need its loader
     except yaml.YAMLError as exc:
-        raise RnrLensError(f"{path} is not valid YAML ({str(exc).splitlines()[0]})") from None
+        raise RnrLensError(f"{path} is not valid YAML ({quoted(str(exc).splitlines()[0])})") from None
+    except RecursionError:  # nested 200,000 deep (issue 73)
+        raise RnrLensError(f"{path} nests YAML too deeply to be a task file") from None
+    except (ValueError, OverflowError, TypeError) as exc:  # a value YAML recognised but cannot build (the date 2001-13-45)
+        raise RnrLensError(f"{path} holds a value that cannot be read ({quoted(str(exc))}); write it as plain text or a number") from None
     if not isinstance(data, dict) or not isinstance(data.get("task"), str):
         raise RnrLensError(f"{path} names no task (a 'task: NAME' line); an lm-eval task YAML needs one")
     return data["task"]

@@ -23,7 +23,10 @@ from rnr_lens.answers import canonical_gold
 from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.files import read_text
 from rnr_lens.tasks.core import Question, Task
-from rnr_lens.untrusted import QUESTION_CHARS, TASK_BYTES, loads_json, quoted
+from rnr_lens.untrusted import QUESTION_CHARS, TASK_BYTES, check_text, loads_json, quoted
+
+MAX_CHOICES = 26
+"""The most choices a question may have: one letter each, A to Z (ARC has up to 5, MMLU 4)."""
 
 FORMATS = ("gsm8k", "svamp", "arc", "jsonl", "csv")
 
@@ -152,8 +155,8 @@ def load_file(
                 raise RnrLensError(
                     f"{path}:{where}: ARC choices must be a list of {{label, text}} objects, or {{label: [...], text: [...]}}; fix the record"
                 ) from None
-            if len(labels) != len(texts) or not labels:
-                raise RnrLensError(f"{path}:{where}: ARC choices need as many labels as texts, and at least one")
+            if len(labels) != len(texts) or not 1 <= len(labels) <= MAX_CHOICES:
+                raise RnrLensError(f"{path}:{where}: ARC choices need as many labels as texts, from 1 to {MAX_CHOICES} (A to Z)")
             gold = str(_field(path, where, rec, "answerKey", "ARC records need an answerKey"))
             # number-labelled sets (1-4) become letters
             letters = [chr(ord("A") + i) for i in range(len(labels))]
@@ -172,10 +175,16 @@ def load_file(
                 listed = loads_json(raw, f"{path}:{where}: the {choices} field") if isinstance(raw, str) else raw
                 if not isinstance(listed, list):
                     raise RnrLensError(f"{path}:{where}: the {choices} field must be a list of choices, got {quoted(listed)}")
+                if not 1 <= len(listed) <= MAX_CHOICES:
+                    raise RnrLensError(
+                        f"{path}:{where}: the {choices} field holds {len(listed):,} choices; a question has 1 to {MAX_CHOICES} (A to Z)"
+                    )
                 options = tuple(str(o) for o in listed)
                 text = str(text).strip() + "\n" + "\n".join(f"{chr(65 + i)}. {t}" for i, t in enumerate(options))
         if len(str(text)) > QUESTION_CHARS.value or len(gold) > QUESTION_CHARS.value:
             raise QUESTION_CHARS.refusal(f"{path}:{where}")
+        for value, what in ((str(text), "question"), (gold, "gold answer"), (qid, "question id")):
+            check_text(value, f"{path}:{where}: its {what}")  # a lone surrogate is not text (issue 73: a traceback in the tokenizer)
         try:
             readable = canonical_gold(gold, answer_type) is not None
         except ValueError:  # a number too long for Python to read

@@ -259,3 +259,20 @@ def test_check_format_reads_with_every_filter_of_the_task(local_task, tmp_path):
         [*cmd[:-1], "--config", str(ROOT / "assets" / "deployment.yaml")], capture_output=True, text=True, env={**os.environ, **OFFLINE}
     )
     assert refused.returncode != 0 and len(refused.stderr.strip().splitlines()) == 1 and "drop --config" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("task: x\nmetadata: " + "[" * 200_000 + "]" * 200_000 + "\n", "nests YAML too deeply"),
+        ("task: x\nwhen: 2001-13-45\n", "holds a value that cannot be read"),
+    ],
+    ids=["nested-200000-deep", "an-impossible-date"],
+)
+def test_a_task_yaml_that_does_not_read_is_one_line_without_the_opt_in(tmp_path, text, said):
+    """Issue 73: both ended in a traceback before the opt-in was asked for."""
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    with pytest.raises(RnrLensError, match=said) as refused:
+        tasks.get(f"lm-eval:{path}")
+    assert "\n" not in str(refused.value)

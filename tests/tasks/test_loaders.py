@@ -64,6 +64,10 @@ def test_arc_style_multiple_choice(tmp_path):
         ('{"question": "x", "answer": "#### three"}\n', r"bad\.jsonl:1: gold answer 'three' cannot be read as a number"),
         ('{"q": "x"}\n', r"bad\.jsonl:1: missing field 'question'.*question='NAME'"),
         ("\n\n", "holds no records"),
+        (
+            '{"question": "What is \\ud800 1 + 1?", "answer": 2}\n',
+            r"bad\.jsonl:1: its question holds a lone UTF-16 surrogate",
+        ),  # issue 73: a traceback in the tokenizer
     ],
 )
 def test_bad_files_name_the_file_and_line(tmp_path, content, message):
@@ -146,3 +150,15 @@ def test_utf8_with_bom_and_latin1(tmp_path):
     bad.write_bytes(b'{"question": "2 + 2?", "answer": "4"}\n' + '{"question": "Caf\u00e9?", "answer": "1"}\n'.encode("latin-1"))
     with pytest.raises(RnrLensError, match=r"latin\.jsonl:2: not UTF-8 text \(byte 0xe9\)"):
         tasks.get(str(bad))
+
+
+def test_a_question_has_at_most_26_choices(tmp_path):
+    """Issue 73: 1.2 million ARC choices ran past the letters (chr(65 + i)) into a traceback."""
+    f = tmp_path / "arc.jsonl"
+    f.write_text(json.dumps({"question": "q?", "choices": {"text": ["x"] * 27, "label": ["A"] * 27}, "answerKey": "A"}) + "\n")
+    with pytest.raises(RnrLensError, match=r"arc\.jsonl:1: ARC choices need as many labels as texts, from 1 to 26"):
+        tasks.get(str(f), format="arc")
+    g = tmp_path / "mc.jsonl"
+    g.write_text(json.dumps({"question": "q?", "answer": "A", "opts": ["x"] * 1_200_000}) + "\n")
+    with pytest.raises(RnrLensError, match="holds 1,200,000 choices; a question has 1 to 26"):
+        tasks.get(str(g), question="question", answer="answer", choices="opts", answer_type="choice")
