@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from enum import Enum
 from typing import Any
@@ -194,6 +194,16 @@ class AuditStatus:
 
 RUNNING = AuditStatus(AuditState.RUNNING)
 COMPLETE = AuditStatus(AuditState.COMPLETE)
+
+
+def task_fingerprint(answer_type: str, questions: Iterable[tuple[str, str, str, Sequence[str]]]) -> str:
+    """The hash of a task's questions in order, each ``(id, prompt, answer, choices)``, under its
+    answer type: :meth:`rnr_lens.tasks.Task.fingerprint`'s one owner, which a merge recomputes
+    from a store's rows too (issue 73)."""
+    digest = hashlib.sha256(answer_type.encode())
+    for qid, prompt, answer, choices in questions:
+        digest.update(json.dumps([qid, prompt, answer, list(choices)]).encode())
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)

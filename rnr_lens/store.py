@@ -27,7 +27,19 @@ from rnr_lens.errors import RnrLensError
 from rnr_lens.files import acquire_writer_lock, lock_file, refused_writes, writer_active, writer_lock
 from rnr_lens.phases import phase
 from rnr_lens.probe_specs import ProbeSpec
-from rnr_lens.records import COMPLETE, DEFAULT_PROBE, RUNNING, TRY_ANSWERS, TRY_COLUMNS, TRY_KEYS, AuditRecord, AuditStatus, Try, check_audit_id
+from rnr_lens.records import (
+    COMPLETE,
+    DEFAULT_PROBE,
+    RUNNING,
+    TRY_ANSWERS,
+    TRY_COLUMNS,
+    TRY_KEYS,
+    AuditRecord,
+    AuditStatus,
+    Try,
+    check_audit_id,
+    task_fingerprint,
+)
 from rnr_lens.untrusted import STORE_VALUE_BYTES, loads_json, quoted
 
 SCHEMA_VERSION = 1
@@ -665,7 +677,25 @@ def merge(inputs: Sequence[str | Path], out: str | Path) -> RunStore:
                     merged.absorb(source.export_audit(info.id), source=str(path))
             finally:
                 source.close()
+        for info in merged.audits():
+            _check_whole_task(merged, info, ", ".join(map(str, inputs)))
     return RunStore(out)
+
+
+def _check_whole_task(store: RunStore, info: AuditRecord, source: str) -> None:
+    """Refuse a merged audit that holds every question but not the task its id names (issue 73:
+    a stranger's shard under the user's audit id, its questions or golds altered): the questions
+    in order give the fingerprint again. A choice task's choices are not stored, so its
+    fingerprint cannot be recomputed."""
+    rows = store.conn.execute("SELECT question_id, prompt, gold FROM questions WHERE audit_id=? ORDER BY position", (info.id,)).fetchall()
+    if info.answer_type == "choice" or len(rows) != info.n_questions:
+        return
+    found = task_fingerprint(info.answer_type, ((qid, prompt, gold, ()) for qid, prompt, gold in rows))
+    if found != info.task_fingerprint:
+        raise RnrLensError(
+            f"the questions {source} give audit {info.id[:12]} make the task fingerprint {found}, but its id names {info.task_fingerprint}; "
+            "a shard's question or gold was altered, so nothing was merged"
+        )
 
 
 @contextmanager

@@ -158,3 +158,28 @@ def test_every_cell_of_a_store_from_outside_is_of_its_kind_and_within_the_cap(tm
     assert main(["show", str(db)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert db.read_bytes() == before
+
+
+def test_merging_shards_into_a_whole_audit_checks_its_questions_against_the_task_its_id_names(tmp_path):
+    """Issue 73: a stranger's shard under the user's audit id, one gold altered, merged with the
+    user's other shard into a complete audit of another task. Once every question is held, the
+    questions give the task fingerprint again; one that differs is refused, and nothing is written."""
+    from rnr_lens.records import AuditRecord, task_fingerprint
+    from rnr_lens.store import merge
+
+    questions = [("q0", "What is 1 + 1?", "2"), ("q1", "What is 2 + 2?", "4")]
+    fingerprint = task_fingerprint("number", ((*q, ()) for q in questions))
+    fields = dict(model="m", model_fingerprint="f", task="t", task_fingerprint=fingerprint, answer_type="number", config_hash="c", config_json="{}")
+    record = AuditRecord(id="", probes=(), seed=0, n_questions=2, **fields)
+    record = AuditRecord(id=record.expected_id(), probes=(), seed=0, n_questions=2, **fields)
+    for name, (position, (qid, prompt, gold)) in (("mine.db", (0, questions[0])), ("theirs.db", (1, (questions[1][0], questions[1][1], "5")))):
+        store = RunStore(tmp_path / name)
+        store.create_audit(record, [(position, qid, prompt, gold)])
+        store.close()
+    with pytest.raises(RnrLensError, match=f"make the task fingerprint [0-9a-f]+, but its id names {fingerprint}") as refused:
+        merge([tmp_path / "mine.db", tmp_path / "theirs.db"], tmp_path / "merged.db")
+    assert "\n" not in str(refused.value) and not (tmp_path / "merged.db").exists()
+    honest = RunStore(tmp_path / "honest.db")
+    honest.create_audit(record, [(1, *questions[1])])
+    honest.close()
+    assert len(merge([tmp_path / "mine.db", tmp_path / "honest.db"], tmp_path / "merged.db").questions(record.id)) == 2

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rnr_lens.errors import RnrLensError
+from rnr_lens.records import task_fingerprint
 
 ANSWER_TYPES = ("number", "choice", "string")
 
@@ -124,10 +123,7 @@ class Task:
 
     def fingerprint(self) -> str:
         """A hash of the questions' ids, prompts, answers and choices."""
-        digest = hashlib.sha256(self.answer_type.encode())
-        for q in self.questions:
-            digest.update(json.dumps([q.id, q.prompt, q.answer, list(q.choices)]).encode())
-        return digest.hexdigest()[:16]
+        return task_fingerprint(self.answer_type, ((q.id, q.prompt, q.answer, q.choices) for q in self.questions))
 
     # -- subsets ------------------------------------------------------------------------
     def _derive(self, questions: Sequence[Question], suffix: str) -> Task:
