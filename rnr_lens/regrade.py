@@ -247,33 +247,36 @@ def _regrade_artifacts(
     return out, flips
 
 
-def check_readings(document: Mapping[str, Any]) -> None:
+def check_readings(document: Mapping[str, Any]) -> tuple[str, ...]:
     """Every derived field of ``document`` (evidence, already read) that a referee can
     recompute, recomputed and compared, before anything is built from it (issue 73: a file
     whose correctness flags were all set to true re-derived, and said nothing): each try's
     reading and correctness, from its text, its audit's recorded reader and its question's
     gold; and each task's fingerprint, from its questions in order (where the audit holds all
     of them and the task has no choices, which the file does not keep). Refuses in one line at
-    the first that differs. A harness's audits are read by the harness's own filter and are
-    not re-read here."""
+    the first that differs. A harness's audits are read by the harness's own filter, which
+    needs the task: they are not re-read here, and their ids are returned, so the re-derivation
+    can say their flags are as the file records them."""
+    unread = []
     for payload in document["audits"]:
         record = AuditRecord.from_dict(payload["audit"])
         config = DeploymentConfig.from_json(record.config_json)
         where = f"audit {record.id[:12]} ({quoted(record.model)} on {quoted(record.task)})"
-        if config.harness:
-            continue
         questions = {row[0]: Question(row[0], row[2], row[3]) for row in payload["questions"]}
-        for row in payload["tries"]:
-            if row[0] not in questions:
-                raise RnrLensError(f"{where} holds a try of question {quoted(row[0])}, which it does not hold; the file was altered")
-            extracted, correct = config.read_with(config.extractor, row[_TEXT], questions[row[0]], record.answer_type)
-            if extracted != row[_EXTRACTED] or int(correct) != int(row[_CORRECT]):
-                raise RnrLensError(
-                    f"{where}: try {row[_INDEX]} of {quoted(row[_PROBE])} for question {quoted(row[0])} reads {quoted(extracted)} "
-                    f"({'correct' if correct else 'wrong'}) from its text under {config.extractor}, but the file says "
-                    f"{quoted(row[_EXTRACTED])} ({'correct' if row[_CORRECT] else 'wrong'}); the file was altered, or read by another "
-                    "reader (re-derive it with --regrade to read it again)"
-                )
+        if config.harness:
+            unread.append(record.id)
+        else:
+            for row in payload["tries"]:
+                if row[0] not in questions:
+                    raise RnrLensError(f"{where} holds a try of question {quoted(row[0])}, which it does not hold; the file was altered")
+                extracted, correct = config.read_with(config.extractor, row[_TEXT], questions[row[0]], record.answer_type)
+                if extracted != row[_EXTRACTED] or int(correct) != int(row[_CORRECT]):
+                    raise RnrLensError(
+                        f"{where}: try {row[_INDEX]} of {quoted(row[_PROBE])} for question {quoted(row[0])} reads {quoted(extracted)} "
+                        f"({'correct' if correct else 'wrong'}) from its text under {config.extractor}, but the file says "
+                        f"{quoted(row[_EXTRACTED])} ({'correct' if row[_CORRECT] else 'wrong'}); the file was altered, or read by another "
+                        "reader (re-derive it with --regrade to read it again)"
+                    )
         if record.answer_type != "choice" and len(questions) == record.n_questions:
             ordered = sorted(payload["questions"], key=lambda r: r[1])
             task = Task(record.task, tuple(Question(r[0], r[2], r[3]) for r in ordered), record.answer_type)
@@ -282,3 +285,4 @@ def check_readings(document: Mapping[str, Any]) -> None:
                     f"{where}: its questions give the task fingerprint {task.fingerprint()}, but the file says {record.task_fingerprint}; "
                     "a question or gold was altered"
                 )
+    return tuple(unread)

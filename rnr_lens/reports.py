@@ -77,6 +77,9 @@ class Report:
     files: dict[str, Path] = field(default_factory=dict)
     regrading: Regrading | None = None
     """What a re-graded re-derivation moved (:func:`rederive` with ``regrade``)."""
+    unread: tuple[str, ...] = ()
+    """The audits a re-derivation could not read again (a harness's, graded by its filter, which
+    needs the task): their correctness flags are as the evidence records them."""
 
 
 def report(
@@ -399,9 +402,10 @@ def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | Deploymen
 
     out = Path(out)
     document = evidence_.read(evidence)
+    unread: tuple[str, ...] = ()
     if regrade is False:  # every derived field recomputed before anything is built (a re-grade reads every try again anyway)
         try:
-            check_readings(document)
+            unread = check_readings(document)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise RnrLensError(
                 f"{evidence} could not be re-derived ({type(exc).__name__}: {quoted(str(exc))}); it is damaged or was not written by rnr_lens"
@@ -456,7 +460,7 @@ def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | Deploymen
                 f"{evidence} could not be re-derived ({type(exc).__name__}: {quoted(str(exc))}); it is damaged or was not written by rnr_lens"
             ) from None
         raise
-    return Report(claims, out / STORE_FILE, files, regrading)
+    return Report(claims, out / STORE_FILE, files, regrading, unread)
 
 
 def _derived(manifest: Any, store: RunStore, files: dict[str, Path]) -> _Draft:

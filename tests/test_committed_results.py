@@ -164,3 +164,25 @@ def test_tampered_evidence_is_refused_before_anything_is_derived(tamper, tmp_pat
     with pytest.raises(RnrLensError, match=said) as refused:
         rederive(altered, out)
     assert "\n" not in str(refused.value) and not out.exists(), "refused before anything is written"
+
+
+def test_a_harness_audit_whose_flags_cannot_be_read_again_is_named_not_passed_over(tmp_path, capsys):
+    """A harness's audit is graded by its filter, which needs the task; its flags cannot be
+    recomputed from the file, so the re-derivation says they were taken as recorded (with its
+    id), where before it said nothing. Its task fingerprint is still recomputed: a gold altered
+    in it is refused."""
+    import gzip
+
+    from rnr_lens.cli import main
+    from rnr_lens.errors import RnrLensError
+    from rnr_lens.evidence import read
+
+    source = RESULTS / "grid-lm-eval" / EVIDENCE_FILE
+    assert main(["report", "--from-evidence", str(source), "--out", str(tmp_path / "referee")]) == 0
+    assert "not read again: 1 audit(s) graded by a harness's filter (0905469e6897)" in capsys.readouterr().out
+    document = read(source)
+    document["audits"][0]["questions"][0][3] = "999"
+    altered = tmp_path / "altered.json.gz"
+    altered.write_bytes(gzip.compress(json.dumps(document).encode()))
+    with pytest.raises(RnrLensError, match="task fingerprint"):
+        rederive(altered, tmp_path / "again")

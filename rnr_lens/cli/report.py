@@ -165,6 +165,12 @@ def _print_report(result: Report, args: argparse.Namespace, *, rederived: bool) 
         print(said, file=sys.stderr if args.json else sys.stdout)
         for line in result.regrading.lines() if result.regrading is not None else ():
             print(f"re-graded: {line}", file=sys.stderr if args.json else sys.stdout)
+        if result.unread:
+            print(
+                f"not read again: {len(result.unread)} audit(s) graded by a harness's filter ({', '.join(a[:12] for a in result.unread)}), "
+                "which needs the task: their correctness flags are as the evidence records them (re-run the task, or spot-check with --verify N)",
+                file=sys.stderr if args.json else sys.stdout,
+            )
     if args.json:
         print(json.dumps(result.claims.to_dict(), indent=2, default=str))
         return 0
