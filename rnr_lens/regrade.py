@@ -277,6 +277,7 @@ def check_readings(document: Mapping[str, Any]) -> tuple[str, ...]:
                         f"{quoted(row[_EXTRACTED])} ({'correct' if row[_CORRECT] else 'wrong'}); the file was altered, or read by another "
                         "reader (re-derive it with --regrade to read it again)"
                     )
+            _check_evaluations(payload, record, config, questions, where)
         if record.answer_type != "choice" and len(questions) == record.n_questions:
             ordered = sorted(payload["questions"], key=lambda r: r[1])
             task = Task(record.task, tuple(Question(r[0], r[2], r[3]) for r in ordered), record.answer_type)
@@ -286,3 +287,26 @@ def check_readings(document: Mapping[str, Any]) -> tuple[str, ...]:
                     "a question or gold was altered"
                 )
     return tuple(unread)
+
+
+def _check_evaluations(
+    payload: Mapping[str, Any], record: AuditRecord, config: DeploymentConfig, questions: Mapping[str, Question], where: str
+) -> None:
+    """Each kept sweep evaluation's answers (an ablation's greedy answers on a failure set, from
+    which claim 2's repair and break rates are counted) read again from their texts, as
+    :func:`check_readings` reads the tries: the first that differs is refused."""
+    for kind, name, body, _ in payload["artifacts"]:
+        if kind != str(Artifact.SWEEP_EVAL):
+            continue
+        for o in (Outcome.from_dict(r) for r in json.loads(body)):
+            if o.question_id not in questions:
+                raise RnrLensError(
+                    f"{where}'s sweep evaluation {quoted(name)} answers question {quoted(o.question_id)}, which it does not hold; the file was altered"
+                )
+            extracted, correct = config.read_with(config.extractor, o.text, questions[o.question_id], record.answer_type)
+            if (extracted, correct) != (o.extracted, o.correct):
+                raise RnrLensError(
+                    f"{where}: sweep evaluation {quoted(name)} for question {quoted(o.question_id)} reads {quoted(extracted)} "
+                    f"({'correct' if correct else 'wrong'}) from its text under {config.extractor}, but the file says "
+                    f"{quoted(o.extracted)} ({'correct' if o.correct else 'wrong'}); the file was altered"
+                )
