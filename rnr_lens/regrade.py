@@ -49,6 +49,7 @@ from rnr_lens.records import TRY_COLUMNS, AuditRecord, Outcome
 from rnr_lens.results import AuditResult
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.sweep_results import SweepKey
+from rnr_lens.sweeps import rates
 from rnr_lens.tasks.core import Question, Task
 from rnr_lens.untrusted import quoted
 
@@ -278,6 +279,7 @@ def check_readings(document: Mapping[str, Any]) -> tuple[str, ...]:
                         "reader (re-derive it with --regrade to read it again)"
                     )
             _check_evaluations(payload, record, config, questions, where)
+            _check_sweeps(payload, record, config, where)
         if record.answer_type != "choice" and len(questions) == record.n_questions:
             ordered = sorted(payload["questions"], key=lambda r: r[1])
             task = Task(record.task, tuple(Question(r[0], r[2], r[3]) for r in ordered), record.answer_type)
@@ -310,3 +312,46 @@ def _check_evaluations(
                     f"({'correct' if correct else 'wrong'}) from its text under {config.extractor}, but the file says "
                     f"{quoted(o.extracted)} ({'correct' if o.correct else 'wrong'}); the file was altered"
                 )
+
+
+def _check_sweeps(payload: Mapping[str, Any], record: AuditRecord, config: DeploymentConfig, where: str) -> None:
+    """Each kept sweep's rates and counts (claim 2's repair and break, per block) counted again
+    from the sweep's own per-question rows, whose answers and flags are read again from their
+    texts first: a rate or count that is not what its rows give is refused (issue 73)."""
+    golds = {q[0]: q[3] for q in payload["questions"]}
+    for kind, name, body, _ in payload["artifacts"]:
+        if kind != str(Artifact.SWEEP):
+            continue
+        sweep = json.loads(body)
+        groups: dict[tuple[Any, Any, Any], list[Mapping[str, Any]]] = {}
+        for d in sweep.get("details", []):
+            groups.setdefault((d["layer"], d["component"], d.get("method", d.get("kind"))), []).append(d)
+        for row in sweep.get("table", []):
+            if row.get("n_repaired") is None:
+                continue  # a candidate the screen did not send to generation
+            key = (row["layer"], row["component"], row.get("method", row.get("kind")))
+            after, before = [], {}
+            for d in groups.get(key, []):
+                question = Question(d["question_id"], d.get("prompt", ""), golds[d["question_id"]])
+                for when in ("before", "after"):
+                    read = config.read_with(config.extractor, d[f"{when}_text"], question, record.answer_type)
+                    if read != (d[f"{when}_answer"], bool(d[f"{when}_correct"])):
+                        raise RnrLensError(
+                            f"{where}: sweep {quoted(name)}'s answer {when} silencing block {key[0]} for question {quoted(d['question_id'])} "
+                            f"reads {quoted(read[0])} ({'correct' if read[1] else 'wrong'}) from its text, but the file says "
+                            f"{quoted(d[f'{when}_answer'])} ({'correct' if d[f'{when}_correct'] else 'wrong'}); the file was altered"
+                        )
+                after.append(Outcome(d["question_id"], d["after_text"], d["after_answer"], bool(d["after_correct"]), d["set"]))
+                before[d["question_id"]] = Outcome(d["question_id"], d["before_text"], d["before_answer"], bool(d["before_correct"]))
+            heldout = frozenset(d["question_id"] for d in groups.get(key, []) if d["set"] == "control" and d.get("half") == "heldout")
+            again = rates(int(key[0]), after, before, heldout).columns()
+            for column, value in again.items():
+                kept = row.get(column)
+                if (
+                    column in row
+                    and (kept is None) != (value is None or value != value)
+                    or (kept is not None and value == value and abs(float(kept) - float(value)) > 1e-9)
+                ):
+                    raise RnrLensError(
+                        f"{where}: sweep {quoted(name)} gives block {key[0]} {column} {quoted(kept)}, but its rows give {quoted(value)}; the file was altered"
+                    )

@@ -123,7 +123,17 @@ def test_a_referee_rederives_with_the_cli_and_no_torch(tmp_path):
     assert (tmp_path / "referee" / "claims.json").read_bytes() == (folder / "claims.json").read_bytes()
 
 
-@pytest.mark.parametrize("tamper", ["every greedy flag true", "golds set to what the greedy try read", "a sweep evaluation's flag flipped"])
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "every greedy flag true",
+        "golds set to what the greedy try read",
+        "a sweep evaluation's flag flipped",
+        "a sweep's repair count raised",
+        "a sweep's repair rate raised",
+        "a sweep row's flag flipped",
+    ],
+)
 def test_tampered_evidence_is_refused_before_anything_is_derived(tamper, tmp_path):
     """Issue 73: every greedy try's correctness flag set to true re-derived, realized moving from
     0.00 to 1.00 with no warning; golds replaced by what the greedy try read, with the flags set
@@ -142,7 +152,19 @@ def test_tampered_evidence_is_refused_before_anything_is_derived(tamper, tmp_pat
     at = {c: TRY_COLUMNS.index(c) for c in columns}
     payload = next(p for p in document["audits"] if any(not t[at["correct"]] for t in p["tries"] if t[at["probe"]] == "default"))
     greedy = {t[at["question_id"]]: t for t in payload["tries"] if t[at["probe"]] == "default"}
-    if tamper == "a sweep evaluation's flag flipped":  # claim 2's repair rates are counted from these
+    if tamper.startswith(("a sweep's", "a sweep row's")):  # claim 2's rates as the sweep keeps them, beside the rows they count
+        payload, row = next((p, a) for p in document["audits"] for a in p["artifacts"] if a[0] == "sweep")
+        sweep = json.loads(row[2])
+        generated = next(r for r in sweep["table"] if r.get("n_repaired") is not None)
+        if tamper == "a sweep's repair count raised":
+            generated["n_repaired"] += 1
+        elif tamper == "a sweep's repair rate raised":
+            generated["repair"] = min(1.0, generated["repair"] + 0.25)
+        else:
+            sweep["details"][0]["after_correct"] = not sweep["details"][0]["after_correct"]
+        row[2] = json.dumps(sweep)
+        said = "sweep 'report"
+    elif tamper == "a sweep evaluation's flag flipped":  # claim 2's repair rates are counted from these
         payload, row = next((p, a) for p in document["audits"] for a in p["artifacts"] if a[0] == "sweep_eval")
         outcomes = json.loads(row[2])
         outcomes[0]["correct"] = not outcomes[0]["correct"]
@@ -163,13 +185,13 @@ def test_tampered_evidence_is_refused_before_anything_is_derived(tamper, tmp_pat
             q[3] = gold[q[0]] = read_as if read_as is not None else q[3]
         for t in payload["tries"]:
             t[at["correct"]] = int(is_correct_as(reader, t[at["extracted"]], gold[t[at["question_id"]]], payload["audit"]["answer_type"]))
-        for row in payload["artifacts"]:  # the sweep evaluations' flags follow too: a forgery consistent everywhere
+        for row in payload["artifacts"]:  # the sweep evaluations' flags follow too
             if row[0] == "sweep_eval":
                 outcomes = json.loads(row[2])
                 for o in outcomes:
                     o["correct"] = is_correct_as(reader, o["extracted"], gold[o["question_id"]], payload["audit"]["answer_type"])
                 row[2] = json.dumps(outcomes)
-        said = "task fingerprint"
+        said = "task fingerprint|sweep 'report"  # the sweeps' own rows, or else the questions, give it away
     altered = tmp_path / "altered.json.gz"
     altered.write_bytes(gzip.compress(json.dumps(document).encode()))
     out = tmp_path / "referee"
