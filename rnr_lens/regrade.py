@@ -47,6 +47,7 @@ from rnr_lens.failures import freeze
 from rnr_lens.probes import parse_probe
 from rnr_lens.records import TRY_COLUMNS, AuditRecord, Outcome
 from rnr_lens.results import AuditResult
+from rnr_lens.stats import rate
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.sweep_results import SweepKey
 from rnr_lens.sweeps import rates
@@ -280,6 +281,7 @@ def check_readings(document: Mapping[str, Any]) -> tuple[str, ...]:
                     )
             _check_evaluations(payload, record, config, questions, where)
             _check_sweeps(payload, record, config, where)
+            _check_nulls(payload, where)
         if record.answer_type != "choice" and len(questions) == record.n_questions:
             ordered = sorted(payload["questions"], key=lambda r: r[1])
             task = Task(record.task, tuple(Question(r[0], r[2], r[3]) for r in ordered), record.answer_type)
@@ -355,3 +357,26 @@ def _check_sweeps(payload: Mapping[str, Any], record: AuditRecord, config: Deplo
                     raise RnrLensError(
                         f"{where}: sweep {quoted(name)} gives block {key[0]} {column} {quoted(kept)}, but its rows give {quoted(value)}; the file was altered"
                     )
+
+
+_NULL_ARMS = {"random_block": "random block", "rerun": "unablated re-run"}
+"""A kept null's rates and the per-question arm each is the rate of."""
+
+
+def _check_nulls(payload: Mapping[str, Any], where: str) -> None:
+    """Each kept null's rates (an arbitrary block's held-out repair, an unablated re-run's)
+    computed again from its per-question shares: one that is not what they give is refused."""
+    for kind, name, body, _ in payload["artifacts"]:
+        if kind != str(Artifact.NULL):
+            continue
+        null = json.loads(body)
+        for field, arm in _NULL_ARMS.items():
+            shares = (null.get("per_question") or {}).get(arm)
+            if shares is None:
+                continue  # a null kept without this arm's shares
+            again, kept = rate(list(shares.values())).to_dict(), null[field]
+            if any(
+                (kept.get(k) is None) != (again[k] is None) or (again[k] is not None and abs(float(kept[k]) - float(again[k])) > 1e-9)
+                for k in ("value", "low", "high", "n")
+            ):
+                raise RnrLensError(f"{where}: null {quoted(name)} gives its {arm} a rate its per-question shares do not give; the file was altered")

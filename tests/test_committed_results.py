@@ -132,6 +132,7 @@ def test_a_referee_rederives_with_the_cli_and_no_torch(tmp_path):
         "a sweep's repair count raised",
         "a sweep's repair rate raised",
         "a sweep row's flag flipped",
+        "a null's rate lowered",
     ],
 )
 def test_tampered_evidence_is_refused_before_anything_is_derived(tamper, tmp_path):
@@ -152,7 +153,13 @@ def test_tampered_evidence_is_refused_before_anything_is_derived(tamper, tmp_pat
     at = {c: TRY_COLUMNS.index(c) for c in columns}
     payload = next(p for p in document["audits"] if any(not t[at["correct"]] for t in p["tries"] if t[at["probe"]] == "default"))
     greedy = {t[at["question_id"]]: t for t in payload["tries"] if t[at["probe"]] == "default"}
-    if tamper.startswith(("a sweep's", "a sweep row's")):  # claim 2's rates as the sweep keeps them, beside the rows they count
+    if tamper == "a null's rate lowered":  # the bar a bottleneck's held-out repair must clear
+        payload, row = next((p, a) for p in document["audits"] for a in p["artifacts"] if a[0] == "null")
+        null = json.loads(row[2])
+        null["random_block"]["value"] = 0.0
+        row[2] = json.dumps(null)
+        said = "null 'report' gives its random block a rate"
+    elif tamper.startswith(("a sweep's", "a sweep row's")):  # claim 2's rates as the sweep keeps them, beside the rows they count
         payload, row = next((p, a) for p in document["audits"] for a in p["artifacts"] if a[0] == "sweep")
         sweep = json.loads(row[2])
         generated = next(r for r in sweep["table"] if r.get("n_repaired") is not None)
