@@ -36,7 +36,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -249,7 +249,7 @@ def _regrade_artifacts(
     return out, flips
 
 
-def check_readings(document: Mapping[str, Any]) -> tuple[str, ...]:
+def check_readings(document: Mapping[str, Any], harness_tasks: Sequence[Task] = ()) -> tuple[str, ...]:
     """Every derived field of ``document`` (evidence, already read) that a referee can
     recompute, recomputed and compared, before anything is built from it (issue 73: a file
     whose correctness flags were all set to true re-derived, and said nothing): each try's
@@ -257,17 +257,21 @@ def check_readings(document: Mapping[str, Any]) -> tuple[str, ...]:
     gold; and each task's fingerprint, from its questions in order (where the audit holds all
     of them and the task has no choices, which the file does not keep). Refuses in one line at
     the first that differs. A harness's audits are read by the harness's own filter, which
-    needs the task: they are not re-read here, and their ids are returned, so the re-derivation
-    can say their flags are as the file records them."""
+    needs the task: one is read again where ``harness_tasks`` (tasks the user named, never a
+    path the file names) holds every one of its questions as the audit holds them; the others'
+    ids are returned, so the re-derivation can say their flags are as the file records them."""
     unread = []
     for payload in document["audits"]:
         record = AuditRecord.from_dict(payload["audit"])
         config = DeploymentConfig.from_json(record.config_json)
         where = f"audit {record.id[:12]} ({quoted(record.model)} on {quoted(record.task)})"
         questions = {row[0]: Question(row[0], row[2], row[3]) for row in payload["questions"]}
-        if config.harness:
+        named = _named_task(questions, harness_tasks) if config.harness else None
+        if config.harness and named is None:
             unread.append(record.id)
         else:
+            if named is not None:  # the harness grades from the task's own documents: its questions, with their metadata
+                config, questions = replace(config, scoring=named.scoring), {q.id: q for q in named.questions if q.id in questions}
             for row in payload["tries"]:
                 if row[0] not in questions:
                     raise RnrLensError(f"{where} holds a try of question {quoted(row[0])}, which it does not hold; the file was altered")
@@ -280,8 +284,8 @@ def check_readings(document: Mapping[str, Any]) -> tuple[str, ...]:
                         "reader (re-derive it with --regrade to read it again)"
                     )
             _check_evaluations(payload, record, config, questions, where)
-            _check_sweeps(payload, record, config, where)
-            _check_nulls(payload, where)
+            _check_sweeps(payload, record, config, questions, where)
+        _check_nulls(payload, where)
         if record.answer_type != "choice" and len(questions) == record.n_questions:
             ordered = sorted(payload["questions"], key=lambda r: r[1])
             task = Task(record.task, tuple(Question(r[0], r[2], r[3]) for r in ordered), record.answer_type)
@@ -316,11 +320,10 @@ def _check_evaluations(
                 )
 
 
-def _check_sweeps(payload: Mapping[str, Any], record: AuditRecord, config: DeploymentConfig, where: str) -> None:
+def _check_sweeps(payload: Mapping[str, Any], record: AuditRecord, config: DeploymentConfig, questions: Mapping[str, Question], where: str) -> None:
     """Each kept sweep's rates and counts (claim 2's repair and break, per block) counted again
     from the sweep's own per-question rows, whose answers and flags are read again from their
     texts first: a rate or count that is not what its rows give is refused (issue 73)."""
-    golds = {q[0]: q[3] for q in payload["questions"]}
     for kind, name, body, _ in payload["artifacts"]:
         if kind != str(Artifact.SWEEP):
             continue
@@ -334,7 +337,11 @@ def _check_sweeps(payload: Mapping[str, Any], record: AuditRecord, config: Deplo
             key = (row["layer"], row["component"], row.get("method", row.get("kind")))
             after, before = [], {}
             for d in groups.get(key, []):
-                question = Question(d["question_id"], d.get("prompt", ""), golds[d["question_id"]])
+                question = questions.get(d["question_id"])
+                if question is None:
+                    raise RnrLensError(
+                        f"{where}: sweep {quoted(name)} holds question {quoted(d['question_id'])}, which the audit does not; the file was altered"
+                    )
                 for when in ("before", "after"):
                     read = config.read_with(config.extractor, d[f"{when}_text"], question, record.answer_type)
                     if read != (d[f"{when}_answer"], bool(d[f"{when}_correct"])):
@@ -357,6 +364,18 @@ def _check_sweeps(payload: Mapping[str, Any], record: AuditRecord, config: Deplo
                     raise RnrLensError(
                         f"{where}: sweep {quoted(name)} gives block {key[0]} {column} {quoted(kept)}, but its rows give {quoted(value)}; the file was altered"
                     )
+
+
+def _named_task(questions: Mapping[str, Question], harness_tasks: Sequence[Task]) -> Task | None:
+    """The first of ``harness_tasks`` (a harness's, with its scorer) holding every one of
+    ``questions`` with the same prompt and gold, or None."""
+    for task in harness_tasks:
+        held = {q.id: q for q in task.questions}
+        if task.scoring is not None and all(
+            q.id in held and (held[q.id].prompt, held[q.id].answer) == (q.prompt, q.answer) for q in questions.values()
+        ):
+            return task
+    return None
 
 
 _NULL_ARMS = {"random_block": "random block", "rerun": "unablated re-run"}

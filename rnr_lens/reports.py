@@ -62,6 +62,7 @@ from rnr_lens.results import AuditResult
 from rnr_lens.setting_claims import SCREEN_SWEEP, claim_bottleneck, claim_routes, claim_training, mine_setting
 from rnr_lens.store import RunStore
 from rnr_lens.sweep_results import SweepResult
+from rnr_lens.tasks import Task
 from rnr_lens.untrusted import quoted
 
 STORE_FILE = "runs.db"
@@ -382,7 +383,7 @@ def _check_same_grid(recorded: Mapping[str, Any], grid: Grid, what: str, fix: st
         raise RnrLensError(f"{what} ({why}); {fix}")
 
 
-def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | DeploymentConfig = False) -> Report:
+def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | DeploymentConfig = False, harness_tasks: Sequence[Task] = ()) -> Report:
     """Re-derive a report from its evidence alone (no model, no task file): the store rebuilt
     into ``out/runs.db`` (``out`` must hold no store yet), then every finished setting's claims
     derived from it as the run derived them, and ``claims.json`` and ``report.html`` written
@@ -395,6 +396,10 @@ def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | Deploymen
     ``regrading.json`` says what moved and which mined stages must be mined again
     (:func:`mine_again`).
 
+    ``harness_tasks``: the harness tasks (``lm-eval:...``) the caller names, with which a
+    harness's audits are read again too (:func:`rnr_lens.regrade.check_readings`); the audits
+    of no named task are listed in :attr:`Report.unread`.
+
     Example:
         >>> r = rederive("assets/results/grid-default/evidence.json.gz", "rederived")  # doctest: +SKIP
         >>> r.claims.provenance.runs[0].code.commit  # doctest: +SKIP
@@ -405,7 +410,7 @@ def rederive(evidence: str | Path, out: str | Path, *, regrade: bool | Deploymen
     unread: tuple[str, ...] = ()
     if regrade is False:  # every derived field recomputed before anything is built (a re-grade reads every try again anyway)
         try:
-            unread = check_readings(document)
+            unread = check_readings(document, harness_tasks)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise RnrLensError(
                 f"{evidence} could not be re-derived ({type(exc).__name__}: {quoted(str(exc))}); it is damaged or was not written by rnr_lens"

@@ -227,3 +227,33 @@ def test_a_harness_audit_whose_flags_cannot_be_read_again_is_named_not_passed_ov
     altered.write_bytes(gzip.compress(json.dumps(document).encode()))
     with pytest.raises(RnrLensError, match="task fingerprint"):
         rederive(altered, tmp_path / "again")
+
+
+@pytest.mark.slow
+def test_a_harness_audits_tampered_flag_is_refused_where_the_referee_names_its_task(tmp_path, capsys, shared_data, monkeypatch):
+    """Issue 73's first case, on the lm-eval evidence: a try's flag flipped re-derived with no
+    word. Naming the task (the referee's own, never a path from the file) reads every try,
+    sweep evaluation and sweep row again with the harness's filter and metric; the flip is
+    refused in one line, and the honest file re-derives byte for byte."""
+    import gzip
+
+    pytest.importorskip("lm_eval")
+    from rnr_lens.cli import main
+    from rnr_lens.evidence import read
+
+    monkeypatch.chdir(RESULTS.parents[1])  # the task file reads ../shared/data relative to the repository root
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    spec = "lm-eval:assets/lm-eval/gsm8k_local.yaml"
+    source = RESULTS / "grid-lm-eval" / EVIDENCE_FILE
+    argv = ["report", "--from-evidence", str(source), "--task", spec, "--trust-task-code", "--out", str(tmp_path / "honest")]
+    assert main(argv) == 0
+    assert "not read again" not in capsys.readouterr().out
+    assert (tmp_path / "honest" / "claims.json").read_bytes() == (RESULTS / "grid-lm-eval" / "claims.json").read_bytes()
+    document = read(source)
+    default = next(t for t in document["audits"][0]["tries"] if t[1] == "default")
+    default[5] = 1 - default[5]
+    altered = tmp_path / "altered.json.gz"
+    altered.write_bytes(gzip.compress(json.dumps(document).encode()))
+    assert main(["report", "--from-evidence", str(altered), "--task", spec, "--trust-task-code", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "reads" in err and "the file was altered" in err and not (tmp_path / "o").exists()

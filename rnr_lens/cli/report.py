@@ -15,6 +15,7 @@ from rnr_lens.errors import RnrLensError
 if TYPE_CHECKING:
     from rnr_lens.deploy import DeploymentConfig
     from rnr_lens.reports import Report
+    from rnr_lens.tasks import Task
 
 NAME = "report"
 HELP = "the three claims over a grid of models and tasks: claims.json and report.html"
@@ -48,6 +49,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--verify-seed", type=int, default=0, metavar="S", help="seeds --verify's draw (default 0; stated in its output)")
     p.add_argument("--model", help="with --verify: the audited weights (a known name, folder or .gguf file)")
+    p.add_argument(
+        "--task",
+        action="append",
+        metavar="SPEC",
+        help="with --from-evidence alone: a harness's task (lm-eval:NAME or lm-eval:PATH.yaml, the latter with --trust-task-code) "
+        "to read its audits' tries again with; without it they are named as not read again (repeat for several tasks)",
+    )
     p.add_argument(
         "--mine-again",
         action="store_true",
@@ -96,8 +104,10 @@ def run(args: argparse.Namespace) -> int:
             raise RnrLensError(
                 "--from-evidence alone runs no model, so it takes no --executor, --shards, --profile or --keep-absent; give the grid too to resume"
             )
-        result = rederive(args.from_evidence, out, regrade=_regrade_to(args.regrade))
+        result = rederive(args.from_evidence, out, regrade=_regrade_to(args.regrade), harness_tasks=_harness_tasks(args))
         return _print_report(result, args, rederived=True)
+    if args.task:
+        raise RnrLensError("--task names a harness's task to read a report's evidence again with: give --from-evidence FILE and no grid")
     if args.regrade is not None:
         raise RnrLensError("--regrade re-reads a report's evidence without a model: give --from-evidence FILE and no grid")
     grid = Grid.load(args.grid)
@@ -144,6 +154,18 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if checked.texts_agree == len(checked.drawn) else 1
 
 
+def _harness_tasks(args: argparse.Namespace) -> tuple[Task, ...]:
+    """``--task``'s harness tasks, loaded as the user named them (never a path the evidence names)."""
+    from rnr_lens import tasks
+
+    named = []
+    for spec in args.task or ():
+        if not tasks.lm_eval.is_spec(spec):
+            raise RnrLensError(f"--task {spec} is not a harness's task; name one as lm-eval:NAME or lm-eval:PATH.yaml")
+        named.append(tasks.get(spec, trust_code=args.trust_task_code))
+    return tuple(named)
+
+
 def _regrade_to(spec: str | None) -> bool | DeploymentConfig:
     """``--regrade``'s value: no re-grade, each task's default (``default``), or a config file."""
     from rnr_lens.deploy import DeploymentConfig
@@ -168,7 +190,8 @@ def _print_report(result: Report, args: argparse.Namespace, *, rederived: bool) 
         if result.unread:
             print(
                 f"not read again: {len(result.unread)} audit(s) graded by a harness's filter ({', '.join(a[:12] for a in result.unread)}), "
-                "which needs the task: their correctness flags are as the evidence records them (re-run the task, or spot-check with --verify N)",
+                "which needs the task: their correctness flags are as the evidence records them (name the task with --task to read them "
+                "again, or spot-check with --verify N)",
                 file=sys.stderr if args.json else sys.stdout,
             )
     if args.json:
