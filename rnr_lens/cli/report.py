@@ -94,8 +94,10 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise RnrLensError(f"--out {out} is a file; the report writes a folder (runs.db, claims.json, report.html, evidence.json.gz)")
     if args.mine_again:
-        if args.grid is not None or args.from_evidence is not None or args.regrade is not None or args.keep_absent:
-            raise RnrLensError("--mine-again continues the report folder --out names: give no grid, --from-evidence, --regrade or --keep-absent")
+        if args.grid is not None or args.from_evidence is not None or args.regrade is not None or args.keep_absent or args.task:
+            raise RnrLensError(
+                "--mine-again continues the report folder --out names: give no grid, --from-evidence, --regrade, --task or --keep-absent"
+            )
         return _print_report(mine_again(out, progress=not args.json), args, rederived=False)
     if args.grid is None and args.from_evidence is None:
         raise RnrLensError("give a grid file to run, or --from-evidence FILE to re-derive a report without a model")
