@@ -266,7 +266,7 @@ def check_readings(document: Mapping[str, Any], harness_tasks: Sequence[Task] = 
         config = DeploymentConfig.from_json(record.config_json)
         where = f"audit {record.id[:12]} ({quoted(record.model)} on {quoted(record.task)})"
         questions = {row[0]: Question(row[0], row[2], row[3]) for row in payload["questions"]}
-        named = _named_task(questions, harness_tasks) if config.harness else None
+        named = named_task(questions, harness_tasks) if config.harness else None
         if config.harness and named is None:
             unread.append(record.id)
         else:
@@ -366,9 +366,10 @@ def _check_sweeps(payload: Mapping[str, Any], record: AuditRecord, config: Deplo
                     )
 
 
-def _named_task(questions: Mapping[str, Question], harness_tasks: Sequence[Task]) -> Task | None:
+def named_task(questions: Mapping[str, Question], harness_tasks: Sequence[Task]) -> Task | None:
     """The first of ``harness_tasks`` (a harness's, with its scorer) holding every one of
-    ``questions`` with the same prompt and gold, or None."""
+    ``questions`` with the same prompt and gold, or None: the task a harness's audit was made
+    on, as the user named it (its questions carry the documents the harness grades from)."""
     for task in harness_tasks:
         held = {q.id: q for q in task.questions}
         if task.scoring is not None and all(

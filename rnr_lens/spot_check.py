@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +108,9 @@ def draw(document: Mapping[str, Any], n: int, seed: int) -> list[tuple[AuditReco
     return [rows[i] for i in picked]
 
 
-def verify(evidence: str | Path, n: int, *, seed: int = 0, model: Any = None, progress: bool = True) -> Verification:
+def verify(
+    evidence: str | Path, n: int, *, seed: int = 0, model: Any = None, harness_tasks: Sequence[Any] = (), progress: bool = True
+) -> Verification:
     """Generate ``n`` tries of the evidence at ``evidence`` again and compare them (see the module).
 
     Args:
@@ -118,16 +120,18 @@ def verify(evidence: str | Path, n: int, *, seed: int = 0, model: Any = None, pr
         model: The weights to load (a spec, or a loaded model) where the evidence's audits name
             none this machine can load by name: a hub id or folder a file names is never fetched
             or opened unless the user names it.
+        harness_tasks: The tasks (``lm-eval:...``) a harness's audits were made on, as the user
+            names them: such an audit's tries are generated and graded by its task.
         progress: Show progress bars.
     """
     from rnr_lens.audits import replay
     from rnr_lens.deploy import DeploymentConfig
     from rnr_lens.models import load_model
-    from rnr_lens.regrade import check_readings
+    from rnr_lens.regrade import check_readings, named_task
     from rnr_lens.tasks import Question, Task
 
     document = read_evidence(evidence)
-    check_readings(document)  # consistency first: a file that fails it needs no weights
+    check_readings(document, harness_tasks)  # consistency first: a file that fails it needs no weights
     picked = draw(document, n, seed)
     payloads = {p["audit"]["id"]: p for p in document["audits"]}
     loaded: dict[str | int, Any] = {}
@@ -149,12 +153,17 @@ def verify(evidence: str | Path, n: int, *, seed: int = 0, model: Any = None, pr
         config = DeploymentConfig.from_json(record.config_json)
         rows = [row for r, row in picked if r.id == record.id]
         stored = {row[0]: row for row in payloads[record.id]["questions"]}
-        ids = list(dict.fromkeys(row[_QUESTION] for row in rows))
-        questions = tuple(Question(q, stored[q][2], stored[q][3]) for q in sorted(ids, key=lambda q: stored[q][1]))
+        ids = sorted(dict.fromkeys(row[_QUESTION] for row in rows), key=lambda q: stored[q][1])
+        task = Task(record.task, tuple(Question(q, stored[q][2], stored[q][3]) for q in ids), record.answer_type)
         if record.answer_type == "choice":
             raise RnrLensError(f"audit {record.id[:12]} is of a choice task, whose choices evidence does not keep; verify another audit")
+        if config.harness:  # generated and graded by its task, as the user names it
+            named = named_task({q: Question(q, row[2], row[3]) for q, row in stored.items()}, harness_tasks)
+            if named is None:
+                raise RnrLensError(f"audit {record.id[:12]} is a harness's ({quoted(record.task)}); name its task with --task to verify it")
+            config, task = replace(config, scoring=named.scoring), named.subset(ids, suffix="")
         probes = sorted({row[_PROBE] for row in rows} - {"default"})
-        result = replay(lens, Task(record.task, questions, record.answer_type), probes, config, seed=record.seed, progress=progress)
+        result = replay(lens, task, probes, config, seed=record.seed, progress=progress)
         again = {(t.question_id, t.probe, t.try_index): t for t in result.tries.itertuples()}
         for row in rows:
             t = again.get((row[_QUESTION], row[_PROBE], row[_INDEX]))

@@ -54,7 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="SPEC",
         help="with --from-evidence alone: a harness's task (lm-eval:NAME or lm-eval:PATH.yaml, the latter with --trust-task-code) "
-        "to read its audits' tries again with; without it they are named as not read again (repeat for several tasks)",
+        "to read its audits' tries again with (and, with --verify, to generate them); without it they are named as not read again "
+        "(repeat for several tasks)",
     )
     p.add_argument(
         "--mine-again",
@@ -144,7 +145,9 @@ def _verify(args: argparse.Namespace) -> int:
         raise RnrLensError(
             "--verify N spot-checks a report's evidence and writes nothing: give --from-evidence FILE and no grid, --out, --regrade or --mine-again"
         )
-    checked = verify(args.from_evidence, args.verify, seed=args.verify_seed, model=args.model, progress=not args.json)
+    checked = verify(
+        args.from_evidence, args.verify, seed=args.verify_seed, model=args.model, harness_tasks=_harness_tasks(args), progress=not args.json
+    )
     if args.json:
         print(
             json.dumps(
