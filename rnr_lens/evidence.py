@@ -308,6 +308,11 @@ def _check_audit(payload: object, i: int) -> str:
         check_int(row[1], f"{where}'s question position")
         check_text(row[2], f"{where}'s question {quoted(row[0])} prompt")
         check_text(row[3], f"{where}'s question {quoted(row[0])} gold")
+    positions = {row[1] for row in payload["questions"]}
+    if len(questions) != len(payload["questions"]) or len(positions) != len(questions) or not positions <= set(range(info.n_questions)):
+        raise RnrLensError(f"{where} holds repeated questions, or positions outside its {info.n_questions} questions")
+    if info.status.complete and len(questions) != info.n_questions:  # a count is recomputed, not trusted (issue 73)
+        raise RnrLensError(f"{where} is complete with {len(questions)} questions, but says it has {info.n_questions}; the evidence was altered")
     probe_names = {DEFAULT_PROBE, *probes}
     depths: set[int] = set()
     for row in payload["tries"]:

@@ -168,6 +168,8 @@ def _set_id(value):
             lambda d: [t.__setitem__(8, f"{n}:0-{n - 1}") for t, n in zip(d["audits"][0]["tries"], (4, 100000))],
             "routes of models of 4 and 100000 blocks",
         ),
+        (lambda d: d["audits"][0]["audit"].update(n_questions=3, status="complete"), "complete with 2 questions, but says it has 3"),
+        (lambda d: d["audits"][0]["questions"][1].__setitem__(1, 0), "repeated questions, or positions outside"),
     ],
     ids=[
         "traversal",
@@ -186,6 +188,8 @@ def _set_id(value):
         "settings-sharing-an-audit",
         "repeated-setting",
         "routes-of-two-depths",
+        "a-count-not-recomputed",
+        "a-repeated-position",
     ],  # fmt: skip
 )
 def test_evidence_is_checked_field_by_field_before_anything_is_built(tmp_path, change, message):
