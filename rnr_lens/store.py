@@ -38,6 +38,7 @@ from rnr_lens.records import (
     AuditStatus,
     Try,
     check_audit_id,
+    short_hash,
     task_fingerprint,
 )
 from rnr_lens.untrusted import STORE_VALUE_BYTES, loads_json, quoted
@@ -450,9 +451,10 @@ class RunStore:
         """
         info = AuditRecord.from_dict(payload["audit"])
         check_audit_id(info.id, source)  # an id becomes part of file names (export): only the tool's own pass
-        if info.expected_id() != info.id:
+        if info.expected_id() != info.id or short_hash(info.config_json) != info.config_hash:
             raise RnrLensError(
-                f"{source} holds audit {info.id} whose id is not the one its model, task, config, probes and seed give; it was altered or not made by rnr_lens"
+                f"{source} holds audit {info.id} whose id is not the one its model, task, config, probes and seed give (or whose config "
+                "is not the one its hash names); it was altered or not made by rnr_lens"
             )
         for other in self.audits():
             if other.identity() == info.identity() and other.config_hash != info.config_hash:

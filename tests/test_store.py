@@ -164,12 +164,14 @@ def test_merging_shards_into_a_whole_audit_checks_its_questions_against_the_task
     """Issue 73: a stranger's shard under the user's audit id, one gold altered, merged with the
     user's other shard into a complete audit of another task. Once every question is held, the
     questions give the task fingerprint again; one that differs is refused, and nothing is written."""
-    from rnr_lens.records import AuditRecord, task_fingerprint
+    from rnr_lens.records import AuditRecord, short_hash, task_fingerprint
     from rnr_lens.store import merge
 
     questions = [("q0", "What is 1 + 1?", "2"), ("q1", "What is 2 + 2?", "4")]
     fingerprint = task_fingerprint("number", ((*q, ()) for q in questions))
-    fields = dict(model="m", model_fingerprint="f", task="t", task_fingerprint=fingerprint, answer_type="number", config_hash="c", config_json="{}")
+    fields = dict(
+        model="m", model_fingerprint="f", task="t", task_fingerprint=fingerprint, answer_type="number", config_hash=short_hash("{}"), config_json="{}"
+    )
     record = AuditRecord(id="", probes=(), seed=0, n_questions=2, **fields)
     record = AuditRecord(id=record.expected_id(), probes=(), seed=0, n_questions=2, **fields)
     for name, (position, (qid, prompt, gold)) in (("mine.db", (0, questions[0])), ("theirs.db", (1, (questions[1][0], questions[1][1], "5")))):
@@ -183,3 +185,23 @@ def test_merging_shards_into_a_whole_audit_checks_its_questions_against_the_task
     honest.create_audit(record, [(1, *questions[1])])
     honest.close()
     assert len(merge([tmp_path / "mine.db", tmp_path / "honest.db"], tmp_path / "merged.db").questions(record.id)) == 2
+
+
+def test_a_merged_audit_whose_config_is_not_the_one_its_hash_names_is_refused(tmp_path):
+    """Issue 73: a store's config_json is what reads every try (its reader); the id hashes the
+    config's hash, so a config edited under an unchanged hash kept the id. Merge recomputes it."""
+    from rnr_lens.records import AuditRecord, short_hash
+    from rnr_lens.store import merge
+
+    config = '{"extractor": "last-number"}'
+    fields = dict(model="m", model_fingerprint="f", task="t", task_fingerprint="tf", answer_type="number", config_hash=short_hash(config))
+    record = AuditRecord(id="", config_json=config, probes=(), seed=0, n_questions=1, **fields)
+    record = AuditRecord(id=record.expected_id(), config_json=config, probes=(), seed=0, n_questions=1, **fields)
+    store = RunStore(tmp_path / "theirs.db")
+    store.create_audit(record, [(0, "q0", "What is 1 + 1?", "2")])
+    store.close()
+    with sqlite3.connect(tmp_path / "theirs.db") as conn:
+        conn.execute("""UPDATE audits SET config_json='{"extractor": "first-number"}'""")
+    with pytest.raises(RnrLensError, match="whose config is not the one its hash names"):
+        merge([tmp_path / "theirs.db"], tmp_path / "merged.db")
+    assert not (tmp_path / "merged.db").exists()
