@@ -25,6 +25,7 @@ from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError, arg
 from rnr_lens.files import acquire_writer_lock, read_json, write_atomic
 from rnr_lens.lens import LensModel
+from rnr_lens.model_folder import CHECKPOINT_FILE
 from rnr_lens.provenance import Machine
 from rnr_lens.tasks import BUILTINS
 from rnr_lens.tasks.core import Task
@@ -40,10 +41,6 @@ class TrainState:
     step: int = 0
     cursor: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
-
-
-CHECKPOINT_FILE = "rnr_lens_checkpoint.json"
-"""Written into every checkpoint folder: the model's display name and how it was trained."""
 
 
 def check_folder(folder: Path) -> dict[str, Any] | None:

@@ -57,8 +57,9 @@ ALLOW_PICKLES_ENV = "RNR_LENS_ALLOW_PICKLE_FILES"
 TRUST_REGEX_ENV = "RNR_LENS_TRUST_TOKENIZER_REGEX"
 """Set to ``1`` to load a tokenizer whose regular expression repeats a repetition."""
 CHECKPOINT_FILE = "rnr_lens_checkpoint.json"
-"""What an rnr_lens training checkpoint records beside its weights (its optimizer state,
-``optimizer.pt``, is read weights-only by ``train --resume``, never by a load)."""
+"""Written into every checkpoint folder beside its weights: the model's display name and how it
+was trained (:mod:`rnr_lens.checkpoints` writes it; its optimizer state, ``optimizer.pt``, is
+read weights-only by ``train --resume``, never by a load)."""
 _PARAMETER_SLACK = 8
 """How many times more parameters config.json may describe than the weights hold (a format that
 packs eight 4-bit weights in one int32 holds an eighth); past it, the config is not the weights'."""
