@@ -33,17 +33,17 @@ def test_every_committed_claims_json_renders_from_its_records_alone():
 
 
 def test_a_page_rendered_from_a_strangers_evidence_holds_no_raw_script(tmp_path):
-    """Every free-text field of the committed lm-eval evidence (model and task names wherever
-    they appear, questions, answers, the machine) holds a script; the re-derived page shows each
-    escaped. The fields evidence checks (ids, hashes) are refused when altered: tests/test_evidence.py."""
+    """Every free-text field of the committed lm-eval evidence that re-derives when altered
+    (model and task names wherever they appear, the tries' texts, the machine) holds a script;
+    the re-derived page shows each escaped. The fields evidence checks (ids, hashes, and the
+    questions and golds, which the task's fingerprint covers) are refused when altered:
+    tests/test_evidence.py, tests/test_committed_results.py."""
     payload = "<script>alert('rnr')</script>"
     source = COMMITTED / "grid-lm-eval" / "evidence.json.gz"
     document = json.loads(gzip.decompress(source.read_bytes()))
     model, task = document["manifest"]["settings"][0]["model"], document["manifest"]["settings"][0]["task"]
     document = json.loads(json.dumps(document).replace(f'"{model}', f'"{model}{payload}').replace(f'"{task}"', f'"{task}{payload}"'))
     audit = document["audits"][0]
-    for q in audit["questions"]:
-        q[2], q[3] = q[2] + payload, q[3] + payload
     for t in audit["tries"]:
         t[3] += payload
     document["manifest"]["provenance"]["runs"][0]["machine"]["cpu"] = payload
