@@ -101,7 +101,10 @@ class Verification:
 def draw(document: Mapping[str, Any], n: int, seed: int) -> list[tuple[AuditRecord, list[Any]]]:
     """``n`` tries of ``document`` drawn uniformly without replacement (``random.Random(seed)``),
     in the file's order, each with its audit's record."""
-    rows = [(AuditRecord.from_dict(p["audit"]), row) for p in document["audits"] for row in p["tries"]]
+    rows: list[tuple[AuditRecord, list[Any]]] = []
+    for payload in document["audits"]:
+        record = AuditRecord.from_dict(payload["audit"])  # once an audit, not once a try
+        rows += [(record, row) for row in payload["tries"]]
     if not 1 <= n <= len(rows):
         raise RnrLensError(f"{arg('verify')} takes 1 to {len(rows)} tries for this evidence, not {n}")
     picked = sorted(random.Random(seed).sample(range(len(rows)), n))
