@@ -8,12 +8,9 @@ page, or a notebook cell that raises fails the build.
 from __future__ import annotations
 
 import inspect
-import json
 import os
-import tempfile
+import sys
 from pathlib import Path
-
-import nbformat
 
 import rnr_lens
 
@@ -54,25 +51,20 @@ nitpick_ignore = [
     ("py:class", "rnr_lens.route_trace.TracedModel"),  # what a trace asks of a model (LensModel is documented)
 ]
 
-# Notebooks are executed at small sizes during the build (those of notebooks/small_sizes.json,
-# which tests/test_notebooks.py uses too); a cell that raises fails the build.
+# Notebooks are executed at small sizes during the build (those of notebooks/small_sizes.json),
+# each from its copy in docs/tutorials (docs/tutorial_copies.py); a cell that raises fails the
+# build. RNR_DOCS_EXECUTED names a folder of copies already executed (the test suite's, issue
+# 77): each whose cells are unchanged is rendered as it ran, not executed again.
 # RNR_DOCS_EXECUTE=off skips executing them while writing.
 nb_execution_mode = os.environ.get("RNR_DOCS_EXECUTE", "force")
 nb_execution_raise_on_error = True
 nb_execution_timeout = 1800
 
-# The notebooks live in notebooks/ (where users open them); the build renders copies, each
-# opened by a hidden cell that sets its small sizes (and writes its files to a scratch folder).
-TUTORIALS = ROOT / "docs" / "tutorials"
-TUTORIALS.mkdir(exist_ok=True)
-SIZES = json.loads((ROOT / "notebooks" / "small_sizes.json").read_text())
-SCRATCH = tempfile.mkdtemp(prefix="rnr-docs-")
-for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
-    nb = nbformat.read(notebook, as_version=4)
-    env = {**SIZES[notebook.name], "RNR_NB_OUT": str(Path(SCRATCH) / notebook.stem)}
-    setup_cell = nbformat.v4.new_code_cell(f"import os\nos.environ.update({env!r})", metadata={"tags": ["remove-cell"]})
-    nb.cells.insert(0, setup_cell)
-    nbformat.write(nb, TUTORIALS / notebook.name)
+sys.path.insert(0, str(Path(__file__).parent))
+from tutorial_copies import write_copies  # noqa: E402
+
+executed = os.environ.get("RNR_DOCS_EXECUTED")
+write_copies(ROOT / "docs" / "tutorials", Path(executed) if executed else None)
 
 
 def _check_public_api(app, config) -> None:  # noqa: ANN001

@@ -4,6 +4,7 @@ name is documented and on the API page, every notebook runs, the CLI page is the
 The built site stays in docs/_build/html (CI keeps it as an artifact folder).
 """
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -15,9 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
-def test_docs_build_without_warnings():
+def test_docs_build_without_warnings(notebook_runs, tmp_path):
+    """The notebooks' runs are the suite's own (tests/notebook_runs.py): each that ran whole is
+    rendered as it ran; one that raised is executed by the build, and fails it."""
     require_chromium()  # the bottleneck tutorial exports a PDF figure
-    out = subprocess.run(["bash", "scripts/build-docs"], cwd=ROOT, capture_output=True, text=True, check=False)
+    executed = notebook_runs.executed_copies(tmp_path / "executed")
+    env = {**os.environ, "RNR_DOCS_EXECUTED": str(executed)}
+    out = subprocess.run(["bash", "scripts/build-docs"], cwd=ROOT, capture_output=True, text=True, check=False, env=env)
     assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
     site = ROOT / "docs" / "_build" / "html"
     api = (site / "api.html").read_text()
@@ -35,6 +40,33 @@ def test_docs_build_without_warnings():
         p for p in sorted(site.rglob("*.html")) if "_modules" not in p.parts and p.name not in ("genindex.html", "search.html", "py-modindex.html")
     ]
     assert not overflowing([p.as_uri() for p in pages]), overflowing([p.as_uri() for p in pages])
+
+
+def test_the_docs_render_an_executed_copy_only_where_its_cells_are_unchanged(tmp_path):
+    """Issue 77: the build takes a notebook's run from the suite where the copy it would execute
+    is the one that ran, cell for cell; a copy changed since is executed again."""
+    import nbformat
+
+    from tests.notebook_runs import copies
+
+    first, second = copies.notebooks()[:2]
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    for path in (first, second):
+        nb = copies.copy_of(path)
+        nb.cells[-1].outputs = [nbformat.v4.new_output("stream", text="ran\n")]
+        nbformat.write(nb, ran / path.name)
+    stale = nbformat.read(ran / second.name, as_version=4)
+    stale.cells[1].source += "\n"  # a notebook edited after its run
+    nbformat.write(stale, ran / second.name)
+
+    out = tmp_path / "tutorials"
+    assert copies.write_copies(out, ran) == [first.name]
+    rendered = nbformat.read(out / first.name, as_version=4)
+    assert rendered.metadata["mystnb"] == {"execution_mode": "off"} and rendered.cells[-1].outputs
+    fresh = nbformat.read(out / second.name, as_version=4)
+    assert "mystnb" not in fresh.metadata and copies.cells_of(fresh) == copies.cells_of(copies.copy_of(second))
+    assert copies.write_copies(out) == [], "without a folder of runs, every copy is executed by the build"
 
 
 def test_every_public_name_is_on_the_api_page():

@@ -1,16 +1,13 @@
-"""The notebooks run top to bottom (small sizes) on the real SmolLM2."""
-
-import json
-from pathlib import Path
+"""The notebooks run top to bottom (small sizes) on the real SmolLM2: each as the docs render
+it, executed once per suite (the docs build renders the same run, tests/notebook_runs.py)."""
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from tests.conftest import require_chromium
+from tests.notebook_runs import copies
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
-SIZES = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "small_sizes.json").read_text())
+NOTEBOOKS = copies.notebooks()
 
 
 def test_notebooks_are_stored_without_outputs():
@@ -22,17 +19,16 @@ def test_notebooks_are_stored_without_outputs():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_top_to_bottom(path, tmp_path, monkeypatch):
+def test_notebook_runs_top_to_bottom(path, notebook_runs):
     if path.name.startswith("02"):
         require_chromium()  # it exports a PDF figure
-    for key, value in SIZES[path.name].items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("RNR_NB_OUT", str(tmp_path / "figures"))
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=1200, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    run = notebook_runs(path)
+    if run.error is not None:
+        raise run.error
+    errors = [o for c in run.notebook.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
+    assert all(c.get("execution_count") for c in run.notebook.cells if c.cell_type == "code"), "every cell ran"
     if path.name.startswith("02"):
-        assert (tmp_path / "figures" / "bottleneck_repair_break.pdf").read_bytes()[:4] == b"%PDF"
+        assert (run.out / "bottleneck_repair_break.pdf").read_bytes()[:4] == b"%PDF"
     if path.name.startswith("04"):
-        assert (tmp_path / "figures" / "dapo" / "final" / "model.safetensors").stat().st_size > 100e6
+        assert (run.out / "dapo" / "final" / "model.safetensors").stat().st_size > 100e6
