@@ -46,6 +46,34 @@ def reuse_holds(
     return verdict
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests that read a child process (tests/background.py) run last, so the child runs
+    beside the others and is done, or nearly, when they ask."""
+    from tests.background import reads_a_child
+
+    items.sort(key=lambda item: reads_a_child(item.nodeid))  # stable: each part keeps its order
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    from tests.background import Lane, selected
+
+    if session.config.option.collectonly:
+        return
+    children = selected({item.nodeid for item in session.items})
+    if children:
+        session.config.stash[_LANE] = lane = Lane(children)
+        lane.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    lane = session.config.stash.get(_LANE, None)
+    if lane is not None:
+        lane.stop()
+
+
+_LANE = pytest.StashKey["Lane"]()
+
+
 @pytest.fixture(scope="session")
 def tiny() -> R.LensModel:
     return R.tiny_model(n_layers=4, seed=0)

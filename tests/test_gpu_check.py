@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.background import Finished, child
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu-check"
 STATUSES = ("pass", "fail", "skip")
@@ -36,13 +38,25 @@ def _run(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+DRY_RUN = child(
+    "gpu-check",
+    [
+        "tests/test_gpu_check.py::test_dry_run_prints_one_line_per_check_and_a_summary",
+        "tests/test_gpu_check.py::test_dry_run_passes_every_check_with_finite_figures",
+    ],
+    lambda folder: ["bash", str(SCRIPT), "--device", "cpu", "--tiny", "--out", str(folder / "figures.json")],
+    env={"PYTHON": sys.executable, "OUT": None},
+    in_folder=True,
+    timeout=600,
+)
+"""The dry run, in a folder of its own, with ``OUT`` left out as :func:`_run` leaves it."""
+
+
 @pytest.fixture(scope="module")
-def dry_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
-    folder = tmp_path_factory.mktemp("gpu-check")
-    out = folder / "figures.json"
-    proc = _run("--device", "cpu", "--tiny", "--out", str(out), cwd=folder)
+def dry_run() -> tuple[Finished, dict]:
+    proc = DRY_RUN.result()  # started when the session started (tests/background.py)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    return proc, json.loads(out.read_text())
+    return proc, json.loads((proc.folder / "figures.json").read_text())
 
 
 def test_the_script_is_executable_bash():

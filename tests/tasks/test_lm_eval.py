@@ -23,9 +23,22 @@ import rnr_lens as R
 from rnr_lens import RnrLensError, tasks
 from rnr_lens.deploy import DeploymentConfig, deployment_for_task
 from rnr_lens.tasks import lm_eval as adapter
+from tests.background import child
+from tests.conftest import SHARED_DATA
 
 ROOT = Path(__file__).resolve().parents[2]
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+
+
+PARITY = child(
+    "lm-eval-parity",
+    ["tests/tasks/test_lm_eval.py::test_smollm2_parity_on_real_gsm8k"],
+    lambda folder: [
+        sys.executable, str(ROOT / "scripts" / "lm-eval-parity"), "--task", "assets/lm-eval/gsm8k_local.yaml", "--limit", "3", "--out", str(folder / "parity"),
+    ],
+    env=OFFLINE,
+    needs=SHARED_DATA.is_dir,  # the test skips without the real data
+)  # fmt: skip
 
 
 def stock_yaml(name: str) -> Path:
@@ -220,14 +233,10 @@ def test_realized_answers_match_lm_eval_on_a_tiny_model(local_task, offline, tmp
 
 
 @pytest.mark.slow
-def test_smollm2_parity_on_real_gsm8k(shared_data, tmp_path):
+def test_smollm2_parity_on_real_gsm8k(shared_data):
     """The README's parity on its first three GSM8K questions, through the script it quotes."""
-    out = tmp_path / "parity"
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "lm-eval-parity"), "--task", "assets/lm-eval/gsm8k_local.yaml", "--limit", "3", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, env={**os.environ, **OFFLINE},
-    )  # fmt: skip
-    totals = json.loads((out / "parity.json").read_text())["totals"]
+    run = PARITY.result()  # started when the session started (tests/background.py)
+    totals = json.loads((run.folder / "parity" / "parity.json").read_text())["totals"]
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert totals["same_prompt"] == totals["same_text"] == 3
 
