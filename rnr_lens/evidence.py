@@ -239,23 +239,24 @@ def check_manifest(manifest: Mapping[str, Any], ids: set[str]) -> None:
     settings = manifest.get("settings", [])
     if not isinstance(settings, list):
         raise RnrLensError("its manifest's settings are not a list")
-    named: set[tuple[str, object]] = set()
+    pairs: set[tuple[str, str]] = set()  # (model, task): one setting each
+    used: set[tuple[str, object]] = set()  # (role, audit id): one setting each
     for i, s in enumerate(settings, 1):
         where = f"setting {i}"
         if not isinstance(s, dict):
             raise RnrLensError(f"{where} is not a mapping")
         for key in ("model", "task"):
             check_text(s.get(key), f"{where}'s {key}", name=True)
-        if ("setting", (s["model"], s["task"])) in named:
+        if (s["model"], s["task"]) in pairs:
             raise RnrLensError(f"{where} repeats the setting {quoted(s['model'])} on {quoted(s['task'])}")
-        named.add(("setting", (s["model"], s["task"])))
+        pairs.add((s["model"], s["task"]))
         for key in ("audit", "ceiling"):
             if key == "audit" or s.get(key) is not None:
                 if check_audit_id(s.get(key), where) not in ids:
                     raise RnrLensError(f"{where} names audit {s[key]}, which the evidence does not hold")
-                if (key, s[key]) in named:
+                if (key, s[key]) in used:
                     raise RnrLensError(f"{where} names audit {s[key]} as its {key}, which another setting does too")
-                named.add((key, s[key]))
+                used.add((key, s[key]))
         stages = s.get("stages", [AUDITED])
         if not isinstance(stages, list) or any(stage not in (AUDITED, MINED) for stage in stages):
             raise RnrLensError(f"{where}'s stages {quoted(stages)} are not a list of {AUDITED!r} and {MINED!r}")
