@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -356,14 +357,22 @@ def _check_sweeps(payload: Mapping[str, Any], record: AuditRecord, config: Deplo
             again = rates(int(key[0]), after, before, heldout).columns()
             for column, value in again.items():
                 kept = row.get(column)
-                if (
-                    column in row
-                    and (kept is None) != (value is None or value != value)
-                    or (kept is not None and value == value and abs(float(kept) - float(value)) > 1e-9)
-                ):
+                if column in row and not _agrees(kept, value):
                     raise RnrLensError(
                         f"{where}: sweep {quoted(name)} gives block {key[0]} {column} {quoted(kept)}, but its rows give {quoted(value)}; the file was altered"
                     )
+
+
+def _agrees(kept: Any, again: Any) -> bool:
+    """A number a file keeps is the one computed again: both absent (None, or NaN, which
+    compares unequal to everything, itself included), or both numbers within 1e-9 (never
+    text: a rate kept as a string disagrees)."""
+    absent = [x is None or (isinstance(x, float) and math.isnan(x)) for x in (kept, again)]
+    if any(absent):
+        return all(absent)
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (kept, again)):
+        return False  # a rate kept as text, say
+    return abs(kept - again) <= 1e-9
 
 
 def named_task(questions: Mapping[str, Question], harness_tasks: Sequence[Task]) -> Task | None:
@@ -395,8 +404,5 @@ def _check_nulls(payload: Mapping[str, Any], where: str) -> None:
             if shares is None:
                 continue  # a null kept without this arm's shares
             again, kept = rate(list(shares.values())).to_dict(), null[field]
-            if any(
-                (kept.get(k) is None) != (again[k] is None) or (again[k] is not None and abs(float(kept[k]) - float(again[k])) > 1e-9)
-                for k in ("value", "low", "high", "n")
-            ):
+            if not all(_agrees(kept.get(k), again[k]) for k in ("value", "low", "high", "n")):
                 raise RnrLensError(f"{where}: null {quoted(name)} gives its {arm} a rate its per-question shares do not give; the file was altered")

@@ -131,8 +131,10 @@ def test_a_referee_rederives_with_the_cli_and_no_torch(tmp_path):
         "a sweep evaluation's flag flipped",
         "a sweep's repair count raised",
         "a sweep's repair rate raised",
+        "a sweep's repair rate as text",
         "a sweep row's flag flipped",
         "a null's rate lowered",
+        "a null's rate as text",
     ],
 )
 def test_tampered_evidence_is_refused_before_anything_is_derived(tamper, tmp_path):
@@ -153,10 +155,10 @@ def test_tampered_evidence_is_refused_before_anything_is_derived(tamper, tmp_pat
     at = {c: TRY_COLUMNS.index(c) for c in columns}
     payload = next(p for p in document["audits"] if any(not t[at["correct"]] for t in p["tries"] if t[at["probe"]] == "default"))
     greedy = {t[at["question_id"]]: t for t in payload["tries"] if t[at["probe"]] == "default"}
-    if tamper == "a null's rate lowered":  # the bar a bottleneck's held-out repair must clear
+    if tamper.startswith("a null's rate"):  # the bar a bottleneck's held-out repair must clear
         payload, row = next((p, a) for p in document["audits"] for a in p["artifacts"] if a[0] == "null")
         null = json.loads(row[2])
-        null["random_block"]["value"] = 0.0
+        null["random_block"]["value"] = 0.0 if tamper.endswith("lowered") else "high"  # once a traceback
         row[2] = json.dumps(null)
         said = "null 'report' gives its random block a rate"
     elif tamper.startswith(("a sweep's", "a sweep row's")):  # claim 2's rates as the sweep keeps them, beside the rows they count
@@ -167,6 +169,8 @@ def test_tampered_evidence_is_refused_before_anything_is_derived(tamper, tmp_pat
             generated["n_repaired"] += 1
         elif tamper == "a sweep's repair rate raised":
             generated["repair"] = min(1.0, generated["repair"] + 0.25)
+        elif tamper == "a sweep's repair rate as text":  # once a traceback
+            generated["repair"] = "high"
         else:
             sweep["details"][0]["after_correct"] = not sweep["details"][0]["after_correct"]
         row[2] = json.dumps(sweep)
