@@ -150,14 +150,6 @@ def stored_record(aid: str, probes: tuple[str, ...], n_questions: int, config_js
 
 
 @pytest.fixture(scope="session")
-def notebook_runs(tmp_path_factory):
-    """Each notebook's docs copy, executed once per suite on first ask (tests/notebook_runs.py)."""
-    from tests.notebook_runs import NotebookRuns
-
-    return NotebookRuns(tmp_path_factory.mktemp("notebooks"))
-
-
-@pytest.fixture(scope="session")
 def tiny_base_folder(tmp_path_factory) -> Path:
     """A saved tiny model whose tokenizer has no chat template: a base model, as Gemma-3-270M is."""
     folder = R.tiny_model(n_layers=4, seed=0).save_pretrained(tmp_path_factory.mktemp("base") / "tiny-base")

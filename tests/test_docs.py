@@ -11,16 +11,17 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_chromium
+from tests.notebook_runs import copies, executed_copies  # registers each notebook's run
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
-def test_docs_build_without_warnings(notebook_runs, tmp_path):
+def test_docs_build_without_warnings(tmp_path):
     """The notebooks' runs are the suite's own (tests/notebook_runs.py): each that ran whole is
     rendered as it ran; one that raised is executed by the build, and fails it."""
     require_chromium()  # the bottleneck tutorial exports a PDF figure
-    executed = notebook_runs.executed_copies(tmp_path / "executed")
+    executed = executed_copies(tmp_path / "executed")
     env = {**os.environ, "RNR_DOCS_EXECUTED": str(executed)}
     out = subprocess.run(["bash", "scripts/build-docs"], cwd=ROOT, capture_output=True, text=True, check=False, env=env)
     assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-5000:]
@@ -46,8 +47,6 @@ def test_the_docs_render_an_executed_copy_only_where_its_cells_are_unchanged(tmp
     """Issue 77: the build takes a notebook's run from the suite where the copy it would execute
     is the one that ran, cell for cell; a copy changed since is executed again."""
     import nbformat
-
-    from tests.notebook_runs import copies
 
     first, second = copies.notebooks()[:2]
     ran = tmp_path / "ran"

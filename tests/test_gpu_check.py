@@ -47,7 +47,6 @@ DRY_RUN = child(
     lambda folder: ["bash", str(SCRIPT), "--device", "cpu", "--tiny", "--out", str(folder / "figures.json")],
     env={"PYTHON": sys.executable, "OUT": None},
     in_folder=True,
-    timeout=600,
 )
 """The dry run, in a folder of its own, with ``OUT`` left out as :func:`_run` leaves it."""
 

@@ -22,7 +22,6 @@ CAMPAIGN = child(
     "hostile-inputs",
     ["tests/test_hostile_inputs.py::test_the_quick_hostile_input_campaign_keeps_every_promise"],
     lambda folder: [sys.executable, str(ROOT / "scripts" / "hostile-inputs"), "--quick", "--table", str(folder / "table.md")],
-    timeout=1200,
 )
 
 

@@ -5,7 +5,7 @@ import nbformat
 import pytest
 
 from tests.conftest import require_chromium
-from tests.notebook_runs import copies
+from tests.notebook_runs import copies, run_of
 
 NOTEBOOKS = copies.notebooks()
 
@@ -19,12 +19,11 @@ def test_notebooks_are_stored_without_outputs():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_runs_top_to_bottom(path, notebook_runs):
+def test_notebook_runs_top_to_bottom(path):
     if path.name.startswith("02"):
         require_chromium()  # it exports a PDF figure
-    run = notebook_runs(path)
-    if run.error is not None:
-        raise run.error
+    run = run_of(path)  # started when the session started (tests/notebook_runs.py)
+    assert run.error is None, run.error
     errors = [o for c in run.notebook.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
     assert all(c.get("execution_count") for c in run.notebook.cells if c.cell_type == "code"), "every cell ran"
