@@ -7,7 +7,10 @@ calls, pandas, SQLite); a child started early fills the gaps instead of waiting 
 A child runs at the lowest priority (``nice -n 19``): beside the suite's torch threads at their
 normal priority it takes only what they leave, since a torch forward whose second thread
 waits for a core stalls whole (measured: the suite ran five times slower with children at
-equal priority). Only children with no deadline of their own qualify: the fault campaign,
+equal priority). Where the scheduler groups processes by session (Linux's autogroups), a nice
+value yields only within its group: a child stays in the suite's session, and a child that
+starts a session of its own (a Jupyter kernel) lowers its group's priority too (see
+``tests/notebook_runs.py``). Only children with no deadline of their own qualify: the fault campaign,
 whose signal cases time an exit, runs in the suite's turn.
 
 Invariants:
@@ -84,7 +87,9 @@ class Child:
             env = {k: v for k, v in {**os.environ, **self.env}.items() if v is not None}
             cwd = folder if self.in_folder else ROOT
             lowest = ["nice", "-n", "19"] if shutil.which("nice") else []
-            self._proc = subprocess.Popen([*lowest, *self.argv(folder)], cwd=cwd, env=env, stdout=o, stderr=e, start_new_session=True)
+            # a process group of its own to kill, in the suite's session: a new session would put it
+            # in a scheduler autogroup of its own, where its nice value no longer yields to the suite
+            self._proc = subprocess.Popen([*lowest, *self.argv(folder)], cwd=cwd, env=env, stdout=o, stderr=e, process_group=0)
             try:
                 code = self._proc.wait(timeout=self.timeout)
             except subprocess.TimeoutExpired:
@@ -97,7 +102,7 @@ class Child:
         return self.run()
 
     def kill(self) -> None:
-        """The child and everything it started (its own session), if still running."""
+        """The child and everything it started (its own process group), if still running."""
         if self._proc is not None and self._proc.poll() is None:
             try:
                 os.killpg(self._proc.pid, signal.SIGKILL)
