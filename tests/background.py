@@ -16,9 +16,8 @@ whose signal cases time an exit, runs in the suite's turn.
 Invariants:
 - a child starts only where a test that reads it was collected and selected (``-m "not slow"``
   or one module starts only its own), and never under ``--collect-only``;
-- children run one at a time, in the order registered, in a lane beside the tests: at most
-  one child competes with the tests at once (a campaign's child runs its own cases two at a
-  time, each on one thread);
+- children run one at a time, in the order registered, in a lane beside the tests (two while
+  a test waits for one, when the suite itself leaves a core free);
 - a child's output goes to files, never a pipe nobody reads; it is killed, with everything it
   started, when the session ends;
 - a test reads the same :class:`Finished` it would have got running the child itself (the
@@ -28,13 +27,14 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,7 +99,8 @@ class Child:
 
     def result(self) -> Finished:
         """What the child did: waited for where the lane runs it, else run now."""
-        return self.run()
+        with LANE.waiting() if LANE is not None else contextlib.nullcontext():
+            return self.run()
 
     def kill(self) -> None:
         """The child and everything it started (its own process group), if still running."""
@@ -125,28 +126,64 @@ def child(name: str, tests: Sequence[str], argv: Callable[[Path], Sequence[str]]
 
 
 class Lane:
-    """Runs the children a session's selected tests read, one after another, in a thread."""
+    """Runs the children a session's selected tests read, in the order registered, one at a
+    time; one more while a test waits for a child (the suite then leaves a core free)."""
 
     def __init__(self, children: list[Child]) -> None:
         self.children = children
         self.thread = threading.Thread(target=self._run, name="children", daemon=True)
         self.stopped = False
+        self.width, self.running = 1, 0
+        self.turn = threading.Condition()
 
     def _run(self) -> None:
         for c in self.children:
-            if self.stopped:
-                return
+            with self.turn:
+                self.turn.wait_for(lambda: self.stopped or self.running < self.width)
+                if self.stopped:
+                    return
+                self.running += 1
+            threading.Thread(target=self._one, args=(c,), name=c.name, daemon=True).start()
+
+    def _one(self, c: Child) -> None:
+        try:
             c.run()
+        finally:
+            with self.turn:
+                self.running -= 1
+                self.turn.notify_all()
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """While a test waits for a child, the next one may start beside it."""
+        with self.turn:
+            self.width += 1
+            self.turn.notify_all()
+        try:
+            yield
+        finally:
+            with self.turn:
+                self.width -= 1
 
     def start(self) -> None:
+        global LANE
+        LANE = self
         self.thread.start()
 
     def stop(self) -> None:
-        self.stopped = True
+        global LANE
+        LANE = None
+        with self.turn:
+            self.stopped = True
+            self.turn.notify_all()
         for c in self.children:
             c.kill()
         for c in self.children:
             c.remove()
+
+
+LANE: Lane | None = None
+"""The session's lane, once started."""
 
 
 def selected(node_ids: set[str]) -> list[Child]:
