@@ -96,6 +96,7 @@ def _rows(db, aid):
         ).fetchall()
 
 
+@pytest.mark.slow  # over 5 s on two cores (CONTRIBUTING's table)
 def test_kill_9_then_resume_gives_exactly_the_uninterrupted_rows(tmp_path):
     """A real CLI audit killed with SIGKILL mid-run resumes to exactly the rows of a clean run."""
     folder = R.tiny_model(n_layers=4, seed=0).save_pretrained(tmp_path / "tiny")

@@ -105,6 +105,7 @@ def test_an_independent_reading_agrees_with_every_stored_flag(folder):
         assert checked, f"{folder.name}: its audits are read by concluding-exact"
 
 
+@pytest.mark.slow  # over 5 s on two cores (CONTRIBUTING's table)
 def test_a_referee_rederives_with_the_cli_and_no_torch(tmp_path):
     """`rnr-lens report --from-evidence` is a referee's command on a machine that may hold no
     model: it reads the evidence, derives every claim and renders the page without loading torch

@@ -56,6 +56,7 @@ def test_the_crossing_is_where_the_fitted_curves_meet():
     assert first_crossing([Fit(0.0, 2.0, 0.5)], [base], 1e-12)[0] == 1
 
 
+@pytest.mark.slow  # over 5 s on two cores (CONTRIBUTING's table)
 def test_a_trained_model_that_still_leads_at_the_budget_gets_both_models():
     """Base reaches many questions rarely, trained a few often, a fifth never: trained leads at
     K = 128 and the bounded models say where each puts the crossing, with intervals from the

@@ -164,6 +164,7 @@ def test_retention_against_survives_holm_only_when_one_selector_is_clear():
     assert V.retention_verdict(four).status == V.UNRESOLVED
 
 
+@pytest.mark.slow  # over 5 s on two cores (CONTRIBUTING's table)
 def test_holm_agrees_with_statsmodels():
     rng = np.random.default_rng(0)
     for _ in range(15):  # multipletests collects garbage on every call (0.2 s)

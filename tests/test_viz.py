@@ -271,6 +271,7 @@ def test_route_passes_draws_every_pass_of_each_route(tiny):
         viz.route_passes({"a": trace}, {"a": [0.0] * 3})
 
 
+@pytest.mark.slow  # over 5 s on two cores (CONTRIBUTING's table)
 def test_every_figure_at_column_size_keeps_its_text_apart_and_on_the_page(tiny, sweep_and_result, tmp_path):
     """At a paper column's width, "bottleneck: block 4" once sat on the y tick "1", the x-axis
     title of realized_vs_reachable ran off the page, and the comparison's row labels ran into

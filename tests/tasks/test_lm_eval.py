@@ -167,6 +167,7 @@ def test_bad_lm_eval_tasks_are_refused_in_one_line(local_task, offline, tmp_path
         tasks.get(f"lm-eval:{local_task}", n=3, trust_code=True)
 
 
+@pytest.mark.slow  # over 5 s on two cores (CONTRIBUTING's table)
 def test_a_task_yaml_of_ones_own_is_code_and_runs_only_with_the_opt_in(local_task, offline, tmp_path):
     """lm-eval runs a task file as code: it imports a `!function`'s module, and renders its
     templates with an unsandboxed Jinja, as it loads the task."""
