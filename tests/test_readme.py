@@ -1,6 +1,7 @@
 """The README's two commands are what CI and the fresh-clone check run (guards against the
 README and .ci/run drifting apart, so CI always tests what a user is told to type)."""
 
+import json
 import re
 from pathlib import Path
 
@@ -19,6 +20,22 @@ def test_ci_runs_the_readme_test_command():
     assert test_command == "bash scripts/dev-setup && python -m pytest -ra"
     ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
     assert ci[-1] == test_command
+
+
+def test_contributing_shows_the_measured_suite_timings():
+    """Issue 77: CONTRIBUTING's table of what the suite costs is rendered from the measured runs
+    kept in benchmarks/suite-timings.json, and the README states the same wall time and CPU."""
+    import subprocess
+    import sys
+
+    rendered = subprocess.run([sys.executable, "scripts/suite-timings", "table"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    page = (REPO / "CONTRIBUTING.md").read_text()
+    shown = page.split("<!-- suite-timings -->\n")[1].split("\n<!-- /suite-timings -->")[0]
+    assert shown == rendered.rstrip("\n"), "run 'scripts/suite-timings table' and paste its output between the markers"
+    data = json.loads((REPO / "benchmarks" / "suite-timings.json").read_text())
+    readme = " ".join((REPO / "README.md").read_text().split())
+    minutes = round(data["whole"]["seconds"] / 60)
+    assert f"took {minutes} minutes on {data['cores']} cores of an {data['cpu']}" in readme and data["date"] in readme
 
 
 def test_setup_scripts_are_executable_bash():
