@@ -193,28 +193,50 @@ def fit_many(
     size = 3 if zero_inflated else 2
     low, high = np.array([-12.0, -12.0, -20.0][:size]), np.array([12.0, 12.0, 20.0][:size])
 
-    def objective(theta: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def log_p(a: np.ndarray, b: np.ndarray, j: int | None = None) -> np.ndarray:
+        """log P(c | a, b), less the binomial coefficient: for every count, or count ``j`` alone."""
+        cj = c if j is None else c[:, j : j + 1]
+        return betaln(cj + a, n - cj + b) - betaln(a, b)
+
+    def mixture(pi: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For count 0 under the zero-inflated model: P(0 | a, b) and pi + (1 - pi) P(0)."""
+        p0 = np.exp(log_p(a, b, j0)[:, 0])
+        return p0, pi[:, 0] + (1 - pi[:, 0]) * p0
+
+    def loss(theta: np.ndarray, weights: np.ndarray) -> np.ndarray:
         a, b = np.exp(theta[:, :1]), np.exp(theta[:, 1:2])
-        log_bb = betaln(c + a, n - c + b) - betaln(a, b)  # log P(c | a, b), less the binomial coefficient
+        if not zero_inflated:
+            return -(weights * log_p(a, b)).sum(1)
+        pi = expit(theta[:, 2:3])
+        ll = np.log1p(-pi) + log_p(a, b)  # c > 0: log(1 - pi) + log P(c); c = 0: log(pi + (1 - pi) P(0))
+        if j0 is not None:
+            ll[:, j0] = np.log(mixture(pi, a, b)[1])
+        return -(weights * ll).sum(1)
+
+    def gradient(theta: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The loss's gradient, which needs no log-beta but count 0's: the Hessian's differences
+        read it alone."""
+        a, b = np.exp(theta[:, :1]), np.exp(theta[:, 1:2])
         both, total = digamma(a + b), digamma(n + a + b)
         da = digamma(c + a) - total - digamma(a) + both
         db = digamma(n - c + b) - total - digamma(b) + both
         if not zero_inflated:
-            return -(weights * log_bb).sum(1), -np.hstack([a * (weights * da).sum(1, keepdims=True), b * (weights * db).sum(1, keepdims=True)])
+            return -np.hstack([a * (weights * da).sum(1, keepdims=True), b * (weights * db).sum(1, keepdims=True)])
         pi = expit(theta[:, 2:3])
-        ll = np.log1p(-pi) + log_bb  # c > 0: log(1 - pi) + log P(c); c = 0: log(pi + (1 - pi) P(0))
-        share = np.ones_like(ll)  # d ll / d log P(c)
-        dz = np.broadcast_to(-pi, ll.shape).copy()
+        share = np.ones((len(theta), c.shape[1]))  # d ll / d log P(c)
+        dz = np.broadcast_to(-pi, share.shape).copy()
         if j0 is not None:
-            p0 = np.exp(log_bb[:, j0])
-            mix = pi[:, 0] + (1 - pi[:, 0]) * p0
-            ll[:, j0], share[:, j0], dz[:, j0] = np.log(mix), (1 - pi[:, 0]) * p0 / mix, pi[:, 0] * (1 - pi[:, 0]) * (1 - p0) / mix
+            p0, mix = mixture(pi, a, b)
+            share[:, j0], dz[:, j0] = (1 - pi[:, 0]) * p0 / mix, pi[:, 0] * (1 - pi[:, 0]) * (1 - p0) / mix
         grad = [
             a * (weights * share * da).sum(1, keepdims=True),
             b * (weights * share * db).sum(1, keepdims=True),
             (weights * dz).sum(1, keepdims=True),
         ]
-        return -(weights * ll).sum(1), -np.hstack(grad)
+        return -np.hstack(grad)
+
+    def objective(theta: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return loss(theta, weights), gradient(theta, weights)
 
     def descend(first: Fit) -> tuple[np.ndarray, np.ndarray]:
         pi0 = min(max(first.pi, 1e-6), 1 - 1e-6)
@@ -225,7 +247,7 @@ def fit_many(
         live = np.arange(len(weights))  # the fits not yet at their optimum
         for _ in range(200):
             t, w, g = theta[live], weights[live], grad[live]
-            hessian = np.stack([(objective(t + h * eye[i], w)[1] - objective(t - h * eye[i], w)[1]) / (2 * h) for i in range(size)], 2)
+            hessian = np.stack([(gradient(t + h * eye[i], w) - gradient(t - h * eye[i], w)) / (2 * h) for i in range(size)], 2)
             hessian = (hessian + hessian.transpose(0, 2, 1)) / 2
             # a modified Newton step: the Hessian shifted until positive definite, then damped
             scale = np.abs(np.diagonal(hessian, axis1=1, axis2=2)).mean(1) + 1e-9
