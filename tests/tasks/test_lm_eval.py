@@ -124,6 +124,27 @@ def test_task_is_built_by_lm_eval(local_task, offline):
     assert DeploymentConfig.from_json(config.to_json()).hash() == config.hash()
 
 
+def test_a_task_file_of_ones_own_is_found_in_its_folder_without_the_stock_index(local_task, offline, tmp_path, monkeypatch):
+    """lm-eval's index of its own 14,000 task files costs 6 s of CPU in every process that
+    loads a task; a task file of the user's is found in its folder's index alone, and its
+    prompts are lm-eval's (``test_task_is_built_by_lm_eval`` compares them with the whole
+    index's). A file that index cannot read is refused as the whole index refuses it."""
+    from lm_eval.tasks._index import TaskIndex
+
+    indexed: list[list[Path]] = []
+    build = TaskIndex.build
+    monkeypatch.setattr(TaskIndex, "build", staticmethod(lambda paths, **kw: indexed.append(list(paths)) or build(paths, **kw)))
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / local_task.name).write_text(local_task.read_text())
+    task = tasks.get(f"lm-eval:{folder / local_task.name}", trust_code=True)
+    assert len(task) == 8 and indexed == [[folder]], "the folder's index alone"
+    (folder / "broken.yaml").write_text("task: broken_task\ninclude: no_such_file.yaml\n")
+    with pytest.raises(RnrLensError, match="lm-eval knows no task 'broken_task'"):
+        tasks.get(f"lm-eval:{folder / 'broken.yaml'}", trust_code=True)
+    assert indexed[1:] == [[stock_yaml("gsm8k").parents[1], folder]], "the refusal is the whole index's"
+
+
 @pytest.mark.slow
 def test_tries_are_scored_by_the_tasks_filters_and_metric(local_task, offline):
     task = tasks.get(f"lm-eval:{local_task}", trust_code=True)
