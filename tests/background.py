@@ -16,8 +16,9 @@ whose signal cases time an exit, runs in the suite's turn.
 Invariants:
 - a child starts only where a test that reads it was collected and selected (``-m "not slow"``
   or one module starts only its own), and never under ``--collect-only``;
-- children run one at a time, in the order registered, in a lane beside the tests (two while
-  a test waits for one, when the suite itself leaves a core free);
+- children run one at a time, in the order registered (those marked ``first`` before the
+  others), in a lane beside the tests (two while a test waits for one, when the suite itself
+  leaves a core free);
 - a child's output goes to files, never a pipe nobody reads; it is killed, with everything it
   started, when the session ends;
 - a test reads the same :class:`Finished` it would have got running the child itself (the
@@ -67,6 +68,8 @@ class Child:
     """Wall seconds before it is killed: generous, since at the lowest priority it may wait."""
     needs: Callable[[], bool] = lambda: True
     """False where the tests would skip anyway (their data is absent): the child is not run."""
+    first: bool = False
+    """Started before the children registered without it (the longest, whose tests wait)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _proc: subprocess.Popen[bytes] | None = None
     _finished: Finished | None = None
@@ -187,8 +190,9 @@ LANE: Lane | None = None
 
 
 def selected(node_ids: set[str]) -> list[Child]:
-    """The registered children that a test among ``node_ids`` reads, whose needs are met."""
-    return [c for c in CHILDREN if node_ids.intersection(c.tests) and c.needs()]
+    """The registered children that a test among ``node_ids`` reads, whose needs are met: those
+    marked ``first``, then the others, each in the order registered."""
+    return sorted((c for c in CHILDREN if node_ids.intersection(c.tests) and c.needs()), key=lambda c: not c.first)
 
 
 def reads_a_child(node_id: str) -> bool:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.readme_run import python_blocks, ran, readme_child
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -192,11 +194,6 @@ def test_the_change_table_compares_claim_2s_estimates_not_only_its_sizes():
     assert changed(dataclasses.replace(c, verdict=flipped, bottleneck=moved)) == "changed"
 
 
-def python_blocks(text: str) -> list[str]:
-    """The ```python blocks of a page, in order."""
-    return re.findall(r"^```python\n(.+?)\n```$", text, flags=re.M | re.S)
-
-
 DOC_STAND_INS = {
     "docs/howto/audit-your-model.md": {'"Qwen/Qwen2.5-0.5B-Instruct"': '"smollm2-135m-instruct"'},
 }
@@ -209,24 +206,22 @@ DOC_FILES = {"my_questions.jsonl": REPO / "assets" / "questions.jsonl"}
 file the page shows the format of (its example, ``assets/questions.jsonl``)."""
 
 
-@pytest.fixture(scope="module")
-def readme_ran(tmp_path_factory):
-    """The README's Python block, executed whole and unchanged on SmolLM2 in a fresh folder
-    whose ``assets`` is the repository's (the block's one relative input): the folder and the
-    names it left. The docs' blocks run after it in the same folder, on the store it wrote."""
-    import os
+DOC_PAGES = sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md") if "_build" not in p.parts and python_blocks(p.read_text()))
 
-    folder = tmp_path_factory.mktemp("readme")
-    (folder / "assets").symlink_to(REPO / "assets")
-    (block,) = python_blocks((REPO / "README.md").read_text())
-    space: dict = {}
-    here = os.getcwd()
-    os.chdir(folder)
-    try:
-        exec(compile(block, "README.md", "exec"), space)
-    finally:
-        os.chdir(here)
-    return folder, space
+README_RUN = readme_child(
+    [
+        "tests/test_readme.py::test_the_readme_python_block_runs_as_written",
+        *(f"tests/test_readme.py::test_every_python_block_of_the_docs_runs[{page}]" for page in DOC_PAGES),
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def readme_ran() -> Path:
+    """The folder the README's Python block ran in, whole and unchanged on SmolLM2, in a
+    process of its own (``tests/readme_run.py``, started when the session started): the store
+    and files it wrote, and ``names.json``. The docs' blocks run on copies of its store."""
+    return ran(README_RUN.result())
 
 
 @pytest.mark.slow
@@ -234,26 +229,27 @@ def test_the_readme_python_block_runs_as_written(readme_ran):
     """Issue 59: what the README's block built: a finished audit of every add-small question,
     a frozen failure set of the questions sampling reached and greedy missed, a sweep that
     names its bottleneck or says why not, a PDF, and a grid's claims re-derived byte for
-    byte."""
-    import json
-
-    from rnr_lens import tasks
+    byte; each read back from the store the block wrote, as its comments say it is kept."""
+    from rnr_lens import failures, tasks
     from rnr_lens.claims import Claims
+    from rnr_lens.results import AuditResult
+    from rnr_lens.store import RunStore
+    from rnr_lens.sweep_results import SweepResult
 
-    folder, space = readme_ran
-    result, failure_set, sweep = space["result"], space["failure_set"], space["sweep"]
+    folder = readme_ran
+    store = RunStore(folder / "run.db")
+    result = AuditResult.load(store)
+    failure_set, sweep = failures.load(result, store), SweepResult.load(store)
+    kept = json.loads((folder / "names.json").read_text())
     assert result.finished and len(result.questions) == len(tasks.get("add-small"))
     frozen = {q.id for q in failure_set.failures}
     assert frozen == set(result.reachable_not_realized(result.probe_name("sampling:k=8,t=0.7")))
     assert sweep.bottleneck is None or sweep.bottleneck.layer in set(sweep.table["layer"])
     assert (folder / "bottleneck.pdf").read_bytes().startswith(b"%PDF")
-    assert space["out"][0].token_ids, "the routed generation produced tokens"
+    assert kept["out_token_ids"][0], "the routed generation produced tokens"
     committed = json.loads((REPO / "assets" / "results" / "grid-default" / "claims.json").read_text())
     assert json.loads((folder / "rederived" / "claims.json").read_text()) == committed
-    assert space["claims"] == Claims.from_dict(committed)
-
-
-DOC_PAGES = sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md") if "_build" not in p.parts and python_blocks(p.read_text()))
+    assert Claims.from_dict(kept["claims"]) == Claims.from_dict(committed)
 
 
 @pytest.mark.slow
@@ -267,10 +263,9 @@ def test_every_python_block_of_the_docs_runs(page, readme_ran, tmp_path, monkeyp
     import shutil
     import sqlite3
 
-    readme_folder, _ = readme_ran
     folder = tmp_path  # each page on its own copy of the README's store, as a reader who ran it
-    with sqlite3.connect(readme_folder / "run.db") as live, sqlite3.connect(folder / "run.db") as copy:
-        live.backup(copy)  # the README's store is still open (its writes may sit in the WAL)
+    with sqlite3.connect(readme_ran / "run.db") as ran_store, sqlite3.connect(folder / "run.db") as copy:
+        ran_store.backup(copy)  # its writes may sit in the WAL
     for name, source in DOC_FILES.items():
         shutil.copyfile(source, folder / name)
     monkeypatch.chdir(folder)
