@@ -30,7 +30,7 @@ from rnr_lens.records import COMPLETE, DEFAULT_PROBE, AuditRecord, audit_key, ch
 from rnr_lens.results import AuditResult
 from rnr_lens.shards import Shard
 from rnr_lens.shots import Shots
-from rnr_lens.store import MEMORY, Artifact, RunStore, open_store
+from rnr_lens.store import MEMORY, Artifact, RunStore, open_store, refuse_links
 from rnr_lens.tasks.core import Question, Task
 
 ROWS_PER_UNIT = 64  # generation rows per commit unit of a probe (one full batch)
@@ -251,8 +251,9 @@ def prepared(
     caller is refused exactly where the command is:
 
     1. ``resume`` is one of :data:`RESUME`;
-    2. a path's folder exists, a resume (``"only"``) finds a file there, and a file there is a
-       run store (a file that is not is refused untouched);
+    2. a path's folder exists, it is not a symbolic link (nor its WAL or shared memory, even
+       dangling: :func:`~rnr_lens.store.refuse_links`), a resume (``"only"``) finds a file
+       there, and a file there is a run store (a file that is not is refused untouched);
     3. a resume finds an audit with the plan's settings, compared on what the plan knows;
     4. ``deploy`` gives the plan its config (the CLI reads the model's tokenizer, as
        ``run_audit`` does for a model it has not loaded yet; :func:`audit` the loaded model)
@@ -277,6 +278,7 @@ def prepared(
             raise RnrLensError(f"folder {path.parent} does not exist; create it or choose another {arg('store')} path")
         if resume == "only" and not path.is_file():
             raise RnrLensError(f"nothing to resume: {path} does not exist; leave out {arg('resume_only')} to start an audit")
+        refuse_links(path)  # a planted link, even a dangling one, before any model loads
         if path.exists() and not (path.is_file() and path.stat().st_size == 0):  # an empty file becomes the store
             RunStore(path, mode="read").close()  # refuses a file that is not a run store, untouched
     _refuse_mismatch(planned, store, resume)

@@ -267,12 +267,8 @@ class RunStore:
             raise RnrLensError(f"{self.path} is not a regular file (a device, a pipe or a socket); choose a file path for the run store")
         if mode != "create" and not memory and not exists:
             raise RnrLensError(f"run store {self.path} does not exist; create one with 'rnr-lens audit --out {self.path}'")
-        if mode != "read" and not memory:  # never written through a planted link (issue 73): the store, its WAL or its shared memory
-            for linked in (self.path, f"{self.path}-wal", f"{self.path}-shm"):
-                if Path(linked).is_symlink():
-                    raise RnrLensError(
-                        f"{linked} is a symbolic link; a run store is never written through one: remove the link or choose another path"
-                    )
+        if mode != "read" and not memory:
+            refuse_links(self.path)
         # one writer per store file: a second process writing the same audit would repeat its work
         self._release = acquire_writer_lock(self.path, f"the run store {self.path}") if mode != "read" and not memory else (lambda: None)
         weakref.finalize(self, self._release)  # a store dropped without close() lets go of its lock
@@ -602,6 +598,19 @@ class RunStore:
     def get_artifact(self, audit_id: str, artifact: Artifact, name: str) -> Any | None:
         row = self.conn.execute("SELECT body FROM artifacts WHERE audit_id=? AND kind=? AND name=?", (audit_id, artifact, name)).fetchone()
         return loads_json(row[0], f"{self.path}'s {artifact} {quoted(name)}") if row else None
+
+
+def refuse_links(path: str | Path) -> None:
+    """Refuse to write a run store at ``path`` when it, its WAL or its shared memory is a symbolic
+    link, dangling or not: a store is never written through a planted link (issue 73). Cheap, so
+    it runs before any model loads (:func:`rnr_lens.audits.prepared`) and again on opening.
+
+    Example:
+        >>> refuse_links("run.db")  # nothing there, or a plain file: no error
+    """
+    for linked in (str(path), f"{path}-wal", f"{path}-shm"):
+        if Path(linked).is_symlink():
+            raise RnrLensError(f"{linked} is a symbolic link; a run store is never written through one: remove the link or choose another path")
 
 
 def _await_creation(path: str, wait: float = 10.0) -> None:

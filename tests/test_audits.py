@@ -87,6 +87,26 @@ def test_a_python_caller_is_refused_where_the_cli_is_before_the_store_is_touched
         audit(tiny, t, ["routes:k=2"], done.config.with_(max_new_tokens=there - 1), store=db, progress=False, resume="only")
 
 
+@pytest.mark.parametrize("planted", ["", "-wal"])
+def test_a_planted_link_at_the_store_is_refused_before_the_model_is_read(tmp_path, capsys, planted):
+    """A dangling link in the store's place (or its WAL's) was refused only when the store was
+    opened, after the model had loaded: the hostile-input campaign's case took 1 GB with
+    PyPI's CUDA wheel of torch. ``prepared`` refuses it with its other path checks, before the
+    model is read (the model named here does not exist, so its error would come first)."""
+    from rnr_lens.cli import main
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / f"run.db{planted}").symlink_to(tmp_path / "elsewhere.db")
+    argv = ["audit", "--model", str(tmp_path / "no-model"), "--task", "add-small", "--n", "2", "--out", str(tmp_path / "out" / "run.db")]
+    assert main(argv) == 2
+    said = capsys.readouterr().err.strip()
+    assert (
+        said
+        == f"error: {tmp_path / 'out' / f'run.db{planted}'} is a symbolic link; a run store is never written through one: remove the link or choose another path"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and sorted(p.name for p in (tmp_path / "out").iterdir()) == [f"run.db{planted}"]
+
+
 def _rows(db, aid):
     with sqlite3.connect(db) as c:
         return c.execute(
