@@ -561,8 +561,9 @@ def _apply(edits: tuple[int, ...], action: tuple[int, int]) -> tuple[int, ...]:
 
 @dataclass(repr=False)
 class AblationProbe(Probe):
-    """One try per block with that block's ``component`` silenced by ``method`` (zero by
-    default; its key in the name is ``kind``, the name stored audit ids were made with)."""
+    """One try per block with that block's ``component`` silenced by ``method`` (its key in the
+    name is ``kind``, the name stored audit ids were made with). Only ``zero``: mean and resample
+    take their activations from reference prompts, which the miner has and a probe does not."""
 
     component: str = setting("mlp")
     method: str = setting("zero", key="kind")
@@ -572,8 +573,14 @@ class AblationProbe(Probe):
     def __post_init__(self) -> None:
         if self.component not in COMPONENTS:
             raise RnrLensError(f"ablation probe: component {self.component!r} is not one of {', '.join(COMPONENTS)}")
+        key = setting_key(AblationProbe, "method")
         if self.method not in METHODS:
-            raise RnrLensError(f"ablation probe: {setting_key(AblationProbe, 'method')} {self.method!r} is not one of {', '.join(METHODS)}")
+            raise RnrLensError(f"ablation probe: {key} {self.method!r} is not one of {', '.join(METHODS)}")
+        if self.method != "zero":  # a probe has no reference prompts to take a mean or a donor from
+            raise RnrLensError(
+                f"ablation probe: {key}={self.method} needs reference prompts, which a probe is not given; use {key}=zero, "
+                f"or 'rnr-lens mine --method {self.method}' (it takes them from the failure set's control questions)"
+            )
         if self.layers is not None and (not self.layers or len(set(self.layers)) != len(self.layers)):
             raise RnrLensError(f"ablation probe: layers {self.layers} must name each block once, e.g. layers=3+4+12")
 

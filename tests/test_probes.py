@@ -251,6 +251,24 @@ def test_ablation_probe_covers_every_block(tiny):
     assert len(tries) == 2 * tiny.n_layers
 
 
+@pytest.mark.parametrize("method", ["mean", "resample"])
+def test_an_ablation_probe_that_needs_reference_prompts_is_refused_before_any_model_loads(tmp_path, capsys, method):
+    """Issue 74: ``ablation:kind=mean`` was accepted when read, and the audit failed after the
+    model had loaded and the default tries had run ("a mean ablation needs reference prompts").
+    A probe is given no reference prompts, so it is refused where it is read, in one line that
+    names the way that has them; the model named here does not exist, so its error would come
+    first were the probe read after it."""
+    from rnr_lens.cli import main
+
+    with pytest.raises(RnrLensError, match=rf"kind={method} needs reference prompts, .* use kind=zero, or 'rnr-lens mine --method {method}'"):
+        parse_probe(f"ablation:kind={method},layers=1")
+    argv = ["audit", "--model", str(tmp_path / "no-model"), "--task", "add-small", "--n", "2", "--probe", f"ablation:kind={method}"]
+    assert main([*argv, "--out", str(tmp_path / "run.db")]) == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and said[0].startswith(f"error: ablation probe: kind={method} needs reference prompts")
+    assert not list(tmp_path.iterdir()), "nothing written"
+
+
 def test_routes_from_the_search_move_set():
     """routes:k=8,edits=d draws from the route search's own neighbourhood (d single-block
     skip/repeat edits), so random and structured search can be compared over the same moves."""
