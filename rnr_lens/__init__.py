@@ -149,11 +149,14 @@ __all__ = [
     "viz",
     "widgets",
 ]
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    """Load public name ``name`` on first use (and keep it, so the next use is a plain lookup)."""
+    """Load public name ``name`` on first use (and keep it, so the next use is a plain lookup);
+    ``__version__`` is read from the installed metadata (pyproject.toml is its one owner)."""
+    if name == "__version__":
+        globals()[name] = importlib.import_module("rnr_lens.provenance").version()
+        return globals()[name]
     where = _PUBLIC.get(name)
     if where is None and not name.startswith("_") and importlib.util.find_spec(f"rnr_lens.{name}") is not None:
         where = f"rnr_lens.{name}"  # any submodule, as `R.store` always was: loaded on first use too

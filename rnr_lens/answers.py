@@ -49,9 +49,10 @@ from fractions import Fraction
 
 from rnr_lens.errors import RnrLensError
 
-# a sign only when attached ("-5", not the minus of "12 - 5"); "$" may be spaced; thousands
-# separators only in groups of three ("1,234", not the list "1,2,3"); an optional "/ d" fraction
-_NUMBER = r"-?(?:\$\s?)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s?/\s?\d+(?:\.\d+)?)?"
+# an integer part: thousands separators only in groups of three ("1,234", not the list "1,2,3")
+_INTEGER = r"(?:\d{1,3}(?:,\d{3})+|\d+)"
+# a sign only when attached ("-5", not the minus of "12 - 5"); "$" may be spaced; an optional "/ d" fraction
+_NUMBER = r"-?(?:\$\s?)?" + _INTEGER + r"(?:\.\d+)?(?:\s?/\s?\d+(?:\.\d+)?)?"
 _NUMBER_RE = re.compile(_NUMBER)
 _ANSWER_IS_RE = re.compile(r"answer\s*(?:is|:|=)\s*:?\s*", re.IGNORECASE)
 
@@ -189,7 +190,7 @@ def extract_concluding_token(text: str) -> str | None:
 
 # concluding-exact: a number is an integer or a decimal, never a fraction; what stands between
 # two operands (a symbol, a word, with any parenthesis or sign before the second) is an operator
-_EXACT_NUMBER_RE = re.compile(r"[-−]?(?:\$\s?)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+_EXACT_NUMBER_RE = re.compile(r"[-−]?(?:\$\s?)?" + _INTEGER + r"(?:\.\d+)?")
 _OPERATOR = r"(?:\*\*|[-+*×÷/^−·]|\b(?:plus|minus|times|x|over|divided\s+by|multiplied\s+by)\b)"
 _OPERAND = r"[\s(\[]*[-+−]?\s*\$?\s?\d"
 _OPERAND_NEXT_RE = re.compile(r"[\s)\]]*" + _OPERATOR + _OPERAND, re.IGNORECASE)

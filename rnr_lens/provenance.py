@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import datetime as _dt
+import importlib.util
 import os
 import platform
 import subprocess
@@ -39,6 +40,8 @@ _PACKAGES = {
 }
 """What computes a forward (torch, transformers, TransformerLens) and what computes a claim from
 the tries (numpy, scipy, statsmodels, pandas)."""
+DISTRIBUTION = "rnr-lens"
+"""The name rnr_lens is installed under (pyproject.toml's ``project.name``)."""
 _CODE_PATHS = ("rnr_lens", "pyproject.toml")
 """What in a checkout is the code: its other files (results, docs, notebooks) change no number."""
 
@@ -56,10 +59,28 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def checkout() -> Path | None:
+    """The git checkout this package was imported from: the folder holding the ``rnr_lens``
+    package, where it holds ``.git`` (None for an installed wheel, even one inside someone
+    else's repository). Found from the package, not from this file's place in it, so a module
+    moved between the package's folders keeps recording its commit."""
+    spec = importlib.util.find_spec("rnr_lens")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations))).resolve().parent
+    return root if (root / ".git").exists() else None
+
+
+def version() -> str:
+    """rnr_lens' version, as its installed metadata states it (pyproject.toml is its one
+    owner); ``"unknown"`` where the package runs uninstalled."""
+    return _version(DISTRIBUTION) or "unknown"
+
+
 def _git(*args: str) -> str | None:
-    """``git`` in the folder this package was imported from (None outside a checkout)."""
-    here = Path(__file__).resolve().parent.parent
-    if not (here / ".git").exists():
+    """``git`` in the checkout this package was imported from (None outside one)."""
+    here = checkout()
+    if here is None:
         return None
     try:
         out = subprocess.run(["git", "-C", str(here), *args], capture_output=True, text=True, timeout=10, check=True)
@@ -96,13 +117,11 @@ class Code:
     @classmethod
     def here(cls) -> Code:
         """The code this process runs."""
-        from rnr_lens import __version__
-
         commit = _git("rev-parse", "HEAD")
         status = _git("status", "--porcelain", "--untracked-files=no", "--", *_CODE_PATHS) if commit else None
         trees = [_git("rev-parse", f"HEAD:{p}") for p in _CODE_PATHS] if commit else []
         return cls(
-            __version__,
+            version(),
             commit,
             None if status is None else bool(status),
             platform.python_version(),

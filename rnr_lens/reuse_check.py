@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -228,7 +229,17 @@ MAX_CACHED = 256
 """Verdicts kept; the oldest go first."""
 
 _ENV_PREFIXES = ("MKL_", "OMP_", "KMP_", "DNNL_", "ONEDNN_", "ATEN_", "OPENBLAS_", "TORCH_", "CUDA_", "CUBLAS_", "NVIDIA_TF32")
-_CODE = ("reuse_check.py", "reuse.py", "generation.py", "engine.py", "adapters.py", "prefix_states.py", "lens.py")
+_CODE = (
+    "rnr_lens.reuse_check",
+    "rnr_lens.reuse",
+    "rnr_lens.generation",
+    "rnr_lens.engine",
+    "rnr_lens.adapters",
+    "rnr_lens.prefix_states",
+    "rnr_lens.lens",
+)
+"""The modules a reuse's verdict depends on, named as imported (a module moved between the
+package's folders is found where it now is, or its name fails loudly)."""
 
 
 def _cpu() -> str:
@@ -245,13 +256,12 @@ def setting_key(model: ModelLike, name: str) -> str:
     """What reuse ``name``'s verdict on ``model`` depends on, hashed: the machine's kernels
     (CPU, torch's build and CPU capability, threads, their environment variables, device and
     dtype), the model's shapes (its config) and tokens of the check's prompts, and this code."""
-    here = Path(__file__).parent
     first = next(model.engine.bridge.original_model.parameters())
     config = {k: v for k, v in model.engine.bridge.original_model.config.to_dict().items() if "name_or_path" not in k and k != "transformers_version"}
     device = str(first.device)
     parts: dict[str, Any] = {
         "reuse": name,
-        "code": _code_hashes(here),
+        "code": _code_hashes(),
         "cpu": _cpu(),
         "torch": [torch.__version__, torch.__config__.show(), torch.backends.cpu.get_cpu_capability(), torch.get_num_threads()],
         "cuda": [torch.version.cuda, torch.cuda.get_device_name(first.device)] if first.device.type == "cuda" else None,
@@ -264,9 +274,17 @@ def setting_key(model: ModelLike, name: str) -> str:
 
 
 @functools.cache
-def _code_hashes(here: Path) -> tuple[str, ...]:
+def _code_hashes() -> tuple[str, ...]:
     """The hashes of the code a verdict depends on (:data:`_CODE`), read once per process."""
-    return tuple(hashlib.sha256((here / f).read_bytes()).hexdigest() for f in _CODE)
+    return tuple(hashlib.sha256(Path(_source(name)).read_bytes()).hexdigest() for name in _CODE)
+
+
+def _source(module: str) -> str:
+    """The file module ``module`` is loaded from."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise RnrLensError(f"reuse check: module {module} is not found; update reuse_check._CODE to where it moved")
+    return spec.origin
 
 
 def _remembered(path: Path) -> dict[str, dict[str, Any]]:

@@ -83,3 +83,55 @@ def test_a_process_without_torch_records_none_and_reads_it_again_once_torch_load
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_the_version_has_one_owner_the_projects_metadata():
+    """Issue 74: the version was written in pyproject.toml and in the package's top, and
+    provenance read it from the top (an import the architecture test cannot see)."""
+    from importlib import metadata
+    from pathlib import Path
+
+    import tomllib
+
+    import rnr_lens as R
+
+    declared = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["version"]
+    assert Code.here().version == R.__version__ == metadata.version("rnr-lens") == declared
+
+
+def test_the_commit_is_found_from_the_package_wherever_the_module_lies(tmp_path):
+    """Issue 74: the checkout was ``Path(__file__).parent.parent``, so moving provenance.py
+    into a subfolder would silently stop recording the commit. A copy of the package in a fresh
+    repository, its provenance module moved a folder down, records that repository's commit;
+    the same copy outside any repository records none."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import rnr_lens.provenance
+
+    for folder, repository in ((tmp_path / "repo", True), (tmp_path / "plain", False)):
+        package = folder / "rnr_lens"
+        (package / "core").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "core" / "__init__.py").write_text("")
+        shutil.copy(rnr_lens.provenance.__file__, package / "core" / "provenance.py")
+        head = None
+        if repository:
+            git = ["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@t"]
+            subprocess.run([*git, "init", "-q"], check=True)
+            subprocess.run([*git, "add", "-A"], check=True)
+            subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
+            head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        code = "from rnr_lens.core.provenance import Code, checkout; print(checkout(), Code.here().commit)"
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(folder)},
+        )
+        assert run.stdout.split() == ([str(folder.resolve()), head] if repository else ["None", "None"])
+    assert rnr_lens.provenance.checkout() == Path(__file__).resolve().parents[1]

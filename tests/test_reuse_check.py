@@ -193,3 +193,17 @@ def test_a_verdict_is_remembered_for_the_same_machine_and_model_only(tiny, cache
         torch.set_num_threads(threads)
     path.write_text('{"verdicts": {"x": {"on": "yes"}}')
     assert "remembered" not in reuse_check.remembered_check(tiny, "shared-prefix").why
+
+
+def test_the_code_a_verdict_depends_on_is_read_from_each_modules_own_file():
+    """Issue 74: the seven files were read relative to reuse_check.py's folder, so a module
+    moved to another folder would fail to read or, worse, read a stale file left behind. Each
+    is named as imported and read from the file it is loaded from."""
+    import hashlib
+    import importlib
+    from pathlib import Path
+
+    hashes = reuse_check._code_hashes()
+    files = [Path(importlib.import_module(name).__file__) for name in reuse_check._CODE]
+    assert "rnr_lens.reuse_check" in reuse_check._CODE and len(set(files)) == len(files) == len(hashes)
+    assert list(hashes) == [hashlib.sha256(f.read_bytes()).hexdigest() for f in files]
