@@ -49,6 +49,7 @@ nitpick_ignore = [
     ("py:class", "rnr_lens.adapters.RouteCache"),
     ("py:class", "rnr_lens.generation.ModelLike"),
     ("py:class", "rnr_lens.route_trace.TracedModel"),  # what a trace asks of a model (LensModel is documented)
+    ("py:class", "rnr_lens.probes.P"),  # register_probe's type variable: a Probe subclass, given back as itself
 ]
 
 # Notebooks are executed at small sizes during the build (those of notebooks/small_sizes.json),

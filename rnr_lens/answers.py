@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from fractions import Fraction
 
 from rnr_lens.errors import RnrLensError
@@ -338,38 +339,82 @@ def normalize_string(text: str) -> str:
     return re.sub(r"[^\w\s]", "", text).strip().lower()
 
 
-EXTRACTORS: dict[str, Callable[[str], str | None]] = {
-    "concluding-exact": extract_concluding_exact,
-    "concluding-token": extract_concluding_token,
-    "concluding-number": extract_concluding,
-    "number": extract_number,
-    "answer-is": extract_answer_is,
-    "first-number": extract_first,
-    "last-number": extract_last,
-    "gsm8k-strict": extract_gsm8k_strict,
-    "gsm8k-flexible": extract_last,
-    "boxed": extract_boxed,
-    "choice-letter": extract_choice,
-    "answer-is-string": extract_string,
-}
+ANSWER_TYPES = ("number", "choice", "string")
+"""What a task's answers are: a number, a choice letter, or a string."""
 
 
-NUMERIC_EXTRACTORS = ("concluding-exact", "concluding-token", "concluding-number", "number", "answer-is", "first-number", "last-number")
-"""The extractors that read a numeric answer out of free text, compared side by side by
-``check-format`` and in ``docs/extractors.md`` (``gsm8k-flexible`` is ``last-number``;
-``gsm8k-strict`` and ``boxed`` read formats the default prompts never ask for)."""
+@dataclass(frozen=True)
+class Reader:
+    """An answer reader: how a try's text becomes the answer it states (a string, or None where
+    it states none), registered by its name (:func:`register_reader`).
+
+    Args:
+        name: The name a deployment config names it by (``extractor``); a name fixes the answers
+            it reads, so a changed reader takes a new name.
+        read: Text -> the answer in canonical form, or None.
+        answer_type: The answers it reads: ``number``, ``choice`` or ``string``.
+        compared: Compared side by side with its type's other readers (``check-format``,
+            docs/extractors.md); False for a reader of a format the default prompts never ask for.
+        exact: Its numbers are graded exactly (:func:`is_correct_exact`); otherwise within 1e-6,
+            as the readers before ``concluding-exact`` were measured.
+    """
+
+    name: str
+    read: Callable[[str], str | None]
+    answer_type: str
+    compared: bool = True
+    exact: bool = False
+
+
+READERS: dict[str, Reader] = {}
+"""Every answer reader by its name, in the order registered."""
+
+
+def register_reader(reader: Reader) -> Reader:
+    """Add ``reader`` to :data:`READERS`; a name already registered is refused (a name fixes the
+    answers it reads)."""
+    if reader.name in READERS:
+        raise RnrLensError(f"answer reader {reader.name!r} is registered already; a name fixes the answers it reads, so choose another")
+    if reader.answer_type not in ANSWER_TYPES:
+        raise RnrLensError(f"answer reader {reader.name!r}: answer_type {reader.answer_type!r} is not one of {', '.join(ANSWER_TYPES)}")
+    READERS[reader.name] = reader
+    return reader
+
+
+for _reader in (
+    Reader("concluding-exact", extract_concluding_exact, "number", exact=True),
+    Reader("concluding-token", extract_concluding_token, "number"),
+    Reader("concluding-number", extract_concluding, "number"),
+    Reader("number", extract_number, "number"),
+    Reader("answer-is", extract_answer_is, "number"),
+    Reader("first-number", extract_first, "number"),
+    Reader("last-number", extract_last, "number"),
+    Reader("gsm8k-strict", extract_gsm8k_strict, "number", compared=False),
+    Reader("gsm8k-flexible", extract_last, "number", compared=False),  # last-number under lm-eval's name
+    Reader("boxed", extract_boxed, "number", compared=False),
+    Reader("choice-letter", extract_choice, "choice"),
+    Reader("answer-is-string", extract_string, "string"),
+):
+    register_reader(_reader)
 
 
 def extractors_for(answer_type: str) -> tuple[str, ...]:
-    """The extractors worth comparing for ``answer_type`` (one per non-numeric type)."""
-    return {"number": NUMERIC_EXTRACTORS, "choice": ("choice-letter",), "string": ("answer-is-string",)}.get(answer_type, ())
+    """The readers compared side by side for ``answer_type`` (``check-format``)."""
+    return tuple(r.name for r in READERS.values() if r.answer_type == answer_type and r.compared)
 
 
 def get_extractor(name: str) -> Callable[[str], str | None]:
+    """The read function of reader ``name``, or one line naming the readers."""
     try:
-        return EXTRACTORS[name]
+        return READERS[name].read
     except KeyError:
-        raise RnrLensError(f"unknown extractor {name!r}; choose one of {', '.join(EXTRACTORS)}") from None
+        raise RnrLensError(f"unknown extractor {name!r}; choose one of {', '.join(READERS)}") from None
+
+
+def _exact(reader: str, answer_type: str) -> bool:
+    """Are ``reader``'s answers of ``answer_type`` graded exactly? (A harness's reader is not
+    registered here: graded within 1e-6.)"""
+    return answer_type == "number" and reader in READERS and READERS[reader].exact
 
 
 def canonical_gold(answer: str, answer_type: str) -> str | None:
@@ -382,15 +427,10 @@ def canonical_gold(answer: str, answer_type: str) -> str | None:
     return normalize_string(str(answer)) or None
 
 
-EXACT_READERS = frozenset({"concluding-exact"})
-"""The readers whose numbers are graded exactly (:func:`is_correct_exact`); every other reader
-is graded by :func:`is_correct`, within 1e-6, as it was measured."""
-
-
 def is_correct_as(reader: str, extracted: str | None, gold: str, answer_type: str) -> bool:
     """Whether ``extracted``, as reader ``reader`` read it, is the gold answer: the one place
     that decides which grading a reader's answers get."""
-    if reader in EXACT_READERS and answer_type == "number":
+    if _exact(reader, answer_type):
         return is_correct_exact(extracted, gold)
     return is_correct(extracted, gold, answer_type)
 
@@ -410,7 +450,7 @@ def match_key(reader: str, answer: str, answer_type: str, *, gold: bool = False)
         >>> match_key("concluding-exact", "0.75", "number") == match_key("concluding-exact", "3/4", "number", gold=True)
         True
     """
-    if reader in EXACT_READERS and answer_type == "number":
+    if _exact(reader, answer_type):
         return exact_fraction(_exact_text(str(answer)) if gold else str(answer))
     return canonical_gold(str(answer), answer_type)
 

@@ -110,7 +110,9 @@ def attribution_patching(
     """Gradient x activation estimate of each ablation's effect on the mean gold log-probability.
 
     One forward and one backward pass over ``questions`` (clean model); the estimate for
-    replacing activation ``a`` by ``r`` is ``sum((r - a) * dmetric/da)``.
+    replacing activation ``a`` by ``r`` is ``sum((r - a) * dmetric/da)``, for every method: ``r``
+    is what the ablation writes (:meth:`LensModel.replacement`). A method that takes reference
+    prompts is estimated only where ``ablations`` gives its ablation with them.
 
     Returns:
         DataFrame (layer, component, method, atp_estimate).
@@ -151,9 +153,8 @@ def attribution_patching(
                     act, grad = sites[(i, comp)].detach(), grads[(i, comp)]
                 if grad is None:
                     continue
-                replacement = torch.zeros_like(act)
-                if method != "zero" and ablations is not None and (i, comp, method) in ablations:
-                    replacement = model.replacement(ablations[(i, comp, method)])(act)
+                ablation = (ablations or {}).get((i, comp, method)) or Ablation(i, comp, method)  # refused where it needs references
+                replacement = model.replacement(ablation)(act)
                 estimate = float((((replacement - act) * grad) * valid).sum())
                 rows.append({"layer": i, "component": comp, "method": method, "atp_estimate": estimate})
     return pd.DataFrame(rows)

@@ -26,7 +26,7 @@ import pandas as pd
 from rnr_lens.answers import match_key
 from rnr_lens.ceiling import NAMED_K, Ceiling, ceiling_of
 from rnr_lens.errors import RnrLensError, arg
-from rnr_lens.probes import parse_probe
+from rnr_lens.probes import probe_class
 from rnr_lens.results import AuditResult
 from rnr_lens.stats import Estimate, paired_difference
 from rnr_lens.verdicts import MARGIN, TrainingVerdict, ceiling_contrast, training_verdict
@@ -209,8 +209,11 @@ def compare_ceiling(
     """
     compare(base, trained)  # identical conditions, or a one-line refusal naming what differs
     name = base.probe_name(probe)
-    if parse_probe(name).family != "sampling":
-        raise RnrLensError(f"the ceiling reads a sampling probe's draws, not {name}; audit with the probe sampling:k=128,t=0.7")
+    if not probe_class(name).independent_draws:
+        raise RnrLensError(
+            f"the ceiling estimates pass@k from k independent draws per question, which {name} does not make; "
+            "audit with a probe that draws them, such as sampling:k=128,t=0.7"
+        )
     ids = complete_in_both(base, trained, name)
     if not ids:
         raise RnrLensError(f"no question is complete in both audits under {name}; finish them by running their audits again ({arg('resume')})")

@@ -5,11 +5,12 @@ An :class:`Ablation` silences one component of one block:
 - ``component``: ``"mlp"`` (hook ``blocks.{i}.hook_mlp_out``), ``"attn"``
   (``blocks.{i}.hook_attn_out``) or ``"block"`` (the block's whole update,
   ``hook_resid_post - hook_resid_pre``);
-- ``method``: ``"zero"``; ``"mean"`` (the component's mean output over a reference set of
-  prompts, every position of every prompt, computed once per model and cached); or
-  ``"resample"`` (the component's output on a donor prompt, aligned to the end of the prompt;
-  positions before the donor's start take its first position, and generated tokens take its
-  last prompt position).
+- ``method``: a registered :class:`~rnr_lens.ablation_methods.AblationMethod`: ``"zero"``;
+  ``"mean"`` (the component's mean output over a reference set of prompts, every position of
+  every prompt, computed once per model and cached); or ``"resample"`` (the component's output
+  on a donor prompt, aligned to the end of the prompt; positions before the donor's start take
+  its first position, and generated tokens take its last prompt position); or one registered
+  from outside (:func:`rnr_lens.ablation_methods.register`).
 
 This module holds the value and its arithmetic (:meth:`Ablation.replacement`,
 :meth:`Ablation.patch`); :meth:`rnr_lens.lens.LensModel.intervene` attaches it through
@@ -24,14 +25,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from rnr_lens.ablation_methods import COMPONENTS, ablation_label, ablation_method, check_component
 from rnr_lens.errors import RnrLensError
-from rnr_lens.records import COMPONENTS as COMPONENTS  # re-exported: the vocabulary lives below torch
-from rnr_lens.records import METHODS as METHODS
-from rnr_lens.records import ablation_label
 
 #: ``references(hook_name, prompts)`` -> one ``(pos, d_model)`` activation per prompt.
 References = Callable[[str, Sequence[str]], "list[Float[Tensor, 'pos d_model']]"]
@@ -44,9 +42,9 @@ class Ablation:
     Args:
         layer: Block index (as in the identity route).
         component: ``"mlp"``, ``"attn"`` or ``"block"``.
-        method: ``"zero"``, ``"mean"`` or ``"resample"``.
-        reference: Prompts (rendered text) for ``mean``; the donor prompt (first entry) for
-            ``resample``.
+        method: A registered method's name: ``"zero"``, ``"mean"``, ``"resample"``, ...
+        reference: Prompts (rendered text) for a method that takes them: every one for
+            ``mean``, the donor (first entry) for ``resample``.
 
     Example:
         >>> str(Ablation(12))
@@ -59,11 +57,8 @@ class Ablation:
     reference: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.component not in COMPONENTS:
-            raise RnrLensError(f"unknown ablation component {self.component!r}; use one of {', '.join(COMPONENTS)}")
-        if self.method not in METHODS:
-            raise RnrLensError(f"unknown ablation method {self.method!r}; use one of {', '.join(METHODS)}")
-        if self.method != "zero" and not self.reference:
+        check_component(self.component)
+        if ablation_method(self.method).needs_reference and not self.reference:
             raise RnrLensError(f"a {self.method} ablation needs reference prompts (reference=(...)) to take its activations from")
         object.__setattr__(self, "reference", tuple(self.reference))
 
@@ -91,25 +86,23 @@ class Ablation:
             raise RnrLensError(f"ablation {self} names block {self.layer}, but the model has blocks 0..{n_layers - 1}")
 
     def replacement(self, references: References) -> Callable[[Tensor], Tensor]:
-        """The function that maps the component's output to what replaces it.
+        """The function that maps the component's output to what replaces it, built by the
+        method from the activations of the reference prompts it takes.
 
         Args:
             references: ``references(hook_name, prompts)`` -> the activations at that hook for
-                each prompt (``LensModel.reference_activations``); unused by ``zero``.
+                each prompt (``LensModel.reference_activations``); unused by a method that
+                takes none (``zero``).
         """
-        if self.method == "zero":
-            return torch.zeros_like
-        prompts = self.reference if self.method == "mean" else self.reference[:1]
-        if self.component == "block":
+        method = ablation_method(self.method)
+        prompts = method.prompts(self.reference)
+        acts: list[Tensor] = []
+        if prompts and self.component == "block":
             pre_name, post_name = self.hook_names()
             acts = [b - a for a, b in zip(references(pre_name, prompts), references(post_name, prompts))]
-        else:
+        elif prompts:
             acts = references(self.hook_names()[0], prompts)
-        if self.method == "mean":
-            mean = torch.cat(acts).mean(0)
-            return lambda x: mean.to(x.dtype).expand_as(x).clone()
-        donor = acts[0]
-        return lambda x: _align_donor(donor, x)
+        return method.build(acts)
 
     def patch(self, replacement: Callable[[Tensor], Tensor]) -> Callable[[Tensor, Tensor | None], Tensor]:
         """``patch(output, block_input)`` -> the ablated output (for :meth:`Engine.patch`): the
@@ -122,17 +115,6 @@ class Ablation:
             return block_input + replacement(out - block_input)
 
         return block
-
-
-def _align_donor(donor: Float[Tensor, "pos d_model"], x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
-    """Donor activations aligned to the right end of ``x`` (see module docstring)."""
-    pos = x.shape[1]
-    if pos == 1:
-        out = donor[-1:]
-    else:
-        index = torch.arange(donor.shape[0] - pos, donor.shape[0]).clamp(min=0)
-        out = donor[index]
-    return out.to(x.dtype).unsqueeze(0).expand_as(x).clone()
 
 
 def parse_ablations(specs: list[Ablation | str] | tuple[Ablation | str, ...]) -> list[Ablation]:

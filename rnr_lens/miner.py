@@ -33,11 +33,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from rnr_lens.ablation_methods import ablation_method, check_component
 from rnr_lens.attribution import attribution_patching, gold_batch
 from rnr_lens.display import progress_bar
 from rnr_lens.errors import RnrLensError
 from rnr_lens.failures import FailureSet
-from rnr_lens.interventions import COMPONENTS, METHODS, Ablation
+from rnr_lens.interventions import Ablation
 from rnr_lens.lens import LensModel
 from rnr_lens.phases import phase
 from rnr_lens.records import Outcome
@@ -65,7 +66,7 @@ from rnr_lens.verdicts import BREAK_BOUND
 
 
 def _reference(failure_set: FailureSet, model: LensModel) -> tuple[str, ...]:
-    """Reference prompts for mean/resample ablations: the control set's rendered prompts."""
+    """Reference prompts for the methods that take them (mean, resample): the control set's rendered prompts."""
     source = failure_set.control if failure_set.control is not None else failure_set.failures  # no realized question: the failures
     return tuple(model.render(failure_set.config.prompt(q))[0] for q in list(source)[:16])
 
@@ -141,7 +142,8 @@ def mine(
         failure_set: A frozen :class:`~rnr_lens.failures.FailureSet`.
         control_set: Realized questions for the break rate (default: the set's own control).
         components: Any of ``mlp``, ``attn``, ``block``.
-        methods: Any of ``zero``, ``mean``, ``resample`` (statistics from the control prompts).
+        methods: Registered ablation methods (:mod:`rnr_lens.ablation_methods`): ``zero``,
+            ``mean``, ``resample`` (statistics from the control prompts), or one of one's own.
         strategy: ``screen+confirm`` or ``exhaustive``.
         top_m: Candidates the screen sends to full generation.
         break_bound: Largest break rate a bottleneck may have.
@@ -163,19 +165,16 @@ def mine(
     if strategy not in STRATEGIES:
         raise RnrLensError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     for c in components:
-        if c not in COMPONENTS:
-            raise RnrLensError(f"unknown component {c!r}; choose from {', '.join(COMPONENTS)}")
-    for k in methods:
-        if k not in METHODS:
-            raise RnrLensError(f"unknown ablation method {k!r}; choose from {', '.join(METHODS)}")
+        check_component(c)
+    needs_reference = {k: ablation_method(k).needs_reference for k in methods}
     if top_m < 1:
         raise RnrLensError(f"top_m must be at least 1, got {top_m}")
     failure_set.check_model(model)
     if control_set is not None:
         failure_set = replace(failure_set, control=Task(f"{failure_set.name}:control", tuple(control_set), failure_set.discovery.answer_type))
-    reference = _reference(failure_set, model) if any(k != "zero" for k in methods) else ()
+    reference = _reference(failure_set, model) if any(needs_reference.values()) else ()
     candidates = [
-        Ablation(layer, comp, method, reference if method != "zero" else ())
+        Ablation(layer, comp, method, reference if needs_reference[method] else ())
         for comp in components
         for method in methods
         for layer in range(model.n_layers)

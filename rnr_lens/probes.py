@@ -45,12 +45,13 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from rnr_lens.ablation_methods import COMPONENTS, ablation_method
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.probe_specs import ProbeSpec, family_of
-from rnr_lens.records import COMPONENTS, DEFAULT_PROBE, DRAWS, METHODS, Try
+from rnr_lens.records import DEFAULT_PROBE, DRAWS, Try
 from rnr_lens.routes import KEEP, MAX_BLOCKS, REPEAT, SKIP, Route, distinct_edit_routes, draw_edits, draw_route
 from rnr_lens.tasks.core import Question
 
@@ -136,6 +137,12 @@ class Probe(ABC):
     family: ClassVar[str]
     """The probe's family (``sampling``, ``routes``, ``search``, ``ablation``): the part of its
     name before the colon, the key of :data:`PROBES`."""
+    independent_draws: ClassVar[bool] = False
+    """Are a question's tries independent draws from one distribution (so that pass@k at any k
+    up to the budget is estimated from them, as the ceiling does)? Sampling's are; random
+    routes are drawn distinct, and a search's depend on its earlier tries."""
+    rewarded: ClassVar[bool] = False
+    """Does each try carry the probe's own reward (read by the ``reward`` selector)?"""
 
     @property
     @abstractmethod
@@ -211,6 +218,37 @@ or 5 then 3), so every try is a new route; ``tree``: every untried edit of the n
 are ambiguous: both rules ran under them (:func:`legacy_name_note`)."""
 
 
+PROBES: dict[str, type[Probe]] = {}
+"""Every probe family by its name, in the order registered (:func:`register_probe`)."""
+
+P = TypeVar("P", bound=type[Probe])
+
+
+def register_probe(cls: P) -> P:
+    """Register probe class ``cls`` under its ``family`` (a class decorator); a family already
+    registered is refused, since a name fixes what it computes."""
+    if not (isinstance(cls, type) and issubclass(cls, Probe)) or not isinstance(getattr(cls, "family", None), str):
+        raise RnrLensError(f"register_probe takes a Probe subclass with a family name, got {cls!r}")
+    if cls.family in PROBES:
+        raise RnrLensError(f"probe family {cls.family!r} is registered already; a name fixes what it computes, so choose another")
+    PROBES[cls.family] = cls
+    return cls
+
+
+def probe_class(name: str) -> type[Probe]:
+    """The class of the family probe ``name`` belongs to, or one line naming the families.
+
+    Example:
+        >>> probe_class("sampling:k=8,t=0.7").independent_draws
+        True
+    """
+    family = family_of(name)
+    if family not in PROBES:
+        raise RnrLensError(f"unknown probe {family!r} in {name!r}; choose one of {', '.join(PROBES)}")
+    return PROBES[family]
+
+
+@register_probe
 @dataclass(repr=False)
 class Sampling(Probe):
     """``k`` samples at temperature ``t``, each token drawn by ``draw``."""
@@ -220,6 +258,7 @@ class Sampling(Probe):
     top_p: float = setting(1.0)
     draw: str = setting("multinomial")
     family: ClassVar[str] = "sampling"
+    independent_draws: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         _check_k(self)
@@ -276,6 +315,7 @@ def unstored(done: dict[tuple[str, int], Try], tries: Sequence[Try]) -> list[Try
     return [t for t in tries if (t.question_id, t.try_index) not in done]
 
 
+@register_probe
 @dataclass(repr=False)
 class RandomRoutes(Probe):
     """``k`` random routes, greedy decoding under each, from one of two distributions named in
@@ -373,6 +413,7 @@ class _Node:
     total: float = 0.0
 
 
+@register_probe
 @dataclass(repr=False)
 class RouteSearch(Probe):
     """Per-question search over routes, ``k`` evaluations.
@@ -398,6 +439,7 @@ class RouteSearch(Probe):
     protect: int = setting(1)
     expand: str = setting("distinct")
     family: ClassVar[str] = "search"
+    rewarded: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         _check_k(self)
@@ -559,11 +601,13 @@ def _apply(edits: tuple[int, ...], action: tuple[int, int]) -> tuple[int, ...]:
     return tuple(out)
 
 
+@register_probe
 @dataclass(repr=False)
 class AblationProbe(Probe):
     """One try per block with that block's ``component`` silenced by ``method`` (its key in the
-    name is ``kind``, the name stored audit ids were made with). Only ``zero``: mean and resample
-    take their activations from reference prompts, which the miner has and a probe does not."""
+    name is ``kind``, the name stored audit ids were made with). Only a method that takes no
+    reference prompts (``zero``): mean and resample take their activations from reference
+    prompts, which the miner has and a probe does not."""
 
     component: str = setting("mlp")
     method: str = setting("zero", key="kind")
@@ -574,9 +618,11 @@ class AblationProbe(Probe):
         if self.component not in COMPONENTS:
             raise RnrLensError(f"ablation probe: component {self.component!r} is not one of {', '.join(COMPONENTS)}")
         key = setting_key(AblationProbe, "method")
-        if self.method not in METHODS:
-            raise RnrLensError(f"ablation probe: {key} {self.method!r} is not one of {', '.join(METHODS)}")
-        if self.method != "zero":  # a probe has no reference prompts to take a mean or a donor from
+        try:
+            method = ablation_method(self.method)
+        except RnrLensError as unknown:
+            raise RnrLensError(f"ablation probe: {unknown}") from None
+        if method.needs_reference:  # a probe has no reference prompts to take a mean or a donor from
             raise RnrLensError(
                 f"ablation probe: {key}={self.method} needs reference prompts, which a probe is not given; use {key}=zero, "
                 f"or 'rnr-lens mine --method {self.method}' (it takes them from the failure set's control questions)"
@@ -676,9 +722,6 @@ def _check_protect(probe: Probe, n_layers: int) -> None:
         raise RnrLensError(f"probe {probe.name}: protect={protect} keeps every block of a {n_layers}-block model fixed; lower it")
 
 
-PROBES: dict[str, type[Probe]] = {"sampling": Sampling, "routes": RandomRoutes, "search": RouteSearch, "ablation": AblationProbe}
-
-
 def shortest_form(name: str, names: Sequence[str]) -> str:
     """The shortest spec that names probe ``name`` among an audit's ``names`` (as
     :meth:`rnr_lens.results.AuditResult.probe_name` reads one): its family where the audit ran
@@ -710,9 +753,7 @@ def parse_probe(text: str) -> Probe:
     ``'ablation:component=mlp'``: each setting read by its declaration (:func:`setting`), the
     rest left at their defaults."""
     spec = ProbeSpec.parse(text)
-    if spec.family not in PROBES:
-        raise RnrLensError(f"unknown probe {spec.family!r} in {text!r}; choose one of {', '.join(PROBES)}")
-    cls = PROBES[spec.family]
+    cls = probe_class(text)
     declared = {_reading(f)[0]: f for f in fields(cls)}  # type: ignore[arg-type]  # every probe class is a dataclass
     kwargs: dict[str, Any] = {}
     for key, value in spec.settings:

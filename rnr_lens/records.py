@@ -76,24 +76,6 @@ def check_seed(seed: object) -> None:
         raise RnrLensError(f"seed must be an integer from 0 to {MAX_SEED}, got {seed!r}")
 
 
-COMPONENTS = ("mlp", "attn", "block")
-"""What an ablation silences in a block: its MLP, its attention, or the whole block."""
-METHODS = ("zero", "mean", "resample")
-"""How an ablation silences it (``zero``: the paper's silencing)."""
-
-
-def ablation_label(layer: int, component: str, method: str) -> str:
-    """An ablation's name, ``mlp4:zero``: the one spelling that
-    :class:`rnr_lens.interventions.Ablation` prints and parses, and that sweep tables, pages and
-    stored tries use for it (here, below torch, so torch-free readers name it alike).
-
-    Example:
-        >>> ablation_label(4, "mlp", "zero")
-        'mlp4:zero'
-    """
-    return f"{component}{int(layer)}:{method}"
-
-
 @dataclass
 class Try:
     """One model evaluation of one question under one probe."""

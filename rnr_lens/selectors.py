@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from rnr_lens.errors import RnrLensError
-from rnr_lens.probe_specs import family_of
+from rnr_lens.probes import probe_class
 from rnr_lens.records import Try
 
 Selector = Callable[[Sequence[Try]], Try]
@@ -71,8 +71,8 @@ ANSWER_BLIND = ("majority", "logprob", "entropy", "logprob-or-default")
 
 def names_for(probe: str) -> list[str]:
     """The selectors a probe's tries are read with: the answer-blind ones, the oracle, and the
-    search's own reward for a route search."""
-    return list(ANSWER_BLIND) + ["oracle"] + (["reward"] if family_of(probe) == "search" else [])
+    probe's own reward where its tries carry one (a route search's)."""
+    return list(ANSWER_BLIND) + ["oracle"] + (["reward"] if probe_class(probe).rewarded else [])
 
 
 def get(name: str) -> Selector:

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from rnr_lens.ablation_methods import ablation_label
 from rnr_lens.display import html_table
 from rnr_lens.errors import RnrLensError
-from rnr_lens.records import ablation_label
 from rnr_lens.shards import Shard
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.sweeps import (

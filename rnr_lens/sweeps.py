@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from rnr_lens.records import Outcome, ablation_label
+from rnr_lens.ablation_methods import ablation_label
+from rnr_lens.records import Outcome
 from rnr_lens.stats import Estimate, wilson
 from rnr_lens.verdicts import BREAK_BOUND
 

@@ -19,6 +19,7 @@ import plotly.io as pio
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
+from rnr_lens.ablation_methods import ablation_method
 from rnr_lens.comparison import STATES
 from rnr_lens.display import selector_column
 from rnr_lens.errors import RnrLensError
@@ -101,11 +102,19 @@ def _errors(estimates: Sequence[Estimate]) -> dict:
 
 
 COMPONENT_NAMES = {"mlp": "MLP", "attn": "attention", "block": "whole block"}
-METHOD_NAMES = {"zero": "zeroed", "mean": "mean-ablated", "resample": "resampled"}
 SCREEN_NAMES = {"screen_logprob": "screen: Δ log p(gold)", "screen_atp": "screen: attribution patching"}
 SCREEN_AXES = {"screen_logprob": "Δ log p(gold), nats", "screen_atp": "est. Δ log p(gold), nats"}
 """Each screen's quantity and unit, as its axis reads: the change in the gold answer's mean
 log-probability (natural log) when the block is silenced, measured or estimated to first order."""
+
+
+def _past(method: str) -> str:
+    """The word a figure uses for an ablation method ("zeroed"); the name itself for a method
+    this process has not registered (a stored sweep read without its plug-in)."""
+    try:
+        return ablation_method(method).past
+    except RnrLensError:
+        return method
 
 
 def _layer_ticks(n_layers: int) -> dict:
@@ -199,9 +208,7 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
     n_layers = int(table["layer"].max()) + 1
     many = len(groups) > 1
     # one group: the y-axis titles name the panels; several: a short title per group
-    subtitles = (
-        [x for (comp, method), _ in groups for x in (f"{COMPONENT_NAMES.get(comp, comp)}, {METHOD_NAMES.get(method, method)}", "")] if many else None
-    )
+    subtitles = [x for (comp, method), _ in groups for x in (f"{COMPONENT_NAMES.get(comp, comp)}, {_past(method)}", "")] if many else None
     fig = make_subplots(
         rows=2 * len(groups),
         cols=1,
@@ -216,9 +223,7 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
     fig.update_xaxes(title_text="block (layer)", row=2 * len(groups), col=1)
     (comp, method), _ = groups[0]
     default = (
-        "Silencing one block's component: repair and break"
-        if many
-        else f"Silencing one {COMPONENT_NAMES.get(comp, comp)} block ({METHOD_NAMES.get(method, method)})"
+        "Silencing one block's component: repair and break" if many else f"Silencing one {COMPONENT_NAMES.get(comp, comp)} block ({_past(method)})"
     )
     fig.update_layout(
         template=PAPER,
@@ -232,7 +237,7 @@ def repair_break(sweep: SweepResult, title: str | None = None, screen: str = "sc
     unmeasured = not generated.empty and bool(generated["break"].isna().all())
     return captioned(
         fig,
-        f"Silencing one block at a time ({', '.join(f'{COMPONENT_NAMES.get(c, c)}, {METHOD_NAMES.get(k, k)}' for (c, k), _ in groups)}). "
+        f"Silencing one block at a time ({', '.join(f'{COMPONENT_NAMES.get(c, c)}, {_past(k)}' for (c, k), _ in groups)}). "
         f"Top: the screen ({SCREEN_NAMES.get(screen, screen)}, teacher-forced, no generation) of every block. "
         "Bottom: for the blocks confirmed by generation, the repair rate (share of the failure set answered right) and the "
         "break rate (share of the realized control set answered wrong), with 95% Wilson intervals; hollow marks: blocks only "
@@ -297,7 +302,7 @@ def repair_heatmap(sweep: SweepResult, component: str = "mlp", method: str = "ze
     labels_px = 7 * max(len(str(q)) for q in order.question_id) if show_labels else 0
     fig.update_layout(
         template=PAPER,
-        title=dict(text=f"Repairs and breaks per question ({COMPONENT_NAMES.get(component, component)}, {METHOD_NAMES.get(method, method)})", y=0.97),
+        title=dict(text=f"Repairs and breaks per question ({COMPONENT_NAMES.get(component, component)}, {_past(method)})", y=0.97),
         xaxis=dict(
             title="question",
             tickmode="array",
@@ -315,7 +320,7 @@ def repair_heatmap(sweep: SweepResult, component: str = "mlp", method: str = "ze
     return captioned(
         fig,
         f"Per question (columns) and generated block (rows), what silencing that block's {COMPONENT_NAMES.get(component, component)} "
-        f"({METHOD_NAMES.get(method, method)}) does: repaired (a failure answered right), broken (a realized control question answered "
+        f"({_past(method)}) does: repaired (a failure answered right), broken (a realized control question answered "
         "wrong) or unchanged. Failure-set questions first, then the control set.",
     )
 
@@ -339,7 +344,7 @@ def screen_vs_repair(sweep: SweepResult, screen: str = "screen_logprob") -> go.F
             mode="markers+text",
             text=g["layer"].astype(str),
             textposition="top center",
-            name=f"{COMPONENT_NAMES.get(comp, comp)} ({METHOD_NAMES.get(method, method)})",
+            name=f"{COMPONENT_NAMES.get(comp, comp)} ({_past(method)})",
             marker=dict(size=9, color=OKABE_ITO[i % 8]),
         )
     agree = sweep.agreement.get(screen, {})

@@ -34,10 +34,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rnr_lens.answers import EXTRACTORS, NUMERIC_EXTRACTORS  # noqa: E402
+from rnr_lens.answers import extractors_for, get_extractor  # noqa: E402
 from rnr_lens.stats import Estimate  # noqa: E402
 
-NUMERIC = NUMERIC_EXTRACTORS
+NUMERIC = extractors_for("number")
 LABELS = ROOT / "assets" / "extractor-labels.jsonl"
 
 MODELS = ("smollm2-135m-instruct", "gemma3-270m")
@@ -78,7 +78,7 @@ def agreement(rows: list[dict], extractor: str) -> Estimate:
     """How often ``extractor`` reads what the person read, over ``rows`` (all labelled)."""
     from rnr_lens.stats import wilson
 
-    read = EXTRACTORS[extractor]
+    read = get_extractor(extractor)
     return wilson(sum(read(r["text"]) == r["reading"] for r in rows), len(rows))
 
 
@@ -118,12 +118,12 @@ def markdown(rows: list[dict]) -> str:
 def differences(rows: list[dict], new: str, old: str) -> str:
     """One sentence: where reader ``new`` reads the collected outputs differently from ``old``,
     and which of the two the person agreed with there."""
-    differ = [r for r in rows if EXTRACTORS[new](r["text"]) != EXTRACTORS[old](r["text"])]
+    differ = [r for r in rows if get_extractor(new)(r["text"]) != get_extractor(old)(r["text"])]
     read = [r for r in differ if r["labelled"]]
-    with_new = sum(EXTRACTORS[new](r["text"]) == r["reading"] for r in read)
-    with_old = sum(EXTRACTORS[old](r["text"]) == r["reading"] for r in read)
+    with_new = sum(get_extractor(new)(r["text"]) == r["reading"] for r in read)
+    with_old = sum(get_extractor(old)(r["text"]) == r["reading"] for r in read)
     shown = "; ".join(
-        f'"{r["text"].strip()[:60]}" (`{old}` {EXTRACTORS[old](r["text"])}, `{new}` {EXTRACTORS[new](r["text"])}, the person {r["reading"]})'
+        f'"{r["text"].strip()[:60]}" (`{old}` {get_extractor(old)(r["text"])}, `{new}` {get_extractor(new)(r["text"])}, the person {r["reading"]})'
         for r in differ
     )
     return (

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from rnr_lens import RnrLensError
-from rnr_lens.answers import EXTRACTORS, canonical_gold, canonical_number, get_extractor, is_correct, is_correct_as
+from rnr_lens.answers import READERS, canonical_gold, canonical_number, get_extractor, is_correct, is_correct_as
 
 FIXTURES = json.loads((Path(__file__).parent / "fixtures" / "smollm2_outputs.json").read_text())
-CASES = [(f["label"], f["prefix"] + f["output"], name, want) for f in FIXTURES for name, want in f["expected"].items() if name in EXTRACTORS]
+CASES = [(f["label"], f["prefix"] + f["output"], name, want) for f in FIXTURES for name, want in f["expected"].items() if name in READERS]
 
 
 @pytest.mark.parametrize("label, text, extractor, expected", CASES, ids=[f"{c[0]}-{c[2]}" for c in CASES])
@@ -218,7 +218,7 @@ def test_the_default_numeric_extractor_reads_as_the_person_did_but_for_its_rule(
     # issue 54: the default follows its documented rule, where a bare a/b is a division; where
     # the measured best reads otherwise, the text concludes with a fraction, and nowhere else
     # does the best agree with the person where the default does not
-    worse = [r["text"] for r in rows if r["labelled"] and EXTRACTORS[best](r["text"]) == r["reading"] != EXTRACTORS[default](r["text"])]
+    worse = [r["text"] for r in rows if r["labelled"] and READERS[best].read(r["text"]) == r["reading"] != READERS[default].read(r["text"])]
     assert all(re.search(r"\d\s*/\s*\d", text) for text in worse), worse
     contested = [r for r in rows if r["stratum"] == "contested"]
     assert script.agreement(contested, default).high >= script.agreement(contested, best).value, "within the best's sampling error"
@@ -258,3 +258,32 @@ def test_a_number_is_read_with_a_digit_cap_before_any_rational_is_built():
     long_fraction = "1" + "0" * 400 + "/3"
     assert canonical_number(long_fraction) is None, "beyond a float and not an integer: unreadable, not a traceback"
     assert is_correct("1" + "0" * 400, "1" + "0" * 400, "number"), "a big integer still equals itself"
+
+
+def test_a_reader_is_one_registered_entry_that_says_how_it_is_compared_and_graded(monkeypatch):
+    """Issue 74: a reader's function, whether check-format compares it, and whether its
+    numbers are graded exactly lived in three places (EXTRACTORS, NUMERIC_EXTRACTORS,
+    EXACT_READERS). Each is a field of its registered entry; a reader registered from outside
+    is read, compared and graded by its fields; a name is registered once."""
+    from rnr_lens import answers
+    from rnr_lens.answers import Reader, extractors_for, register_reader
+
+    assert extractors_for("number") == (
+        "concluding-exact",
+        "concluding-token",
+        "concluding-number",
+        "number",
+        "answer-is",
+        "first-number",
+        "last-number",
+    )
+    assert [r.name for r in READERS.values() if r.exact] == ["concluding-exact"]
+    monkeypatch.setattr(answers, "READERS", dict(READERS))
+    register_reader(Reader("last-number-exact", get_extractor("last-number"), "number", exact=True))
+    assert get_extractor("last-number-exact")("so 1 + 1 = 2, then 3") == "3"
+    assert "last-number-exact" in extractors_for("number")
+    assert not is_correct_as("last-number-exact", "2.0000000001", "2", "number") and is_correct_as("last-number", "2.0000000001", "2", "number")
+    with pytest.raises(RnrLensError, match="'boxed' is registered already"):
+        register_reader(Reader("boxed", get_extractor("boxed"), "number"))
+    with pytest.raises(RnrLensError, match="answer_type 'date' is not one of number, choice, string"):
+        register_reader(Reader("a-date", get_extractor("boxed"), "date"))

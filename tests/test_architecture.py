@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "files",
             "untrusted",
             "records",
+            "ablation_methods",
             "probe_specs",
             "display",
             "stats",

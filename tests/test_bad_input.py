@@ -36,7 +36,12 @@ CLI_CASES = [
     ("probe-negative-temperature", _audit("--probe", "sampling:t=-1"), {}, "t=-1.0 must be a finite number in (0.0, 100.0]"),
     ("probe-top-p-zero", _audit("--probe", "sampling:top_p=0"), {}, "top_p=0.0 must be a finite number in (0.0, 1.0]"),
     ("probe-unknown-component", _audit("--probe", "ablation:component=foo"), {}, "component 'foo' is not one of mlp, attn, block"),
-    ("probe-unknown-ablation-kind", _audit("--probe", "ablation:kind=smear"), {}, "kind 'smear' is not one of zero, mean, resample"),
+    (
+        "probe-unknown-ablation-kind",
+        _audit("--probe", "ablation:kind=smear"),
+        {},
+        "ablation probe: unknown ablation method 'smear'; use one of zero, mean, resample",
+    ),
     ("probe-duplicate-key", _audit("--probe", "sampling:k=4,k=8"), {}, "k is given twice"),
     ("probe-not-an-int", _audit("--probe", "sampling:k=zero"), {}, "not a valid int"),
     ("probe-huge-budget", _audit("--probe", "routes:k=100000000"), {}, "budget k must be an integer from 1 to 100000"),

@@ -258,8 +258,8 @@ def test_the_ceiling_of_real_audits_matches_the_comparison(pair):
 
 def test_the_ceiling_refuses_what_it_cannot_read(pair, tiny):
     base, trained, db = pair
-    with pytest.raises(R.RnrLensError, match="reads a sampling probe's draws"):
-        compare_ceiling(base, trained, "routes:k=2")
+    with pytest.raises(R.RnrLensError, match=r"k independent draws per question, which routes:k=2,\S* does not make"):
+        compare_ceiling(base, trained, "routes:k=2")  # read by the family's property, not its name (issue 74)
     other = R.audit(tiny, get("add-small", n=3), [PROBE], CONFIG, progress=False)
     with pytest.raises(R.RnrLensError, match="differ in their task"):
         compare_ceiling(base, other, PROBE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import rnr_lens as R
 from rnr_lens import tasks
-from rnr_lens.answers import NUMERIC_EXTRACTORS, get_extractor
+from rnr_lens.answers import extractors_for, get_extractor
 from rnr_lens.formats import check_format
 
 
@@ -13,7 +13,7 @@ def test_every_extractor_reads_the_same_answers(tiny):
     check = check_format(tiny, task)
     assert check.n == 6 and check.extractor == R.DeploymentConfig.default_for("number").extractor
     assert [r.extractor for r in check.readings][0] == check.extractor, "the configured extractor first"
-    assert {r.extractor for r in check.readings} == set(NUMERIC_EXTRACTORS)
+    assert {r.extractor for r in check.readings} == set(extractors_for("number"))
     configured = check.readings[0]
     assert configured.differs == 0
     assert check.extractable.value == configured.read / 6 and check.accuracy.value == configured.correct / 6

@@ -66,8 +66,10 @@ def test_bad_miner_arguments(tiny, planted):
     fs = failures.freeze(result, store, probe="ablation")
     with pytest.raises(R.RnrLensError, match="unknown strategy"):
         mine(tiny, fs, strategy="guess")
-    with pytest.raises(R.RnrLensError, match="unknown component"):
+    with pytest.raises(R.RnrLensError, match="unknown ablation component 'ffn'; use one of mlp, attn, block"):
         mine(tiny, fs, components=("ffn",))
+    with pytest.raises(R.RnrLensError, match="unknown ablation method 'smear'; use one of zero, mean, resample"):
+        mine(tiny, fs, methods=("smear",))
 
 
 def test_mining_refuses_another_model_than_the_audited_one(planted):

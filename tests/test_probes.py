@@ -1,5 +1,6 @@
 import dataclasses
 import random
+from typing import ClassVar
 
 import pytest
 
@@ -267,6 +268,34 @@ def test_an_ablation_probe_that_needs_reference_prompts_is_refused_before_any_mo
     said = capsys.readouterr().err.strip().splitlines()
     assert len(said) == 1 and said[0].startswith(f"error: ablation probe: kind={method} needs reference prompts")
     assert not list(tmp_path.iterdir()), "nothing written"
+
+
+def test_what_other_code_needs_of_a_family_is_a_property_of_its_class(monkeypatch):
+    """Issue 74: the ceiling refused every family but the string "sampling", and the reward
+    selector was offered to the string "search". Each asks the family's class: independent
+    draws (the ceiling) and a reward per try (the selector). A family registered from outside
+    is parsed, and has the properties it declares; a family name is registered once."""
+    from rnr_lens import probes, selectors
+    from rnr_lens.probes import PROBES, Sampling, probe_class, register_probe
+
+    assert [f for f, c in PROBES.items() if c.independent_draws] == ["sampling"]
+    assert [f for f, c in PROBES.items() if c.rewarded] == ["search"]
+    assert "reward" in selectors.names_for("search:k=4") and "reward" not in selectors.names_for("routes:k=4")
+    monkeypatch.setattr(probes, "PROBES", dict(PROBES))
+
+    @register_probe
+    @dataclasses.dataclass(repr=False)
+    class Greedy(Sampling):  # a family of one's own, in one class
+        family: ClassVar[str] = "greedy-again"
+        independent_draws: ClassVar[bool] = False
+
+    assert isinstance(parse_probe("greedy-again:k=2"), Greedy) and not probe_class("greedy-again:k=2").independent_draws
+    with pytest.raises(RnrLensError, match="'sampling' is registered already"):
+        register_probe(type("Other", (Sampling,), {"family": "sampling"}))
+    with pytest.raises(
+        RnrLensError, match="unknown probe 'nothing' in 'nothing:k=2'; choose one of sampling, routes, search, ablation, greedy-again"
+    ):
+        probe_class("nothing:k=2")
 
 
 def test_routes_from_the_search_move_set():

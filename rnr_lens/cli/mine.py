@@ -12,8 +12,8 @@ HELP = "sweep single-block ablations over a frozen failure set; name the bottlen
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from rnr_lens.ablation_methods import COMPONENTS, names
     from rnr_lens.failures import SELECTIONS
-    from rnr_lens.records import COMPONENTS, METHODS
     from rnr_lens.sweeps import NULL_BLOCKS, STRATEGIES, SWEEP_COMPONENTS, SWEEP_METHODS, TOP_M
     from rnr_lens.verdicts import BREAK_BOUND
 
@@ -26,8 +26,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed_int, default=0, help="seeds the discovery/held-out split")
     p.add_argument("--model", help="the audited model (default: the audit's model name)")
     p.add_argument("--component", action="append", choices=COMPONENTS, help=f"default: {' '.join(SWEEP_COMPONENTS)}")
-    p.add_argument("--method", action="append", choices=METHODS, help=f"ablation method (default: {' '.join(SWEEP_METHODS)})")
-    p.add_argument("--kind", dest="method", action="append", choices=METHODS, help=argparse.SUPPRESS)  # the old name, still read
+    p.add_argument(
+        "--method",
+        action="append",
+        help=f"ablation method, one of {', '.join(names(installed=False))}, or one an installed package registers (default: {' '.join(SWEEP_METHODS)})",
+    )
+    p.add_argument("--kind", dest="method", action="append", help=argparse.SUPPRESS)  # the old name, still read
     p.add_argument("--strategy", default=STRATEGIES[0], choices=STRATEGIES)
     p.add_argument("--top-m", type=positive_int, default=TOP_M)
     p.add_argument("--break-bound", type=float, default=BREAK_BOUND)
@@ -45,6 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rnr_lens import failures
+    from rnr_lens.ablation_methods import ablation_method
     from rnr_lens.errors import RnrLensError
     from rnr_lens.miner import mine, null_beside
     from rnr_lens.model_cache import KNOWN_MODELS
@@ -53,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     from rnr_lens.sweeps import SWEEP_COMPONENTS, SWEEP_METHODS
     from rnr_lens.untrusted import quoted
 
+    for method in args.method or ():  # a method that is not registered is named before the store is read
+        ablation_method(method)
     store = existing_store(args.store, f"; run 'rnr-lens audit --out {args.store}' first", mode="write")
     result = AuditResult.load(store, args.audit)
     if not args.model and result.info.model not in KNOWN_MODELS:  # issue 73: a name a store holds is data, never fetched or opened

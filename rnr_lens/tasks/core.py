@@ -7,10 +7,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rnr_lens.answers import ANSWER_TYPES as ANSWER_TYPES  # re-exported: tasks name their answer type by it
 from rnr_lens.errors import RnrLensError
 from rnr_lens.records import task_fingerprint
-
-ANSWER_TYPES = ("number", "choice", "string")
 
 
 @dataclass(frozen=True)
