@@ -5,13 +5,19 @@ place, so the HF model's forward runs through bridge blocks and fires bridge hoo
 runs routes by handing that forward a different list of blocks; this module knows where the
 list lives, which config fields must follow the route, and the compatibility shims needed for
 the pinned library versions.
+
+Where an architecture keeps its blocks is one :class:`BlockLayout`: read from TransformerLens'
+architecture adapter (one file per family there), or registered for an architecture whose
+mapping does not say what rnr_lens needs (:func:`register_layout`). Everything that routes or
+ablates a block asks :func:`block_layout`.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
@@ -20,14 +26,75 @@ from transformers import DynamicCache
 
 from rnr_lens.errors import RnrLensError
 
-# Config fields that hold one entry per decoder layer and must follow a route.
-_PER_LAYER_CONFIG_FIELDS = ("layer_types",)
+
+@dataclass(frozen=True)
+class BlockLayout:
+    """Where an architecture keeps its blocks, by Hugging Face attribute names: everything
+    rnr_lens needs to route and ablate them.
+
+    Args:
+        layers: The decoder layer list's path in the model (``model.layers``).
+        modules: Each component's module inside a layer (``{"attn": "self_attn", "mlp": "mlp"}``).
+        outputs: Each component's module whose output is what it writes to the residual stream:
+            the module itself, or the norm after it where the architecture norms a sublayer's
+            output before adding it (OLMo-2, Gemma-2, Gemma-3).
+        per_layer_config: Config fields holding one entry per layer, which follow a route
+            (``layer_types``: which layers attend over a sliding window).
+    """
+
+    layers: str
+    modules: Mapping[str, str]
+    outputs: Mapping[str, str]
+    per_layer_config: tuple[str, ...] = ("layer_types",)
+
+
+def transformer_lens_layout(bridge: Any) -> BlockLayout:
+    """The layout TransformerLens' architecture adapter declares (its ``component_mapping``:
+    ``blocks``, and in each block ``attn``, ``mlp`` and the optional output norms ``ln1_post`` /
+    ``ln2_post``): every architecture's, unless one registers its own (:func:`register_layout`)."""
+    blocks = bridge.adapter.component_mapping["blocks"]
+    subs = blocks.submodules
+    return BlockLayout(
+        layers=blocks.name,
+        modules={"attn": subs["attn"].name, "mlp": subs["mlp"].name},
+        outputs={"attn": (subs.get("ln1_post") or subs["attn"]).name, "mlp": (subs.get("ln2_post") or subs["mlp"]).name},
+    )
+
+
+LAYOUTS: dict[str, Callable[[Any], BlockLayout]] = {}
+"""Layouts registered per Hugging Face architecture (the model's class name, as a config's
+``architectures`` names it); an architecture not here has :func:`transformer_lens_layout`."""
+
+
+def register_layout(architecture: str) -> Callable[[Callable[[Any], BlockLayout]], Callable[[Any], BlockLayout]]:
+    """Register a function ``bridge -> BlockLayout`` for ``architecture`` (a decorator): where
+    TransformerLens' mapping does not say what rnr_lens needs, one entry says it. An
+    architecture is registered once.
+
+    Example:
+        >>> @register_layout("MyForCausalLM")  # doctest: +SKIP
+        ... def _mine(bridge):
+        ...     return replace(transformer_lens_layout(bridge), per_layer_config=("layer_types", "sliding_windows"))
+    """
+
+    def add(derive: Callable[[Any], BlockLayout]) -> Callable[[Any], BlockLayout]:
+        if architecture in LAYOUTS:
+            raise RnrLensError(f"a block layout for {architecture} is registered already; change that entry instead")
+        LAYOUTS[architecture] = derive
+        return derive
+
+    return add
+
+
+def block_layout(bridge: Any) -> BlockLayout:
+    """The layout of the bridge's model: its architecture's registered one, else TransformerLens'."""
+    return LAYOUTS.get(type(bridge.original_model).__name__, transformer_lens_layout)(bridge)
 
 
 def decoder_layers_owner(bridge: Any, root: nn.Module | None = None) -> tuple[nn.Module, str]:
     """Return ``(parent, attribute)`` such that ``getattr(parent, attribute)`` is the HF layer
     list of the bridge's model (or of ``root``, a model of the same class)."""
-    path = bridge.adapter.component_mapping["blocks"].name  # e.g. "model.layers"
+    path = block_layout(bridge).layers  # e.g. "model.layers"
     parent: Any = bridge.original_model if root is None else root
     *head, last = path.split(".")
     for part in head:
@@ -113,32 +180,19 @@ def _hf_names_only(items: Any, wanted: set[str]) -> dict[str, Any]:
     return clean
 
 
-def component_module_names(bridge: Any) -> dict[str, str]:
-    """HF attribute names, inside a decoder layer, of the modules behind ``attn`` and ``mlp``."""
-    subs = bridge.adapter.component_mapping["blocks"].submodules
-    return {"attn": subs["attn"].name, "mlp": subs["mlp"].name}
-
-
-def component_output_names(bridge: Any) -> dict[str, str]:
+def component_output_names(bridge: Any) -> Mapping[str, str]:
     """HF attribute names, inside a decoder layer, of the modules whose output is what ``attn``
-    and ``mlp`` write to the residual stream (``hook_attn_out`` / ``hook_mlp_out``).
-
-    That is the sublayer itself, except in architectures that norm a sublayer's output before
-    adding it (OLMo-2, Gemma-2, Gemma-3: TransformerLens' ``ln1_post`` / ``ln2_post``), where it
-    is that norm.
-    """
-    subs = bridge.adapter.component_mapping["blocks"].submodules
-    return {
-        "attn": subs["ln1_post"].name if "ln1_post" in subs else subs["attn"].name,
-        "mlp": subs["ln2_post"].name if "ln2_post" in subs else subs["mlp"].name,
-    }
+    and ``mlp`` write to the residual stream (``hook_attn_out`` / ``hook_mlp_out``): the
+    layout's ``outputs``."""
+    return block_layout(bridge).outputs
 
 
 def block_parameters(bridge: Any, layers: Sequence[int], component: str | None = None) -> dict[str, nn.Parameter]:
     """The parameters of decoder ``layers`` (or of their ``component``, ``"attn"``/``"mlp"``),
     by their Hugging Face names (``model.layers.3.mlp.up_proj.weight``)."""
-    path = bridge.adapter.component_mapping["blocks"].name
-    sub = "" if component is None else component_module_names(bridge)[component] + "."
+    layout = block_layout(bridge)
+    path = layout.layers
+    sub = "" if component is None else layout.modules[component] + "."
     prefixes = tuple(f"{path}.{layer}.{sub}" for layer in layers)
     model = bridge.original_model
     with torch.device("meta"):
@@ -179,13 +233,14 @@ def build_twin(bridge: Any) -> nn.Module:
     return twin.eval()
 
 
-def route_config_values(config: Any, layers: tuple[int, ...]) -> dict[str, Any]:
-    """Config values that make an HF decoder run ``layers`` in that order. The engine sets them
-    on the live config while a route is in force and restores them after
+def route_config_values(config: Any, layers: tuple[int, ...], fields: Sequence[str] = BlockLayout.per_layer_config) -> dict[str, Any]:
+    """Config values that make an HF decoder run ``layers`` in that order: its layer count, and
+    each of the layout's per-layer ``fields`` in route order. The engine sets them on the live
+    config while a route is in force and restores them after
     (:meth:`rnr_lens.engine.Engine.routed`): a forward of the same model in another thread
     meanwhile would see them."""
     values: dict[str, Any] = {"num_hidden_layers": len(layers), "use_cache": False}
-    for name in _PER_LAYER_CONFIG_FIELDS:
+    for name in fields:
         per_layer = getattr(config, name, None)
         if isinstance(per_layer, (list, tuple)) and per_layer:
             values[name] = [per_layer[i] for i in layers]

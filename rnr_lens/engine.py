@@ -523,7 +523,7 @@ class Engine:
         try:
             setattr(parent, attr, nn.ModuleList(modules))
             config = adapters.text_config(self.bridge, None if graph == "bridge" else self._root(graph))
-            for key, value in adapters.route_config_values(config, blocks).items():
+            for key, value in adapters.route_config_values(config, blocks, adapters.block_layout(self.bridge).per_layer_config).items():
                 saved_config.append((config, key, getattr(config, key, None)))
                 setattr(config, key, value)
             yield

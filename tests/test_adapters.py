@@ -210,3 +210,41 @@ def test_rows_with_different_routes_match_the_no_cache_reference_in_one_forward_
     assert len(calls) <= 6, "rows with different routes must share each forward"
     for prompt, route, gen in zip(ROW_PROMPTS, ROW_ROUTES, ours):
         assert gen.token_ids == greedy_without_cache(arch_model, prompt, 6, route=route, ablations=ablations), str(route)
+
+
+NORMED_OUTPUTS = ("Gemma2ForCausalLM", "Gemma3ForCausalLM", "Olmo2ForCausalLM")
+"""The architectures that norm a sublayer's output before adding it to the residual stream."""
+
+
+def test_each_architectures_layout_is_read_from_transformer_lens(arch_model):
+    """An architecture's block layout is one value (issue 74): where its layers live, each
+    component's module and the module whose output it writes, read from TransformerLens'
+    adapter; the twin ablates at the layout's outputs (the norm after the sublayer where the
+    architecture has one)."""
+    bridge = arch_model.bridge
+    layout = adapters.block_layout(bridge)
+    assert layout == adapters.transformer_lens_layout(bridge) and set(layout.modules) == set(layout.outputs) == {"attn", "mlp"}
+    owner, attribute = adapters.decoder_layers_owner(bridge)
+    assert len(getattr(owner, attribute)) == arch_model.n_layers
+    assert (layout.outputs != layout.modules) == (type(bridge.original_model).__name__ in NORMED_OUTPUTS)
+    twin_block = arch_model.engine.blocks("twin")[1]
+    assert arch_model.engine.component(1, "mlp", "twin").module is twin_block.get_submodule(layout.outputs["mlp"])
+
+
+def test_a_registered_layout_is_what_routes_and_ablations_ask(tiny, monkeypatch):
+    """A layout registered for an architecture replaces TransformerLens' for it: here one that
+    names the post-attention norm as the MLP's output (wrong for Llama, and so visible), and no
+    per-layer config field. An architecture is registered once."""
+    monkeypatch.setattr(adapters, "LAYOUTS", dict(adapters.LAYOUTS))
+    arch = type(tiny.bridge.original_model).__name__
+    default = adapters.block_layout(tiny.bridge)
+
+    @adapters.register_layout(arch)
+    def _odd(bridge):
+        return adapters.BlockLayout(default.layers, default.modules, {**default.outputs, "mlp": "post_attention_layernorm"}, per_layer_config=())
+
+    twin_block = tiny.engine.blocks("twin")[1]
+    assert tiny.engine.component(1, "mlp", "twin").module is twin_block.post_attention_layernorm
+    assert adapters.block_layout(tiny.bridge).per_layer_config == ()
+    with pytest.raises(R.RnrLensError, match=f"a block layout for {arch} is registered already"):
+        adapters.register_layout(arch)(_odd)
