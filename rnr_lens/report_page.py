@@ -13,13 +13,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from rnr_lens.claims import Claims, RoutesClaim, ScreenAgreement, judged_break
+from rnr_lens.claim_columns import bottleneck_columns, rows
+from rnr_lens.claims import Claims, RoutesClaim
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.display import estimate_text, html_table
 from rnr_lens.probe_specs import budget_label
 from rnr_lens.provenance import Provenance
 from rnr_lens.stats import Estimate
-from rnr_lens.sweeps import BlockRates
 from rnr_lens.tasks.core import Question
 from rnr_lens.verdicts import Verdict
 from rnr_lens.viz import caption, ceiling_curves
@@ -69,17 +69,6 @@ def _edits_text(c: RoutesClaim) -> str:
     return f"{c.edits_random} / " + ("-" if c.edits_search_mean is None else f"{c.edits_search_mean:.1f} (max {c.edits_search_max})")
 
 
-def _agreement_text(a: ScreenAgreement | None) -> str:
-    if a is None:
-        return "not run"
-    rho = "" if a.spearman is None else f"; screen rank correlation {a.spearman:.2f}"
-    if a.same_block:
-        return f"same block{rho}"
-    if a.regret <= 0:
-        return f"tied with MLP {a.exhaustive_block}{rho}"
-    return f"exhaustive pick MLP {a.exhaustive_block} (same rule) repairs {a.regret:.2f} more of the discovery half{rho}"
-
-
 def _retention_text(net: Any, gross: Any) -> str:
     """A selector's net retention, with its gross share of the gained questions where known."""
     return estimate_text(net) + (f" (gross {estimate_text(gross)})" if gross is not None else "")
@@ -94,6 +83,20 @@ def _above_chance_text(base: Estimate, trained: Estimate) -> str:
 def _verdict_text(v: Verdict, note: str | None = None) -> str:
     """``unresolved: … (this n resolves …)``, with the setting's format-miss note where it has one."""
     return str(v) + (f" [{note}]" if note else "")
+
+
+class _Page:
+    """The report page's medium of claim columns: an estimate as every view prints it, a
+    verdict as its whole sentence (written beneath its row)."""
+
+    def estimate(self, e: Estimate | None) -> str:
+        return estimate_text(e)
+
+    def verdict(self, v: Verdict, note: str | None) -> str:
+        return _verdict_text(v, note)
+
+
+_PAGE = _Page()
 
 
 def render_html(claims: Claims, figures: dict[str, list[tuple[str, Any]]] | None = None) -> str:
@@ -225,38 +228,9 @@ def _retention_html(claims: Claims) -> str:
     )
 
 
-def _judging_break(b: BlockRates | None) -> str:
-    """The break rate a claim's verdict reads (held-out controls; every control in a rules-1
-    file), or why there is none."""
-    if b is None:
-        return "-"
-    brk = judged_break(b)
-    return "unmeasured" if brk.is_empty else estimate_text(brk)
-
-
 def _bottleneck_html(claims: Claims) -> str:
     """Claim 2's section: the bottleneck MLP of each failure set beside its null."""
-    e = estimate_text
-    rows = []
-    for c in claims.bottleneck:
-        b, s, null = c.bottleneck, c.second, c.null
-        rows.append(
-            [
-                c.setting.model,
-                c.setting.task,
-                c.failures,
-                "-" if c.chance is None else f"{c.chance.expected:.1f} of {c.chance.questions} ({e(c.chance.estimate)} above it)",
-                b.layer if b else "-",
-                e(b.repair_heldout) if b else "-",
-                _judging_break(b),
-                e(null.random_block if null else None),
-                e(null.rerun if null else None),
-                "; ".join(f"{k} {e(v)}" for k, v in c.versus_null.items()) or "-",
-                f"{s.layer}: {e(s.repair_heldout)}" if s else "-",
-                _agreement_text(c.screen_vs_exhaustive),
-                _verdict_text(c.verdict, c.format_note),
-            ]
-        )
+    columns = bottleneck_columns(claims.bottleneck, compact=False)
     return (
         "<h2>2. One MLP block and the failure set</h2><p>"
         + html.escape(
@@ -271,25 +245,16 @@ def _bottleneck_html(claims: Claims) -> str:
             "(an arbitrary block: blocks drawn at random, silenced; the unablated model re-run in the same batches). Against "
             "needs an exhaustive sweep in which every block is ruled out (repair resolved below one half, or break above the "
             "bound, at 97.5% each); a screen alone never gives against."
+            + (
+                ""
+                if any(c.screen_vs_exhaustive for c in claims.bottleneck)
+                else " The exhaustive sweep was not run (the grid's exhaustive: true runs it), so no column compares the screen's pick with it."
+            )
         )
         + "</p>"
         + html_table(
-            rows,
-            [
-                "model",
-                "task",
-                "failures",
-                "expected by chance (of not realized)",
-                "bottleneck",
-                "held-out repair",
-                "held-out control break",
-                "null: random block",
-                "null: re-run",
-                "repair minus null (paired)",
-                "second best",
-                "screen vs exhaustive",
-                "verdict",
-            ],
+            rows(claims.bottleneck, columns, _PAGE),
+            [c.header for c in columns],
             wrap=("screen vs exhaustive",),
             below=("verdict",),
         )

@@ -67,7 +67,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("store", ["store", "evidence"]),
     ("measurement", ["selectors", "probes", "results", "audits", "formats", "attribution", "checkpoints", "training"]),
     ("analysis", ["comparison", "failures", "sweep_results", "executors", "miner", "regrade", "spot_check", "grid", "setting_claims"]),
-    ("people", ["viz_export", "viz", "report_page", "reports", "widgets", "cli"]),
+    ("people", ["viz_export", "viz", "claim_columns", "report_page", "claims_markdown", "claims_compared", "reports", "widgets", "cli"]),
 ]
 
 

@@ -7,9 +7,23 @@ from pathlib import Path
 
 import pytest
 
+from rnr_lens import claims_compared as compared
+from rnr_lens import claims_markdown as md
+from rnr_lens.claims import Claims
 from tests.readme_run import python_blocks, ran, readme_child
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pages_script():
+    """``scripts/claims_tables.py``, the plumbing that says which committed file feeds which
+    rendered block of the pages (the tables and sentences are :mod:`rnr_lens.claims_markdown`'s)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    return tables
 
 
 def readme_commands() -> list[str]:
@@ -52,47 +66,40 @@ RESULTS_PAGE = REPO / "docs" / "results.md"
 
 def test_the_results_page_grid_tables_are_the_committed_claims():
     """The results page's grid tables are printed from the committed claims.json by
-    scripts/claims_tables.py (guards against a hand-edited number, or a rerun whose claims were
+    rnr_lens.claims_markdown (guards against a hand-edited number, or a rerun whose claims were
     committed without its tables)."""
-    import importlib.util
     import json
 
-    spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
-    tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tables)
     readme = RESULTS_PAGE.read_text()
     for results in sorted((REPO / "assets" / "results").glob("*/claims.json")):
-        claims = tables.Claims.from_dict(json.loads(results.read_text()))
+        claims = Claims.from_dict(json.loads(results.read_text()))
         for model in {c.setting.model.split("+")[0] for c in claims.routes_vs_search}:
-            assert tables.routes_table(claims, model) in readme, f"{results}: claim 1 table of {model}"
-            assert tables.bottleneck_table(claims, model) in readme, f"{results}: claim 2 table of {model}"
+            assert md.routes_table(claims, model) in readme, f"{results}: claim 1 table of {model}"
+            assert md.bottleneck_table(claims, model) in readme, f"{results}: claim 2 table of {model}"
         if claims.training:
-            assert tables.training_table(claims) in readme, f"{results}: claim 3 table"
-            assert tables.across_runs_table(claims) in readme, f"{results}: claim 3 across training runs"
+            assert md.training_table(claims) in readme, f"{results}: claim 3 table"
+            assert md.across_runs_table(claims) in readme, f"{results}: claim 3 across training runs"
             if claims.across_checkpoints():  # the README itself shows claim 3 run by run
-                assert tables.across_runs_table(claims) in (REPO / "README.md").read_text(), f"{results}: README's runs table"
+                assert md.across_runs_table(claims) in (REPO / "README.md").read_text(), f"{results}: README's runs table"
         if claims.ceiling:
-            assert tables.ceiling_table(claims) in readme, f"{results}: claim 3 at large k"
+            assert md.ceiling_table(claims) in readme, f"{results}: claim 3 at large k"
         profile = results.with_name("profile.json")
         if claims.progress is not None and claims.progress.complete and profile.exists():  # a finished run says where its time went
-            assert tables.profile_table(json.loads(profile.read_text())) in readme, f"{profile}: time per stage"
+            assert md.profile_table(json.loads(profile.read_text())) in readme, f"{profile}: time per stage"
 
 
 def test_sentences_about_results_are_rendered_from_the_committed_claims():
     """Issue 54: a sentence that states a count, a direction or which tasks a statement covers
-    is printed from claims.json by scripts/claims_tables.py, not written by hand (the deep
+    is rendered from claims.json by rnr_lens.claims_markdown, not written by hand (the deep
     grid's "against wherever it is decided (5 of 9)" covered a task DAPO never trained on; the
     README's extrapolation interval was misrounded)."""
-    import importlib.util
     import json
 
-    spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
-    tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tables)
+    tables = pages_script()
     page, readme = RESULTS_PAGE.read_text(), (REPO / "README.md").read_text()
 
     def claims(grid):
-        return tables.Claims.from_dict(json.loads((REPO / "assets" / "results" / grid / "claims.json").read_text()))
+        return Claims.from_dict(json.loads((REPO / "assets" / "results" / grid / "claims.json").read_text()))
 
     rendered = tables.rendered_blocks()
     shots_page = (REPO / "docs" / "shots.md").read_text()
@@ -147,7 +154,6 @@ def test_the_results_change_table_is_printed_from_the_two_runs():
     """The default grid's table of the verdicts version 2 changed is scripts/claims_tables.py
     --changes-from the version-1 file in git history, against version 2's (guards against a
     hand-edited row)."""
-    import importlib.util
     import json
     import subprocess
 
@@ -156,42 +162,14 @@ def test_the_results_change_table_is_printed_from_the_two_runs():
     shown = subprocess.run(["git", "show", "c6d78ee:assets/results/grid-default/claims.json"], cwd=REPO, capture_output=True, text=True)
     if shown.returncode != 0:
         pytest.skip("the version-1 claims.json is in git history only (a shallow or exported copy lacks it)")
-    spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
-    tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tables)
-    old = tables.Claims.from_dict(json.loads(shown.stdout))
+    tables = pages_script()
+    old = Claims.from_dict(json.loads(shown.stdout))
     version_2 = subprocess.run(
         ["git", "show", f"{tables.RULES_2_LAST}:assets/results/grid-default/claims.json"], cwd=REPO, capture_output=True, text=True
     )
-    new = tables.Claims.from_dict(json.loads(version_2.stdout))  # version 2's own claims, before version 3 re-derived them
-    table = tables.changes_table(old, new)
+    new = Claims.from_dict(json.loads(version_2.stdout))  # version 2's own claims, before version 3 re-derived them
+    table = compared.changes_table(old, new)
     assert table.count("\n") > 2 and table in RESULTS_PAGE.read_text()
-
-
-def test_the_change_table_compares_claim_2s_estimates_not_only_its_sizes():
-    """ "The numbers it reads" once compared only claim 2's failure-set sizes, so a verdict whose
-    bottleneck's held-out repair had moved read "same" (found by an independent read)."""
-    import dataclasses
-    import importlib.util
-    import json
-
-    spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
-    tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tables)
-    claims = tables.Claims.from_dict(json.loads((REPO / "assets" / "results" / "grid-deep" / "claims.json").read_text()))
-    c = next(c for c in claims.bottleneck if c.bottleneck is not None and not c.bottleneck.repair_heldout.is_empty)
-    flipped = dataclasses.replace(c.verdict, status="unresolved" if c.verdict.status != "unresolved" else "against")
-    held = c.bottleneck.repair_heldout
-    moved = dataclasses.replace(c.bottleneck, repair_heldout=dataclasses.replace(held, value=held.value + 0.1))
-
-    def changed(claim):
-        other = dataclasses.replace(claims, bottleneck=tuple(claim if x is c else x for x in claims.bottleneck))
-        rows = [r for r in tables.changes_table(claims, other).splitlines() if r.startswith("| 2 ")]
-        assert len(rows) == 1, rows
-        return rows[0].rstrip(" |").rsplit("| ", 1)[1]
-
-    assert changed(dataclasses.replace(c, verdict=flipped)) == "same"
-    assert changed(dataclasses.replace(c, verdict=flipped, bottleneck=moved)) == "changed"
 
 
 DOC_STAND_INS = {
@@ -287,44 +265,12 @@ def test_every_python_block_of_the_docs_runs(page, readme_ran, tmp_path, monkeyp
         assert space["trace"].steps_of(10) == (10, 11)
 
 
-def test_the_side_by_side_reading_counts_what_its_table_shows():
-    """Issue 56's reading is rendered from the same cells as its table: a model beside itself
-    agrees on every decided row and differs on none; a model with no grid yet is "not run"."""
-    import importlib.util
-    import json
-
-    spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
-    tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tables)
-    results = REPO / "assets" / "results"
-    deep, seeds = (tables.Claims.from_dict(json.loads((results / g / "claims.json").read_text())) for g in ("grid-deep", "grid-seeds"))
-    table = tables.side_by_side({"A": (deep, seeds), "B": (deep, seeds)})
-    rows = [r.strip("| ").split(" | ") for r in table.splitlines()[2:]]
-    settings: dict[tuple[str, str], list[str]] = {}  # issue 72: a claim on a task counts once, however many rows it has
-    for claim, task, cell, _ in rows:
-        settings.setdefault((claim.split(",", 1)[0], task), []).append(cell)
-    decided = sum(any("**support**" in c or "**against**" in c for c in cells) for cells in settings.values())
-    mute = sum(all("**uninformative**" in c for c in cells) for cells in settings.values())
-    reading = tables.side_by_side_reading({"A": (deep, seeds), "B": (deep, seeds)})
-    assert len(settings) < len(rows), "claim 1's two rows and claim 3's three rows of a task are one setting each"
-    assert reading.startswith(
-        f"Side by side, of {len(settings)} settings (a claim on a task) run on both models, {decided} are decided the same way on both"
-    )
-    assert "; 0 opposite ways; 0 on one model only;" in reading and "not run yet" not in reading
-    assert f"; {mute} {'is' if mute == 1 else 'are'} uninformative on both (the precondition absent)" in reading
-    alone = tables.side_by_side({"A": (deep, seeds), "B": (None, None)})
-    assert all(r.endswith("| not run |") for r in alone.splitlines()[2:])
-
-
 def test_a_pipe_in_a_rendered_cell_never_splits_it():
     """A reuse check's reason is free text from the check; a ``|`` in it once would have split
     its table cell and shifted every cell after it."""
-    import importlib.util
     import re
 
-    spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
-    tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tables)
+    tables = pages_script()
     why = {r: {"on": False, "why": "rows differ | at batch 3"} for r in tables.REUSES}
     run = {"cpu": {"model": "Xeon", "flags": "avx2"}, "threads": 2, "date": "2026-12-06", "models": {"tiny": why}}
     head, _, row = tables.reuse_verdicts([run]).splitlines()
@@ -365,22 +311,19 @@ def test_no_table_prints_a_reach_without_its_chance_level():
     """Issue 72 (rules 3): every reach, failure set and ceiling stands beside its chance level.
     Every table the results pages and the report page print from the committed claims is read,
     and any column or row that names a reach must hold the chance level too."""
-    import importlib.util
     import json
 
     from rnr_lens.report_page import render_html
 
-    spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
-    tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tables)
+    tables = pages_script()
     checked = []
     for path in sorted((REPO / "assets" / "results").glob("grid-*/claims.json")):
-        claims = tables.Claims.from_dict(json.loads(path.read_text()))
-        printed = [tables.routes_table(claims, m) for m in {c.setting.model for c in claims.routes_vs_search}]
+        claims = Claims.from_dict(json.loads(path.read_text()))
+        printed = [md.routes_table(claims, m) for m in {c.setting.model for c in claims.routes_vs_search}]
         if claims.training:
-            printed.append(tables.training_table(claims))
+            printed.append(md.training_table(claims))
         if claims.ceiling:
-            printed.append(tables.ceiling_table(claims).split("\n\n")[0])
+            printed.append(md.ceiling_table(claims).split("\n\n")[0])
         page = render_html(claims)
         printed += re.findall(r"<table.*?</table>", page, flags=re.S)
         for table in printed:
