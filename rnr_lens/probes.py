@@ -47,7 +47,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from rnr_lens.ablation_methods import COMPONENTS, ablation_method
+from rnr_lens.ablation_methods import ablation_method, check_component
 from rnr_lens.deploy import DeploymentConfig
 from rnr_lens.errors import RnrLensError
 from rnr_lens.probe_specs import ProbeSpec, family_of
@@ -615,10 +615,9 @@ class AblationProbe(Probe):
     family: ClassVar[str] = "ablation"
 
     def __post_init__(self) -> None:
-        if self.component not in COMPONENTS:
-            raise RnrLensError(f"ablation probe: component {self.component!r} is not one of {', '.join(COMPONENTS)}")
         key = setting_key(AblationProbe, "method")
         try:
+            check_component(self.component)
             method = ablation_method(self.method)
         except RnrLensError as unknown:
             raise RnrLensError(f"ablation probe: {unknown}") from None
