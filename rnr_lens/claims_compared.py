@@ -17,6 +17,7 @@ from rnr_lens.claims import Claims
 from rnr_lens.claims_markdown import chance_note, counted, estimate, listed, measured, status, table, task_name
 from rnr_lens.probe_specs import budget_label
 from rnr_lens.stats import Estimate
+from rnr_lens.verdicts import Verdict, counts
 
 
 def _cells(deep: Claims | None, trained: Claims | None) -> dict[tuple[str, str], tuple[str, str]]:
@@ -365,3 +366,36 @@ def _estimates(d: Any) -> Any:
     elif isinstance(d, list):
         for v in d:
             yield from _estimates(v)
+
+
+def _tally(verdicts: Sequence[Verdict]) -> str:
+    """One claim's verdicts over a grid in a cell: each status's count of the whole, the
+    undecided ones too (``support 1, uninformative 2 of 3``); ``not evaluated`` where none."""
+    if not verdicts:
+        return "not evaluated"
+    by = counts(verdicts)
+    return ", ".join(f"{status} {n}" for status, n in by.items() if n) + f" of {len(verdicts)}"
+
+
+def grids_table(grids: Mapping[str, Claims]) -> str:
+    """Every grid in one table, a row each: its models, its tasks, and per claim how many of
+    its verdicts have each status (claims 1 and 2 per setting, claim 3 per comparison of a
+    trained pair at each probe, and at the ceiling's budget per pair and task: the README's
+    summary; each grid's findings are on the results page)."""
+    rows = []
+    for name, claims in grids.items():
+        models = list(dict.fromkeys(c.setting.model for c in claims.routes_vs_search))
+        tasks = list(dict.fromkeys(task_name(c.setting) for c in claims.routes_vs_search))
+        rows.append(
+            [
+                f"`{name}`",
+                ", ".join(models),
+                f"{len(tasks)}: " + ", ".join(f"`{t}`" for t in tasks),
+                _tally([c.verdict for c in claims.routes_vs_search]),
+                _tally([c.verdict for c in claims.bottleneck]),
+                _tally([p.verdict for c in claims.training for p in c.probes]),
+                _tally([c.verdict(c.budget).verdict for c in claims.ceiling]),
+            ]
+        )
+    heads = ["grid", "models", "tasks", "claim 1 (settings)", "claim 2 (settings)", "claim 3 (comparisons)", "claim 3 at the ceiling's k"]
+    return table(heads, rows)

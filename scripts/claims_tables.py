@@ -141,7 +141,7 @@ def rendered_blocks() -> dict[str, str]:
     """Every block name the pages may hold, with its text from the committed claims: the
     k = 128 summary of each grid with a ceiling (``ceiling-summary:GRID``), the lm-eval parity table
     (``lm-eval-parity``), the search's measured speedup (``search-speedup``), the GPU check
-    (``gpu-check``), the few-shot measurement (``shots-study``), each grid's findings, every verdict's reason and the report's summary
+    (``gpu-check``), every grid's verdict counts (``grids-summary``), the few-shot measurement (``shots-study``), each grid's findings, every verdict's reason and the report's summary
     (``findings:GRID``, ``reasons:GRID``, ``summary:GRID``), what re-grading moved
     (``regrading-table``) and, where git history holds the earlier claims, which verdicts the
     re-grade moved (``regrade-verdicts``), which verdict rules version 2 changed
@@ -157,6 +157,7 @@ def rendered_blocks() -> dict[str, str]:
         return claims(grid) if grid and (results / grid / "claims.json").exists() else None
 
     columns = {model: (committed(deep), committed(trained)) for model, (deep, trained) in SIDE_BY_SIDE.items()}
+    blocks["grids-summary"] = compared.grids_table({p.parent.name: claims(p.parent.name) for p in sorted(results.glob("grid-*/claims.json"))})
     blocks["side-by-side"] = compared.side_by_side(columns)
     blocks["side-by-side-reading"] = compared.side_by_side_reading(columns)
     histories = {model: results / path for model, path in SIDE_BY_SIDE_HISTORIES.items() if model in columns}

@@ -8,6 +8,7 @@ import pytest
 
 from rnr_lens import claims_compared as compared
 from rnr_lens.claims import Claims
+from rnr_lens.verdicts import STATUSES
 
 RESULTS = Path(__file__).resolve().parents[1] / "assets" / "results"
 
@@ -79,3 +80,25 @@ def test_the_change_table_names_claim_2s_setting_not_claim_1s():
     assert [(r[1], r[2], r[3], r[4]) for r in rows] == [
         (b.setting.model, Path(b.setting.task).name, b.verdict.status, f.verdict.status) for b, f in zip(claims.bottleneck, flipped)
     ]
+
+
+def test_the_grids_table_counts_every_verdict_of_each_grid():
+    """The README's summary: per grid and claim, each status's count of all its verdicts (the
+    undecided ones too), and "not evaluated" where a grid has none of a claim."""
+    grids = {g: committed(g) for g in ("grid-deep", "grid-deep-gemma")}
+    rows = [r.strip("| ").split(" | ") for r in compared.grids_table(grids).splitlines()[2:]]
+    for (name, claims), row in zip(grids.items(), rows):
+        verdicts = (
+            [c.verdict for c in claims.routes_vs_search],
+            [c.verdict for c in claims.bottleneck],
+            [p.verdict for t in claims.training for p in t.probes],
+        )
+        assert row[0] == f"`{name}`"
+        for cell, judged in zip(row[3:6], verdicts):
+            if not judged:
+                assert cell == "not evaluated"
+                continue
+            said = dict(part.split(" ") for part in cell.rsplit(" of ", 1)[0].split(", "))
+            assert {s: int(n) for s, n in said.items()} == {s: n for s in STATUSES if (n := sum(v.status == s for v in judged))}
+            assert cell.endswith(f" of {len(judged)}")
+    assert rows[1][5] == "not evaluated", "the Gemma deep grid trains no pair"
