@@ -356,13 +356,17 @@ def rules_3_moved(before: dict[str, Claims], after: dict[str, Claims]) -> str:
 
 
 def _estimates(d: Any) -> Any:
-    """Every estimate (a JSON record with ``value``, ``low``, ``high`` and ``method``) in a claims record."""
+    """Every estimate (a JSON record with ``value``, ``low``, ``high`` and ``method``) a claims
+    record holds; a verdict's reason (the estimates its rule read, mostly ones its claim holds
+    too) is not counted, so the tally is the records' own, as before verdicts were stored as
+    decisions."""
     if isinstance(d, dict):
         if {"value", "low", "high", "method"} <= d.keys():
             yield d
             return
-        for v in d.values():
-            yield from _estimates(v)
+        for k, v in d.items():
+            if k != "reason":
+                yield from _estimates(v)
     elif isinstance(d, list):
         for v in d:
             yield from _estimates(v)

@@ -44,6 +44,7 @@ from rnr_lens.stats import Estimate, paired_difference, rate
 from rnr_lens.store import Artifact, RunStore
 from rnr_lens.sweep_results import SweepResult, load_null, save_null
 from rnr_lens.sweeps import BlockRates, ranked, within_bound
+from rnr_lens.verdict_words import Reason
 
 REPORT_SET = "report"
 """The name of the failure set a report freezes in each audit (and of the null kept beside it)."""
@@ -205,8 +206,8 @@ def claim_bottleneck(result: AuditResult, store: RunStore, grid: Grid) -> Bottle
     n_fail = len(result.reachable_not_realized(probe))
     chance = failure_set_chance(result, probe)
     if n_fail < failures.MIN_FAILURES:
-        text = f"only {n_fail} question(s) reachable but not realized under {probe}: no failure set to mine"
-        return BottleneckClaim(setting_of(result), n_fail, verdicts.Verdict(verdicts.UNINFORMATIVE, text), chance=chance)
+        reason = Reason("bottleneck:no-set", {"failures": n_fail, "probe": probe})
+        return BottleneckClaim(setting_of(result), n_fail, verdicts.Verdict(verdicts.UNINFORMATIVE, reason), chance=chance)
     fs = failures.load(result, store, REPORT_SET)
     sweep = SweepResult.load(store, SCREEN_SWEEP, audit=result.id)
     agreement, judged = None, sweep

@@ -48,6 +48,7 @@ from rnr_lens.stats import (
     score_p,
     wilson,
 )
+from rnr_lens.verdict_words import WRITTEN, Number, Reason, chance_text, power_text, render
 
 RULES = "3"
 """The version of the rules below, written beside every verdict (``rules`` in ``claims.json``):
@@ -89,11 +90,14 @@ MOST = 0.5
 
 @dataclass(frozen=True)
 class Verdict:
-    """A status, its one-sentence reason, and for an unresolved verdict what ``n`` would decide.
+    """A status, the decision behind it, and for an unresolved verdict what ``n`` would decide.
+
+    Stored as a decision: its words (:attr:`text`, :attr:`power_text`) are rendered from
+    ``reason`` when shown (:mod:`rnr_lens.verdict_words`), so ``claims.json`` holds no prose.
 
     Attributes:
         status: ``support``, ``against``, ``unresolved`` or ``uninformative``.
-        text: The reason, with the estimates it rests on.
+        reason: The rule that decided it, with the numbers and estimates it read.
         detectable: The smallest effect (distance from the null or margin) this ``n``
             resolves at the stated level with 80% power.
         n_needed: Questions (per arm's shared set) that would resolve the observed effect with
@@ -103,7 +107,7 @@ class Verdict:
     """
 
     status: str
-    text: str
+    reason: Reason
     detectable: float | None = None
     n_needed: int | None = None
     rules: str = RULES
@@ -113,16 +117,14 @@ class Verdict:
             raise ValueError(f"verdict status {self.status!r} is not one of {', '.join(STATUSES)}")
 
     @property
+    def text(self) -> str:
+        """The reason in words, with the estimates it rests on."""
+        return render(self.reason)
+
+    @property
     def power_text(self) -> str:
         """For an unresolved or uninformative verdict: what this ``n`` can decide."""
-        if self.status in (SUPPORT, AGAINST) or self.detectable is None:
-            return ""
-        need = (
-            "no n resolves the effect observed: it is zero or points the other way"
-            if self.n_needed is None
-            else f"about {self.n_needed} questions would resolve the effect observed"
-        )
-        return f"this n resolves effects of {self.detectable:.2f} or more (80% power); {need}"
+        return "" if self.status in (SUPPORT, AGAINST) else power_text(self.detectable, self.n_needed)
 
     def __str__(self) -> str:
         return f"{self.status}: {self.text}" + (f" ({self.power_text})" if self.power_text else "")
@@ -130,17 +132,19 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         return {
             "status": self.status,
-            "text": self.text,
+            "reason": self.reason.to_dict(),
             "detectable": self.detectable,
             "n_needed": self.n_needed,
-            "power": self.power_text,
             "rules": self.rules,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Verdict:
-        """Read a written verdict; one written without ``rules`` is version 1's."""
-        return cls(d["status"], d["text"], d.get("detectable"), d.get("n_needed"), str(d.get("rules", "1")))
+        """Read a written verdict; one written without ``rules`` is version 1's, and one written
+        with its sentence and no ``reason`` (before verdicts were stored as decisions) keeps
+        that sentence (:data:`~rnr_lens.verdict_words.WRITTEN`)."""
+        reason = Reason.from_dict(d["reason"]) if "reason" in d else Reason(WRITTEN, {"text": str(d["text"])})
+        return cls(d["status"], reason, d.get("detectable"), d.get("n_needed"), str(d.get("rules", "1")))
 
 
 def counts(verdicts: Iterable[Verdict]) -> dict[str, int]:
@@ -193,13 +197,6 @@ def at_margin(e: Estimate, per_question: np.ndarray, margin: float, prompts: Seq
         return e
     p = score_p(per_question, margin, (-1.0, 1.0), prompts)
     return replace(e, p=p, null=margin, exact_p=None, method=f"{e.method.split(';')[0]}; score test at {margin:+.2f}")
-
-
-def _shown(e: Estimate) -> str:
-    """An estimate as a verdict's reason prints it: its interval, and where the exact test beside
-    it disagrees with the interval's own test, both p's and the flag (an interval clear of the
-    null beside "not resolved" says why)."""
-    return e.text() + (f", {e.p_text()}" if e.tests_disagree else "")
 
 
 def _missing(parts: dict[str, bool]) -> list[str]:
@@ -296,46 +293,44 @@ def routes_vs_search(
     ac_s = above_chance(s, chance_search, prompts, level=level)
     if diff.is_empty:
         empty = Estimate.empty("tango")
-        return RoutesVerdict(diff, diff, empty, empty, empty, ac_r, ac_s, Verdict(UNINFORMATIVE, "no question has both probes' tries"))
+        return RoutesVerdict(diff, diff, empty, empty, empty, ac_r, ac_s, Verdict(UNINFORMATIVE, Reason("routes:no-overlap")))
     vs_margin = at_margin(diff, r - s, -margin, prompts)
     search_gain = paired_difference(s, d, prompts, level=level)
     random_gain = paired_difference(r, d, prompts, level=level)
     contrast = (r - d) - 0.5 * (s - d)
     kept = score_mean(contrast, (-1.0, 1.0), prompts, level=level)
 
-    def out(status: str, text: str, plan: tuple[float | None, int | None] = (None, None)) -> RoutesVerdict:
-        return RoutesVerdict(diff, vs_margin, search_gain, random_gain, kept, ac_r, ac_s, Verdict(status, text, *plan))
+    def out(
+        status: str, rule: str, plan: tuple[float | None, int | None] = (None, None), numbers: dict[str, Any] | None = None, **read: Estimate
+    ) -> RoutesVerdict:
+        reason = Reason(rule, numbers or {}, {"difference": diff, "kept": kept, **read})
+        return RoutesVerdict(diff, vs_margin, search_gain, random_gain, kept, ac_r, ac_s, Verdict(status, reason, *plan))
 
-    shown = f"random - search {_shown(diff)}, random keeps half of the search's gain: (R-D) - (S-D)/2 {_shown(kept)}"
     gate = search_gain.resolved == "above" and ac_s.resolved == "above"
     # Holm over the two ways to be against; the contrast is tested only past the gate (a gain
     # the search does not have cannot be kept or lost), the margin whatever the gate says
     behind = holm([_toward(vs_margin, "below"), _toward(kept, "below") if gate else 1.0], level)
     if any(behind):
-        why = f"random - search is resolved below -{margin:.2f}" if behind[0] else "random routes keep less than half of the search's gain"
-        return out(AGAINST, f"{why} (Holm over the two ways): {shown}")
+        return out(AGAINST, "routes:behind", numbers={"margin": margin, "by_margin": bool(behind[0])})
     if diff.resolved == "above" and random_gain.resolved == "above" and ac_r.resolved == "above":
-        return out(SUPPORT, f"random routes reach more than the search ({_shown(diff)}) and than realized ({_shown(random_gain)}), above chance")
+        return out(SUPPORT, "routes:ahead", random_gain=random_gain)
     if not gate:
-        missing = (
-            f"the search's gain over realized is not resolved above zero ({_shown(search_gain)})"
-            if search_gain.resolved != "above"
-            else f"the search's reach is not resolved above its chance level ({_shown(ac_s)} above chance)"
-        )
         failed = [(search_gain.value, s - d)] if search_gain.resolved != "above" else []
         failed += [] if ac_s.resolved == "above" else [(ac_s.value, s - np.asarray(chance_search, float))]
         plan = _plan(failed, prompts, level)
-        return out(UNINFORMATIVE, f"{missing}: with nothing to match, matching says nothing ({shown})", plan)
+        if search_gain.resolved != "above":
+            return out(UNINFORMATIVE, "routes:no-gain", plan, search_gain=search_gain)
+        return out(UNINFORMATIVE, "routes:no-gain", plan, search_above_chance=ac_s)
     if vs_margin.resolved == "above" and kept.resolved == "above" and ac_r.resolved == "above":
-        return out(SUPPORT, f"random routes reach as much as the search within {margin:.2f} and keep at least half of its gain: {shown}")
-    parts = {
-        f"random - search's lower bound above -{margin:.2f}": (vs_margin.resolved == "above", diff.value + margin, r - s),
-        "the contrast resolved above zero": (kept.resolved == "above", kept.value, contrast),
-        "random routes' reach resolved above their chance level": (ac_r.resolved == "above", ac_r.value, r - np.asarray(chance_random, float)),
+        return out(SUPPORT, "routes:matched", numbers={"margin": margin})
+    parts = {  # support's three parts, by the names verdict_words.ROUTES_PARTS words them
+        "margin": (vs_margin.resolved == "above", diff.value + margin, r - s),
+        "contrast": (kept.resolved == "above", kept.value, contrast),
+        "chance": (ac_r.resolved == "above", ac_r.value, r - np.asarray(chance_random, float)),
     }
     needs = _missing({name: ok for name, (ok, _, _) in parts.items()})
     plan = _plan([(distance, values) for ok, distance, values in parts.values() if not ok], prompts, level)
-    return out(UNRESOLVED, f"{shown}; support needs {' and '.join(needs)}", plan)
+    return out(UNRESOLVED, "routes:unresolved", plan, numbers={"margin": margin, "needs": tuple(needs)})
 
 
 @dataclass(frozen=True)
@@ -346,9 +341,10 @@ class Retention:
     Fieller's interval and the t-test it inverts against the retention margin: net of the
     realized answers the selector loses (a pick that is wrong where the default was right
     counts against it). ``gross`` is the share of the gained questions (reached, not realized)
-    whose pick is correct, Wilson. Both are None (with the reason) where the probe's reach is
-    not resolved above its chance level or its gain over realized is not resolved above zero (a
-    share of a gain that may be chance, or absent, means nothing).
+    whose pick is correct, Wilson. Both are None where the probe's reach is not resolved above
+    its chance level or its gain over realized is not resolved above zero (a share of a gain
+    that may be chance, or absent, means nothing); ``gate`` then names which
+    (:data:`~rnr_lens.verdict_words.RETENTION_GATES`), beside the ``gain`` it read.
 
     ``detectable`` and ``n_needed`` plan the retention verdict: the smallest retention distance
     from the margin this ``n`` resolves (80% power), and the questions that would resolve the
@@ -358,10 +354,11 @@ class Retention:
 
     selector: str
     estimate: Estimate | None
-    reason: str = ""
+    gate: str = ""
     detectable: float | None = None
     n_needed: int | None = None
     gross: Estimate | None = None
+    gain: Estimate | None = None
 
 
 def retention(
@@ -379,11 +376,11 @@ def retention(
     gain resolved above zero (``gain``: reach minus realized, paired per question, when the
     caller has it already)."""
     if above.resolved != "above":
-        return [Retention(s, None, "reach not resolved above chance") for s in selectors]
+        return [Retention(s, None, "chance") for s in selectors]
     real, reach = np.asarray(realized, float), np.asarray(reached, float)
     gain = gain if gain is not None else paired_difference(reach, real, prompts, level=level)
     if gain.resolved != "above":
-        return [Retention(s, None, f"no gain over realized resolved ({_shown(gain)})") for s in selectors]
+        return [Retention(s, None, "gain", gain=gain) for s in selectors]
     gained = (reach == 1) & (real == 0)
     out = []
     for s, v in selectors.items():
@@ -415,22 +412,28 @@ def retention_verdict(retentions: Sequence[Retention], *, margin: float = RETENT
     *uninformative* without a gain above chance; else *unresolved*."""
     measured = [r for r in retentions if r.estimate is not None and not r.estimate.is_empty]
     if not measured:
-        reason = next((r.reason for r in retentions if r.reason), "no selections stored, or a gain of exactly zero")
-        return Verdict(UNINFORMATIVE, f"no retention to judge: {reason}")
+        gated = next((r for r in retentions if r.gate), None)
+        return Verdict(
+            UNINFORMATIVE,
+            Reason("retention:none", {"gate": gated.gate if gated else "none"}, {"gain": gated.gain} if gated and gated.gain else {}),
+        )
 
-    def shown(r: Retention) -> str:
-        gross = f"; gross {r.gross.text()} of the gained questions" if r.gross is not None and not r.gross.is_empty else ""
-        return f"{r.selector} keeps {r.estimate.text() if r.estimate else '-'} of the gain (net of lost realized answers{gross})"
+    def read(r: Retention) -> Reason:
+        """What a selector's retention verdict names: the selector, its net and gross shares."""
+        shares = {"kept": r.estimate} if r.estimate else {}
+        if r.gross is not None and not r.gross.is_empty:
+            shares["gross"] = r.gross
+        return Reason("", {"selector": r.selector, "margin": margin}, shares)
 
     above = holm([_toward(r.estimate, "above") if r.estimate else 1.0 for r in measured], level)
     above = [x and r.estimate is not None and r.estimate.low > margin for x, r in zip(above, measured)]  # the interval agrees
     if any(above):
-        r = measured[above.index(True)]
-        return Verdict(AGAINST, f"{shown(r)}: resolved above {margin:.2f} (Holm over {len(measured)} selectors)")
+        kept = read(measured[above.index(True)])
+        return Verdict(AGAINST, replace(kept, rule="retention:kept", numbers={**kept.numbers, "selectors": len(measured)}))
     if all(r.estimate is not None and r.estimate.resolved == "below" for r in measured):
-        return Verdict(SUPPORT, f"every answer-blind selector keeps under {margin:.2f} of the gain, each resolved (net of lost realized answers)")
+        return Verdict(SUPPORT, Reason("retention:little", {"margin": margin}))
     worst = max(measured, key=lambda r: r.estimate.high if r.estimate else 0.0)
-    return Verdict(UNRESOLVED, f"{shown(worst)}: not resolved below {margin:.2f}", worst.detectable, worst.n_needed)
+    return Verdict(UNRESOLVED, replace(read(worst), rule="retention:unresolved"), worst.detectable, worst.n_needed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -495,10 +498,7 @@ class FailureSetChance:
 
     def text(self) -> str:
         """``29 of 724 not-realized questions reached, 24.2 expected by chance (...)``."""
-        return (
-            f"{self.failures} of {self.questions} not-realized questions reached, {self.expected:.1f} expected by chance "
-            f"({self.estimate.text()} above chance, {self.estimate.p_text()})"
-        )
+        return chance_text(self.questions, self.failures, self.expected, self.estimate)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -621,7 +621,7 @@ def _exhaustive_against(sweep: Sequence[BlockCounts], bound: float, level: float
 
 @dataclass(frozen=True)
 class _BottleneckDecision:
-    """Claim 2's decision on one setting, before its wording (:func:`_bottleneck_text`).
+    """Claim 2's decision on one setting, before its reason (:func:`_bottleneck_reason`).
 
     ``trials``: the tied blocks confirmed on held-out failures, each with its held-out repair
     at the tie's Holm level; ``kept``: the one the verdict speaks for (None: no block confirmed);
@@ -652,55 +652,47 @@ def _decide_bottleneck(
     t, held = kept
     broken = rate(np.asarray(t.heldout_broken, float), null=break_bound, level=level) if len(t.heldout_broken) else None
     versus = {name: _versus(t.heldout_repaired, arm, tied_level) for name, arm in nulls.items() if len(arm)}
-    parts = {
-        "held-out repair resolved above one half": held.resolved == "above",
-        f"a held-out break rate resolved below {break_bound:.2f}": broken is not None and broken.resolved == "below",
-        "held-out repair resolved above each null": bool(versus) and all(v.resolved == "above" for v in versus.values()),
+    parts = {  # support's three parts, by the names verdict_words.BOTTLENECK_PARTS words them
+        "repair": held.resolved == "above",
+        "break": broken is not None and broken.resolved == "below",
+        "null": bool(versus) and all(v.resolved == "above" for v in versus.values()),
     }
     status = SUPPORT if all(parts.values()) else AGAINST if ruled_out is not None else UNRESOLVED
     return _BottleneckDecision(status, trials, kept, broken, versus, parts, ruled_out)
 
 
-def _bottleneck_text(d: _BottleneckDecision, *, swept: int, generated: tuple[int, int] | None, break_bound: float, level: float) -> str:
-    """The wording of a :class:`_BottleneckDecision` (``swept``: the blocks of the exhaustive
-    sweep, 0 without one): what was found, and for unresolved, what is missing and what n
-    would decide it."""
+def _bottleneck_reason(d: _BottleneckDecision, *, swept: int, generated: tuple[int, int] | None, break_bound: float, level: float) -> Reason:
+    """What a :class:`_BottleneckDecision` read, as its reason (``swept``: the blocks of the
+    exhaustive sweep, 0 without one): what was found, and for unresolved, which parts are
+    missing and what n each would take (worded by :mod:`rnr_lens.verdict_words`)."""
     if d.ruled_out is not None and d.status == AGAINST:
-        half = 1 - (1 - level) / 2
-        return (
-            f"every one of {swept} blocks is ruled out on the whole failure set and every control ({half:.1%} bounds): "
-            f"{d.ruled_out[0]} repair resolved below one half, {d.ruled_out[1]} more break resolved above {break_bound:.2f}"
-        )
+        ruled: dict[str, Number] = {"swept": swept, "by_repair": d.ruled_out[0], "by_break": d.ruled_out[1], "break_bound": break_bound}
+        return Reason("bottleneck:ruled-out", {**ruled, "half_level": 1 - (1 - level) / 2})
     if d.kept is None:
         if d.status == UNINFORMATIVE:
-            return "no held-out failures to confirm a block on"
-        made = f" ({generated[0]} of {generated[1]} blocks generated)" if generated else ""
-        screen_only = "" if swept else "; a screen alone never gives against (sweep every block with exhaustive)"
-        return f"no generated block repairs a discovery failure within the break bound {break_bound:.2f}{made}{screen_only}"
+            return Reason("bottleneck:no-heldout")
+        return Reason("bottleneck:none-selected", {"generated": generated, "swept": swept, "break_bound": break_bound})
     t, held = d.kept
     broken = d.broken
-    named = f"MLP {t.layer} repairs {_shown(held)} of {held.n} held-out failures"
-    if len(d.trials) > 1:
-        others = ", ".join(str(x.layer) for x, _ in d.trials if x.layer != t.layer)
-        named += f" (tied on discovery repair with MLP {others}; kept by held-out repair, Holm over {len(d.trials)})"
+    read = {"heldout": held, **({"break": broken} if broken is not None else {})}
+    named: dict[str, Number] = {"layer": t.layer, "tied_with": tuple(x.layer for x, _ in d.trials if x.layer != t.layer) if len(d.trials) > 1 else ()}
     if d.status == SUPPORT:
-        nulls_text = ", ".join(f"{k} {_shown(v)}" for k, v in d.versus.items())
-        return (
-            f"silencing {named}, resolved above one half; breaks {broken.text() if broken else '-'} of {broken.n if broken else 0} "
-            f"held-out controls; above the null ({nulls_text})"
-        )
-    notes = []
+        versus = {f"versus:{k}": v for k, v in d.versus.items()}
+        return Reason("bottleneck:support", {**named, "nulls": tuple(d.versus)}, {**read, **versus})
     need = heldout_needed(len(d.trials), level=level)
-    if held.resolved != "above" and need is not None and held.n < need:
-        notes.append(f"no repair rate resolves above one half with fewer than {need} held-out failures")
-    if broken is None or broken.resolved != "below":
-        notes.append(
-            f"the break bound needs at least {controls_needed(0, bound=break_bound, level=level)} held-out controls with 0 breaks "
-            f"({controls_needed(1, bound=break_bound, level=level)} with 1); this set has {broken.n if broken is not None else 0}"
-        )
-    breaks = f"; breaks {_shown(broken)} of {broken.n} held-out controls" if broken is not None else "; break rate unmeasured (no held-out control)"
-    text = f"{named}{breaks}; support needs {' and '.join(_missing(d.parts))}" + (f" ({'; '.join(notes)})" if notes else "")
-    return text if swept else text + "; a screen alone never gives against"
+    short = held.resolved != "above" and need is not None and held.n < need
+    controls = (
+        None
+        if broken is not None and broken.resolved == "below"
+        else (controls_needed(0, bound=break_bound, level=level), controls_needed(1, bound=break_bound, level=level))
+    )
+    numbers: dict[str, Number] = {
+        "needs": tuple(_missing(d.parts)),
+        "heldout_needed": need if short else None,
+        "controls_needed": controls,
+        "swept": swept,
+    }
+    return Reason("bottleneck:unresolved", {**named, **numbers, "break_bound": break_bound}, read)
 
 
 def bottleneck_verdict(
@@ -734,17 +726,17 @@ def bottleneck_verdict(
       where the held-out repair lies above one half: none decides one that points below).
 
     ``generated`` is (blocks generated, blocks in the model), for the text where no block was
-    selected. The decision (:func:`_decide_bottleneck`) is made before it is worded
-    (:func:`_bottleneck_text`).
+    selected. The decision (:func:`_decide_bottleneck`) is made before its reason is read off
+    (:func:`_bottleneck_reason`).
     """
     d = _decide_bottleneck(tie, nulls or {}, sweep, break_bound, level)
-    text = _bottleneck_text(d, swept=len(sweep), generated=generated, break_bound=break_bound, level=level)
+    found = _bottleneck_reason(d, swept=len(sweep), generated=generated, break_bound=break_bound, level=level)
     tied = tuple(t.layer for t in tie)
     if chance is not None and not chance.above:  # the precondition, checked first: a set at chance says nothing
+        numbers = {"chance_questions": chance.questions, "chance_failures": chance.failures, "chance_expected": chance.expected}
         verdict = Verdict(
             UNINFORMATIVE,
-            f"the failure set is not resolved above its chance expectation: {chance.text()}; a set that guessing alone gives "
-            f"cannot speak to claim 2 (what the sweep found: {text})",
+            Reason("bottleneck:at-chance", {**found.numbers, **numbers, "found": found.rule}, {**found.estimates, "chance": chance.estimate}),
         )
     else:
         held = d.kept[1] if d.kept is not None else None
@@ -755,7 +747,7 @@ def bottleneck_verdict(
             if unresolved and held is not None
             else (None, None)
         )
-        verdict = Verdict(d.status, text, *plan)
+        verdict = Verdict(d.status, found, *plan)
     if d.kept is None:
         return BottleneckVerdict(None, None, None, {}, tied, verdict)
     return BottleneckVerdict(d.kept[0].layer, d.kept[1], d.broken, d.versus, tied, verdict)
@@ -837,7 +829,7 @@ def training_verdict(
     dr = paired_difference(rb, ra, prompts, level=level)
     dk = paired_difference(kb, ka, prompts, level=level)
     if dr.is_empty:
-        return TrainingVerdict(dr, dk, dk, Estimate.empty("score"), Verdict(UNINFORMATIVE, "no question complete in both audits"))
+        return TrainingVerdict(dr, dk, dk, Estimate.empty("score"), Verdict(UNINFORMATIVE, Reason("training:no-overlap")))
     ddr, ddk = rb - ra, kb - ka
     dk_margin = at_margin(dk, ddk, margin, prompts)
     gain = ceiling_contrast(ddr, ddk, prompts, level=level)
@@ -845,34 +837,28 @@ def training_verdict(
     ac_a = above_chance(ka, chance_a, prompts, level=level) if chance_a is not None else empty
     ac_b = above_chance(kb, chance_b, prompts, level=level) if chance_b is not None else empty
 
-    def out(status: str, text: str, plan: tuple[float | None, int | None] = (None, None)) -> TrainingVerdict:
-        return TrainingVerdict(dr, dk, dk_margin, gain, Verdict(status, text, *plan), ac_a, ac_b)
+    def out(
+        status: str, rule: str, plan: tuple[float | None, int | None] = (None, None), numbers: dict[str, Any] | None = None, **read: Estimate
+    ) -> TrainingVerdict:
+        reason = Reason(rule, {"margin": margin, **(numbers or {})}, {"delta_realized": dr, "delta_reachable": dk, **read})
+        return TrainingVerdict(dr, dk, dk_margin, gain, Verdict(status, reason, *plan), ac_a, ac_b)
 
     if chance_a is not None and chance_b is not None and ac_a.resolved != "above" and ac_b.resolved != "above":
-        return out(
-            UNINFORMATIVE,
-            f"neither model's reach is resolved above its chance level (base {ac_a.text()}, {ac_a.p_text()}; trained {ac_b.text()}, "
-            f"{ac_b.p_text()} above chance): a ceiling that guessing alone gives says nothing of what training kept or lost "
-            f"(delta realized {_shown(dr)}; delta reachable {_shown(dk)})",
-        )
+        return out(UNINFORMATIVE, "training:at-chance", base_above_chance=ac_a, trained_above_chance=ac_b)
 
     if dr.resolved != "above":
         flat = at_margin(dr, ddr, margin, prompts).resolved == "below" and at_margin(dr, ddr, -margin, prompts).resolved == "above"
         if dr.resolved == "below" or flat:
-            how = "fell" if dr.resolved == "below" else f"stayed flat (within ±{margin:.2f}, resolved)"
-            return out(UNINFORMATIVE, f"realized accuracy {how} (delta realized {_shown(dr)}): there is no gain to attribute")
-        text = f"a rise in realized accuracy is not resolved (delta realized {_shown(dr)}; delta reachable {_shown(dk)})"
-        return out(UNRESOLVED, text, _plan([(dr.value, ddr)], prompts, level))
-    shown = f"realized rose ({_shown(dr)}); delta reachable {_shown(dk)}, delta realized / 2 - delta reachable {_shown(gain)}"
+            return out(UNINFORMATIVE, "training:no-rise", numbers={"fell": dr.resolved == "below"})
+        return out(UNRESOLVED, "training:rise-unresolved", _plan([(dr.value, ddr)], prompts, level))
     if dk_margin.resolved == "above":
-        return out(AGAINST, f"{shown}: the ceiling rose by more than {margin:.2f} (training expanded reach)")
+        return out(AGAINST, "training:expanded", contrast=gain)
     if dk_margin.resolved == "below" and gain.resolved == "above":
-        how = "fell" if dk.resolved == "below" else f"rose by less than {margin:.2f} and by less than half the realized rise"
-        return out(SUPPORT, f"{shown}: the ceiling {how}")
-    parts = {
-        f"delta reachable's upper bound below +{margin:.2f}": (dk_margin.resolved == "below", margin - dk.value, ddk),
-        "delta realized / 2 - delta reachable resolved above zero": (gain.resolved == "above", gain.value, 0.5 * ddr - ddk),
+        return out(SUPPORT, "training:kept", numbers={"fell": dk.resolved == "below"}, contrast=gain)
+    parts = {  # support's two parts, by the names verdict_words.TRAINING_PARTS words them
+        "margin": (dk_margin.resolved == "below", margin - dk.value, ddk),
+        "contrast": (gain.resolved == "above", gain.value, 0.5 * ddr - ddk),
     }
     needs = _missing({name: ok for name, (ok, _, _) in parts.items()})
     plan = _plan([(distance, values) for ok, distance, values in parts.values() if not ok], prompts, level)
-    return out(UNRESOLVED, f"{shown}; support needs {' and '.join(needs)}", plan)
+    return out(UNRESOLVED, "training:unresolved", plan, numbers={"needs": tuple(needs)}, contrast=gain)

@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "probe_specs",
             "display",
             "stats",
+            "verdict_words",
             "verdicts",
             "sweeps",
             "claims",

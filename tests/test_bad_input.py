@@ -35,7 +35,12 @@ CLI_CASES = [
     ("probe-nan-temperature", _audit("--probe", "sampling:t=nan"), {}, "t=nan must be a finite number"),
     ("probe-negative-temperature", _audit("--probe", "sampling:t=-1"), {}, "t=-1.0 must be a finite number in (0.0, 100.0]"),
     ("probe-top-p-zero", _audit("--probe", "sampling:top_p=0"), {}, "top_p=0.0 must be a finite number in (0.0, 1.0]"),
-    ("probe-unknown-component", _audit("--probe", "ablation:component=foo"), {}, "ablation probe: unknown ablation component 'foo'; use one of mlp, attn, block"),
+    (
+        "probe-unknown-component",
+        _audit("--probe", "ablation:component=foo"),
+        {},
+        "ablation probe: unknown ablation component 'foo'; use one of mlp, attn, block",
+    ),
     (
         "probe-unknown-ablation-kind",
         _audit("--probe", "ablation:kind=smear"),

@@ -16,6 +16,7 @@ from rnr_lens.setting_claims import claim_routes
 from rnr_lens.stats import rate
 from rnr_lens.sweeps import BlockRates
 from rnr_lens.tasks import get
+from rnr_lens.verdict_words import Reason
 from rnr_lens.verdicts import Verdict
 
 
@@ -40,13 +41,13 @@ def test_a_routes_claim_reads_back_to_itself(routes_claim):
 
 def test_a_setting_without_a_failure_set_writes_only_its_count_and_verdict(routes_claim):
     setting = routes_claim.setting
-    bare = BottleneckClaim(setting, 1, Verdict("uninformative", "only 1 question(s) reachable but not realized"))
+    bare = BottleneckClaim(setting, 1, Verdict("uninformative", Reason("bottleneck:no-set", {"failures": 1, "probe": "sampling:k=8"})))
     assert set(bare.to_dict()) == {"model", "task", "audit", "config_hash", "failures", "verdict"}
     assert BottleneckClaim.from_dict(_through_json(bare.to_dict())) == bare
     mined = BottleneckClaim(
         setting,
         6,
-        Verdict("unresolved", "held-out repair not resolved above one half"),
+        Verdict("unresolved", Reason("bottleneck:no-heldout")),
         FailureSetSize(3, 3, 4, 1, "concluding-number", "1 of 6 failures state the gold"),
         break_bound=0.2,
         bottleneck=BlockRates(2, repair_discovery=rate([1.0, 1.0, 1.0]), repair_heldout=rate([1.0, 1.0, 0.0], null=0.5)),
@@ -67,7 +68,7 @@ def test_a_rules_1_claims_break_is_every_controls(routes_claim):
     mined = BottleneckClaim(
         routes_claim.setting,
         6,
-        Verdict("unresolved", "held-out repair not resolved above one half"),
+        Verdict("unresolved", Reason("bottleneck:no-heldout")),
         FailureSetSize(3, 3, 4, 0, "concluding-number"),
         break_bound=0.2,
         bottleneck=BlockRates(
@@ -98,7 +99,10 @@ def test_claim_3_across_training_runs_sits_side_by_side_per_base_task_and_probe(
 
     def pair(base, trained, task, statuses):
         e = Estimate(0.1, 0.0, 0.2, 40)
-        probes = tuple(TrainingProbe(p, 40, 0, e, e, e, e, 0.05, Verdict(s, ""), {}) for p, s in zip(("sampling:k=8", "search:k=8"), statuses))
+        probes = tuple(
+            TrainingProbe(p, 40, 0, e, e, e, e, 0.05, Verdict(s, Reason("training:no-overlap")), {})
+            for p, s in zip(("sampling:k=8", "search:k=8"), statuses)
+        )
         return TrainingClaim(task, ("a", "b"), base, trained, probes)
 
     training = (

@@ -344,7 +344,8 @@ def test_sharded_report_equals_the_unsharded_one_and_checks_the_screen(first_rep
             tied = valid[valid["repair_discovery"] == best["repair_discovery"]]["layer"].tolist()
             assert full["bottleneck"]["block"] in tied and sorted(full["tie"]) == sorted(tied), "the exhaustive sweep's tie decides"
         else:  # no block within the bound: every block was generated, and the verdict says so (or rules every one out)
-            assert full["verdict"]["status"] == "against" or f"({len(table)} of {len(table)} blocks generated)" in full["verdict"]["text"]
+            said = R.verdicts.Verdict.from_dict(full["verdict"]).text
+            assert full["verdict"]["status"] == "against" or f"({len(table)} of {len(table)} blocks generated)" in said
         picked = table[table["layer"] == agreement["screen_block"]].iloc[0]
         kept = picked["repair_discovery"] if picked.name in valid.index or not len(valid) else 0.0
         assert agreement["exhaustive_block"] == best["layer"] and agreement["same_block"] == (best["layer"] == picked["layer"])

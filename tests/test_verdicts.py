@@ -18,6 +18,7 @@ from statsmodels.stats.multitest import multipletests
 
 from rnr_lens import verdicts as V
 from rnr_lens.stats import LEVEL
+from rnr_lens.verdict_words import Reason
 
 
 def ones(k: int, n: int) -> np.ndarray:
@@ -340,13 +341,13 @@ def test_claim_three_a_ceiling_that_keeps_up_is_not_support():
 
 
 def test_verdicts_round_trip_count_and_carry_their_rules():
-    v = V.Verdict(V.UNRESOLVED, "x", 0.21, 150)
+    v = V.Verdict(V.UNRESOLVED, Reason("routes:no-overlap"), 0.21, 150)
     assert V.Verdict.from_dict(v.to_dict()) == v and v.to_dict()["rules"] == V.RULES
     old = {"status": "support", "text": "y"}
     assert V.Verdict.from_dict(old).rules == "1", "a verdict written before rules were named is version 1's"
-    assert V.counts([v, v, V.Verdict(V.SUPPORT, "y")]) == {"support": 1, "against": 0, "unresolved": 2, "uninformative": 0}
+    assert V.counts([v, v, V.Verdict(V.SUPPORT, Reason("routes:no-overlap"))]) == {"support": 1, "against": 0, "unresolved": 2, "uninformative": 0}
     with pytest.raises(ValueError, match="not one of"):
-        V.Verdict("maybe", "z")
+        V.Verdict("maybe", Reason("routes:no-overlap"))
 
 
 # ---------------------------------------------------------------------------------------------
