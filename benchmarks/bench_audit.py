@@ -50,13 +50,13 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import rnr_lens as R
-from rnr_lens import tasks
-from rnr_lens.audits import audit
-from rnr_lens.deploy import DeploymentConfig
-from rnr_lens.model_cache import ensure_cached
-from rnr_lens.phases import synchronize
-from rnr_lens.probes import Default, Probe, ProbeContext, RandomRoutes, RouteSearch
-from rnr_lens.tiny import LLAMA_SHAPES
+from rnr_lens.core.phases import synchronize
+from rnr_lens.measure.audits import audit
+from rnr_lens.measure.probes import Default, Probe, ProbeContext, RandomRoutes, RouteSearch
+from rnr_lens.model.model_cache import ensure_cached
+from rnr_lens.model.tiny import LLAMA_SHAPES
+from rnr_lens.questions import tasks
+from rnr_lens.questions.deploy import DeploymentConfig
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_engine import load_pair, matmul_flops
@@ -64,9 +64,9 @@ from bench_engine import load_pair, matmul_flops
 MEMORY_SCRIPT = """
 import resource, sys, tempfile, os
 import rnr_lens as R
-from rnr_lens import tasks
-from rnr_lens.audits import audit
-from rnr_lens.deploy import DeploymentConfig
+from rnr_lens.questions import tasks
+from rnr_lens.measure.audits import audit
+from rnr_lens.questions.deploy import DeploymentConfig
 model = R.tiny_model(n_layers=4)
 task = tasks.get("add-two-digit", n=int(sys.argv[1]))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

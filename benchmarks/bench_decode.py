@@ -4,9 +4,9 @@ one random route per row, beside a read of every weight once.
 On SmolLM2-135M-Instruct (CPU), for each batch size: prompts of ``add-two-digit`` decoded for
 ``--new-tokens`` steps with end-of-sequence ignored (so every row runs every step), once under
 the identity and once with each row on its own random route (``routes:k=8``'s draw), each
-measured with the phase profile (:mod:`rnr_lens.phases`: decoding forwards only, prefill
+measured with the phase profile (:mod:`rnr_lens.core.phases`: decoding forwards only, prefill
 apart). Reported per step: milliseconds, milliseconds per row, the ticks of the batched
-schedule (:func:`rnr_lens.routes.schedule`: how many block forwards a step runs, each reading
+schedule (:func:`rnr_lens.model.routes.schedule`: how many block forwards a step runs, each reading
 that block's weights), milliseconds per tick, and each step's time as a ratio to the
 baseline measured in the same run: one pass that reads every weight tensor once (a sum over
 each), the least a step that multiplies by every weight must cost when the weights do not
@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 
 import rnr_lens as R
-from rnr_lens.phases import profiling, timed_rounds
-from rnr_lens.routes import draw_route, schedule
+from rnr_lens.core.phases import profiling, timed_rounds
+from rnr_lens.model.routes import draw_route, schedule
 
 
 def decode_seconds(model: R.LensModel, prompts: list, routes: list[R.Route] | None, new_tokens: int) -> float:

@@ -35,9 +35,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import rnr_lens as R
-from rnr_lens.model_cache import ensure_cached
-from rnr_lens.phases import synchronize, timed_rounds
-from rnr_lens.tiny import LLAMA_SHAPES, random_causal_lm
+from rnr_lens.core.phases import synchronize, timed_rounds
+from rnr_lens.model.model_cache import ensure_cached
+from rnr_lens.model.tiny import LLAMA_SHAPES, random_causal_lm
 
 CPU = torch.device("cpu")
 
@@ -74,7 +74,7 @@ def load_pair(name: str, device: torch.device, dtype: torch.dtype) -> tuple[R.Le
         return model, reference, load_s
     from transformers import AutoTokenizer
 
-    from rnr_lens.models import wrap_bridge
+    from rnr_lens.model.models import wrap_bridge
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_cached("smollm2-135m-instruct"))
 

@@ -1,7 +1,7 @@
 """Where the sampling probe's time goes on a GPU: the draw of each token against the whole probe.
 
 A sampled token is drawn on the CPU from each row's own ``torch.Generator`` (so that one seed
-gives the same tokens on any machine, :func:`rnr_lens.generation.draw_tokens`): every step
+gives the same tokens on any machine, :func:`rnr_lens.model.generation.draw_tokens`): every step
 copies the batch's probabilities to the CPU and draws there. This measures, in one run on one
 model, the sampling probe with each draw (``multinomial``, the default of older names, and
 ``inverse-cdf``) and random routes at the same k as the baseline with no draw, the share of each
@@ -29,11 +29,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import gpu_check  # noqa: E402
 
-import rnr_lens.generation as generation  # noqa: E402
-from rnr_lens import tasks  # noqa: E402
-from rnr_lens.deploy import DeploymentConfig  # noqa: E402
-from rnr_lens.phases import synchronize  # noqa: E402
-from rnr_lens.probes import Default, ProbeContext, parse_probe  # noqa: E402
+import rnr_lens.model.generation as generation  # noqa: E402
+from rnr_lens.core.phases import synchronize  # noqa: E402
+from rnr_lens.measure.probes import Default, ProbeContext, parse_probe  # noqa: E402
+from rnr_lens.questions import tasks  # noqa: E402
+from rnr_lens.questions.deploy import DeploymentConfig  # noqa: E402
 
 PROBES = ("sampling:k=8,t=0.7", "sampling:k=8,t=0.7,draw=inverse-cdf", "routes:k=8")
 

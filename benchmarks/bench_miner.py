@@ -16,11 +16,12 @@ import time
 from pathlib import Path
 
 import rnr_lens as R
-from rnr_lens import failures, tasks
-from rnr_lens.audits import audit
-from rnr_lens.miner import mine
-from rnr_lens.results import AuditResult
-from rnr_lens.store import RunStore
+from rnr_lens.bottleneck import failures
+from rnr_lens.bottleneck.miner import mine
+from rnr_lens.measure.audits import audit
+from rnr_lens.measure.results import AuditResult
+from rnr_lens.measure.store import RunStore
+from rnr_lens.questions import tasks
 
 
 def main() -> None:

@@ -64,8 +64,8 @@ def _child_speed(args: argparse.Namespace) -> None:
     import torch
 
     import rnr_lens as R
-    from rnr_lens import tasks
-    from rnr_lens.phases import profiling
+    from rnr_lens.core.phases import profiling
+    from rnr_lens.questions import tasks
 
     model = R.load_model(args.model)
     task = tasks.get(args.task, n=args.n)

@@ -2,7 +2,7 @@
 
 Runs ``rnr-lens report`` on one model and one task (SmolLM2-135M-Instruct on ``--task``, the
 default grid's probes: sampling, random routes and the search at k=8; the bottleneck mined by
-screen and confirm, ``--exhaustive`` for the full sweep too) under :func:`rnr_lens.phases.profiling`
+screen and confirm, ``--exhaustive`` for the full sweep too) under :func:`rnr_lens.core.phases.profiling`
 into a fresh folder, and prints the wall time per stage (each probe of the audit, the miner's
 screen, confirmation, exhaustive sweep and null, the claims) with the share of each spent in
 prefill, decoding forwards, teacher-forced scoring, store writes and the rest (Python between
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-from rnr_lens.grid import Grid
-from rnr_lens.phases import profiling
-from rnr_lens.reports import report
+from rnr_lens.core.phases import profiling
+from rnr_lens.grids.grid import Grid
+from rnr_lens.grids.reports import report
 
 
 def main() -> None:

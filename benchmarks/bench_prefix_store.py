@@ -1,7 +1,7 @@
 """How much the route search's prefix store holds and spares: one search, the store measured.
 
 Runs ``search:k=8`` (after the default answers) on ``--n`` ``add-two-digit`` questions on
-SmolLM2-135M-Instruct with the store's default budget (:data:`rnr_lens.prefix_states.DEFAULT_MAX_BYTES`)
+SmolLM2-135M-Instruct with the store's default budget (:data:`rnr_lens.model.prefix_states.DEFAULT_MAX_BYTES`)
 and reports what the store held at the end (states, GiB) and how many block runs it spared
 (hits), beside the prompt block runs the search made in all (``--n`` questions, ``k``
 candidates, each its route's length), so a referee can see whether the budget cut anything.
@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import rnr_lens as R
-from rnr_lens.engine import Engine
-from rnr_lens.prefix_states import DEFAULT_MAX_BYTES, PrefixStates
+from rnr_lens.model.engine import Engine
+from rnr_lens.model.prefix_states import DEFAULT_MAX_BYTES, PrefixStates
 
 
 def main() -> None:

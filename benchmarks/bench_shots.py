@@ -5,7 +5,7 @@ Audits one model on ``--n`` questions of ``--task`` with the grid's probes (samp
 routes and the search at ``--k``) twice: zero-shot, and with ``--shots`` worked examples from the
 task's train split (the deployment otherwise equal; raw text, as a base model is deployed). The
 arms alternate over ``--rounds`` rounds (zero-shot first in odd rounds), each timed under
-:func:`rnr_lens.phases.profiling`; it prints each arm's seconds, the ratio few-shot / zero-shot
+:func:`rnr_lens.core.phases.profiling`; it prints each arm's seconds, the ratio few-shot / zero-shot
 (median of the rounds' ratios) and the share of each arm's time in prefill, and ``--json``
 writes them. The target of issue 55 is a ratio of at most 1.3 once the shared context is
 computed once; a run before that reuse is the baseline it is measured against.
@@ -24,10 +24,10 @@ from typing import Any
 import torch
 
 import rnr_lens as R
-from rnr_lens import tasks
-from rnr_lens.phases import profiling
-from rnr_lens.shots import Shots
-from rnr_lens.store import RunStore
+from rnr_lens.core.phases import profiling
+from rnr_lens.measure.store import RunStore
+from rnr_lens.questions import tasks
+from rnr_lens.questions.shots import Shots
 
 
 def timed(model: R.LensModel, task: tasks.Task, probes: list[str], config: R.DeploymentConfig) -> dict[str, float]:

@@ -109,7 +109,7 @@ def sampler(args: argparse.Namespace) -> None:
     import numpy as np
     from scipy import stats as scipy_stats
 
-    from rnr_lens.stats import paired_difference
+    from rnr_lens.core.stats import paired_difference
 
     arms = [("multinomial", f"sampling:k={args.k},t=0.7,draw=multinomial"), ("inverse-cdf", f"sampling:k={args.k},t=0.7,draw=inverse-cdf")]
     if args.order == "new-first":

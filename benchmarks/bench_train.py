@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import rnr_lens as R
-from rnr_lens import tasks
-from rnr_lens.training import TrainConfig, train
+from rnr_lens.questions import tasks
+from rnr_lens.trained_pair.training import TrainConfig, train
 
 
 def main() -> None:

@@ -46,10 +46,10 @@ nitpick_ignore_regex = [(r"py:.*", r"(?!rnr_lens\b).*")]
 # internals that public signatures mention: the route KV cache (an HF cache subclass) and the
 # structural type generation asks of a model (ModelLike; LensModel is documented)
 nitpick_ignore = [
-    ("py:class", "rnr_lens.adapters.RouteCache"),
-    ("py:class", "rnr_lens.generation.ModelLike"),
-    ("py:class", "rnr_lens.route_trace.TracedModel"),  # what a trace asks of a model (LensModel is documented)
-    ("py:class", "rnr_lens.probes.P"),  # register_probe's type variable: a Probe subclass, given back as itself
+    ("py:class", "rnr_lens.model.adapters.RouteCache"),
+    ("py:class", "rnr_lens.model.generation.ModelLike"),
+    ("py:class", "rnr_lens.model.route_trace.TracedModel"),  # what a trace asks of a model (LensModel is documented)
+    ("py:class", "rnr_lens.measure.probes.P"),  # register_probe's type variable: a Probe subclass, given back as itself
 ]
 
 # Notebooks are executed at small sizes during the build (those of notebooks/small_sizes.json),

@@ -1,5 +1,5 @@
 """Write the pages' rendered blocks, and print one report's claims as Markdown tables: the
-plumbing around :mod:`rnr_lens.claims_markdown` and :mod:`rnr_lens.claims_compared`.
+plumbing around :mod:`rnr_lens.present.claims_markdown` and :mod:`rnr_lens.present.claims_compared`.
 
 The tables and sentences themselves are the package's (``from rnr_lens import
 claims_markdown``); this script only says which committed files feed which block of README.md,
@@ -27,11 +27,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rnr_lens import claims_compared as compared  # noqa: E402
-from rnr_lens import claims_markdown as md  # noqa: E402
-from rnr_lens.claims import Claims  # noqa: E402
-from rnr_lens.reuse import REUSES  # noqa: E402
-from rnr_lens.stats import wilson  # noqa: E402
+from rnr_lens.core.stats import wilson  # noqa: E402
+from rnr_lens.judge.claims import Claims  # noqa: E402
+from rnr_lens.model.reuse import REUSES  # noqa: E402
+from rnr_lens.present import claims_compared as compared  # noqa: E402
+from rnr_lens.present import claims_markdown as md  # noqa: E402
 
 SIDE_BY_SIDE: dict[str, tuple[str, str | None]] = {
     "SmolLM2-135M-Instruct": ("grid-deep", "grid-seeds"),

@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rnr_lens.answers import extractors_for, get_extractor  # noqa: E402
-from rnr_lens.stats import Estimate  # noqa: E402
+from rnr_lens.core.stats import Estimate  # noqa: E402
+from rnr_lens.questions.answers import extractors_for, get_extractor  # noqa: E402
 
 NUMERIC = extractors_for("number")
 LABELS = ROOT / "assets" / "extractor-labels.jsonl"
@@ -45,7 +45,7 @@ N_PER_TASK = 25
 
 
 def tasks() -> list:
-    from rnr_lens.tasks import build, list_builtins, load_file
+    from rnr_lens.questions.tasks import build, list_builtins, load_file
 
     out = [build(name, n=N_PER_TASK) for name in list_builtins()]
     data = ROOT.parent / "shared" / "data"
@@ -56,9 +56,9 @@ def tasks() -> list:
 
 
 def collect(out: Path) -> None:
-    from rnr_lens.deploy import deployment_for
-    from rnr_lens.generation import generate
-    from rnr_lens.models import load_model
+    from rnr_lens.model.generation import generate
+    from rnr_lens.model.models import load_model
+    from rnr_lens.questions.deploy import deployment_for
 
     rows = []
     for spec in MODELS:
@@ -76,7 +76,7 @@ def collect(out: Path) -> None:
 
 def agreement(rows: list[dict], extractor: str) -> Estimate:
     """How often ``extractor`` reads what the person read, over ``rows`` (all labelled)."""
-    from rnr_lens.stats import wilson
+    from rnr_lens.core.stats import wilson
 
     read = get_extractor(extractor)
     return wilson(sum(read(r["text"]) == r["reading"] for r in rows), len(rows))

@@ -7,7 +7,7 @@ download, it checks:
 - **exactness** (float32): KV-cached greedy generation on the twin under a route, an MLP
   ablation, a mean-ablated attention and a route with an ablation equals a no-cache recompute
   of the whole sequence at every step through the bridge under the same intervention (the
-  reference of ``tests/test_adapters.py``);
+  reference of ``tests/model/test_adapters.py``);
 - **bf16**: the share of greedy tokens on which bfloat16 agrees with float32 (reported, not
   asserted): the shared prefix of the two generations, and the next-token argmax when
   bfloat16 reads float32's tokens (teacher forcing);
@@ -147,7 +147,7 @@ TINY_SETTINGS = Settings(
 def real_specs() -> list[ModelSpec]:
     """Qwen2.5-0.5B's shape on the Qwen2 code and the 1.5B Llama of ``bench_engine``, at
     Qwen2.5's vocabulary (151,936 rows, tied embeddings)."""
-    from rnr_lens.tiny import LLAMA_SHAPES
+    from rnr_lens.model.tiny import LLAMA_SHAPES
 
     return [
         ModelSpec("qwen2.5-0.5b-shape", "qwen2", 896, 4864, 24, 14, 2, 151936),
@@ -233,9 +233,9 @@ class Timeline:
 
 def build_random(spec: ModelSpec, tokenizer: Any, device: torch.device, dtype: torch.dtype, seed: int = 0) -> torch.nn.Module:
     """A random Hugging Face causal LM of ``spec``'s family and shape
-    (:func:`rnr_lens.tiny.random_causal_lm`: drawn in float32 on ``device`` from ``seed``, the
+    (:func:`rnr_lens.model.tiny.random_causal_lm`: drawn in float32 on ``device`` from ``seed``, the
     same weights for every dtype, then cast to ``dtype``)."""
-    from rnr_lens.tiny import random_causal_lm
+    from rnr_lens.model.tiny import random_causal_lm
 
     architecture = {"qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM"}[spec.family]
     return random_causal_lm(
@@ -263,13 +263,13 @@ def make_model(spec: ModelSpec, device: torch.device, dtype: torch.dtype, with_r
     """The rnr_lens model of ``spec`` on ``device`` in ``dtype``, and (``with_reference``) a
     separate plain Hugging Face copy of the same weights, no TransformerLens."""
     import rnr_lens as R
-    from rnr_lens.models import wrap_bridge
-    from rnr_lens.tiny import tiny_tokenizer
+    from rnr_lens.model.models import wrap_bridge
+    from rnr_lens.model.tiny import tiny_tokenizer
 
     if spec.family == "offline":
         from transformers import AutoModelForCausalLM
 
-        from rnr_lens.model_cache import ensure_cached
+        from rnr_lens.model.model_cache import ensure_cached
 
         model = R.load_model(spec.name, device=str(device), dtype=dtype)
         reference = None
@@ -350,7 +350,7 @@ def row_routes(n: int) -> list[Any]:
 def check_exactness(model: Any, settings: Settings) -> Outcome:
     """KV-cached generation on the twin equals a no-cache recompute through the bridge under
     every intervention of :func:`interventions` (float32)."""
-    from rnr_lens.tiny import greedy_without_cache
+    from rnr_lens.model.tiny import greedy_without_cache
 
     batch = prompts(settings.prompts)
     compared, mismatched = 0, []
@@ -444,7 +444,7 @@ def check_generation_throughput(model: Any, reference: torch.nn.Module, settings
     import statistics
 
     import rnr_lens as R
-    from rnr_lens.phases import timed_rounds
+    from rnr_lens.core.phases import timed_rounds
 
     batch = prompts(settings.perf_batch)
     ids, mask = model.pad([model.encode(p) for p in batch])
@@ -498,10 +498,10 @@ def peak_memory(device: torch.device) -> Iterator[dict[str, float]]:
 def check_audit_throughput(model: Any, settings: Settings) -> Outcome:
     """Tries per second of sampling, random routes and the lockstep route search at a batch of
     ``audit_batch`` rows, on ``audit_questions`` questions of ``add-two-digit``."""
-    from rnr_lens import tasks
-    from rnr_lens.deploy import DeploymentConfig
-    from rnr_lens.phases import synchronize as sync
-    from rnr_lens.probes import Default, ProbeContext, parse_probe
+    from rnr_lens.core.phases import synchronize as sync
+    from rnr_lens.measure.probes import Default, ProbeContext, parse_probe
+    from rnr_lens.questions import tasks
+    from rnr_lens.questions.deploy import DeploymentConfig
 
     device = model.device
     task = tasks.get("add-two-digit", n=settings.audit_questions)
@@ -535,10 +535,10 @@ def check_audit_throughput(model: Any, settings: Settings) -> Outcome:
 def check_ray_two_shard(folder: Path, device: torch.device, settings: Settings, scratch: Path) -> Outcome:
     """A two-shard audit through the Ray executor (one GPU per worker on CUDA, one CPU each on
     the CPU) gives the tries of the same two shards run in this process, float32."""
-    from rnr_lens import tasks
-    from rnr_lens.executors import init_ray, run_audit
-    from rnr_lens.records import TRY_KEYS
-    from rnr_lens.results import tries_difference
+    from rnr_lens.core.records import TRY_KEYS
+    from rnr_lens.measure.executors import init_ray, run_audit
+    from rnr_lens.measure.results import tries_difference
+    from rnr_lens.questions import tasks
 
     task = tasks.get("add-small", n=settings.ray_questions)
     probes = ["sampling:k=3,t=1.0", "routes:k=2,edit_rate=0.6"]
@@ -700,7 +700,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.set_num_threads(1)  # tiny matrices gain nothing from threads, and lose much to a busy machine
     out = args.out or Path(os.environ["OUT"] if os.environ.get("OUT") else ".") / "gpu-check.json"
 
-    from rnr_lens.model_cache import is_cached
+    from rnr_lens.model.model_cache import is_cached
 
     specs = tiny_specs() if args.tiny else real_specs()
     smol_cached = not args.tiny and is_cached(SMOLLM2.name)

@@ -34,8 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import rnr_lens as R  # noqa: E402
-from rnr_lens import failures, viz  # noqa: E402
-from rnr_lens.store import RunStore  # noqa: E402
+from rnr_lens.bottleneck import failures  # noqa: E402
+from rnr_lens.measure.store import RunStore  # noqa: E402
+from rnr_lens.present import viz  # noqa: E402
 
 PROBES = ["sampling:k=8,t=0.7", "routes:k=8", "search:k=8"]
 FAILURE_PROBE = "sampling:k=8,t=0.7"
@@ -79,11 +80,11 @@ def report_figures(folder: Path, out: Path, prefix: str) -> list[Path]:
     model, realized against reachable over its tasks and each task's repair/break per block."""
     import json
 
-    from rnr_lens.claims import Claims
-    from rnr_lens.reports import STORE_FILE
-    from rnr_lens.setting_claims import EXHAUSTIVE_SWEEP, REPORT_SET, SCREEN_SWEEP
-    from rnr_lens.store import Artifact
-    from rnr_lens.sweep_results import SweepResult
+    from rnr_lens.bottleneck.sweep_results import SweepResult
+    from rnr_lens.grids.reports import STORE_FILE
+    from rnr_lens.grids.setting_claims import EXHAUSTIVE_SWEEP, REPORT_SET, SCREEN_SWEEP
+    from rnr_lens.judge.claims import Claims
+    from rnr_lens.measure.store import Artifact
 
     claims = Claims.from_dict(json.loads((folder / "claims.json").read_text()))
     store = RunStore(folder / STORE_FILE, mode="read")
@@ -120,7 +121,7 @@ WIDGETS = {"audit_explorer": ("result", ".rnr-share"), "question_explorer": ("re
 def screens(store_path: Path, out: Path) -> list[Path]:
     """Every figure at 1280 px wide and at column size, and every widget at 1280 px (JupyterLab),
     from the audit and the sweep of failure set ``assets`` in the store."""
-    from rnr_lens.sweep_results import SweepResult
+    from rnr_lens.bottleneck.sweep_results import SweepResult
 
     out.mkdir(parents=True, exist_ok=True)
     store = RunStore(store_path, mode="read")
@@ -144,7 +145,7 @@ def _widget_cells(store_path: Path, call: str) -> list[str]:
     (stored, so no model loads), then runs ``call``."""
     return [
         f"import sys; sys.path.insert(0, {str(ROOT)!r})",
-        "import rnr_lens as R\nfrom rnr_lens import widgets\nfrom rnr_lens.sweep_results import SweepResult\nfrom rnr_lens.store import RunStore\n"
+        "import rnr_lens as R\nfrom rnr_lens import widgets\nfrom rnr_lens.bottleneck.sweep_results import SweepResult\nfrom rnr_lens.measure.store import RunStore\n"
         f"store = RunStore({str(store_path.resolve())!r}, mode='read')\nresult = R.AuditResult.load(store)\n"
         "sweep = SweepResult.load(store, name='assets')",
         call,

@@ -32,7 +32,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PROBES = ("sampling:k=4,t=0.7", "routes:k=4", "routes:k=4,edits=2", "search:k=4")
 QUESTIONS = 8
-DECIDES = ("rnr_lens/probes.py", "rnr_lens/routes.py", "rnr_lens/generation.py", "rnr_lens/engine.py", "rnr_lens/adapters.py", "rnr_lens/lens.py")
+DECIDES = (
+    "rnr_lens/measure/probes.py",
+    "rnr_lens/model/routes.py",
+    "rnr_lens/model/generation.py",
+    "rnr_lens/model/engine.py",
+    "rnr_lens/model/adapters.py",
+    "rnr_lens/model/lens.py",
+)
 
 
 def commits(since: str) -> list[str]:
@@ -52,7 +59,10 @@ def run_at(commit: str, work: Path, probes: tuple[str, ...] = PROBES, questions:
             spec
             for spec in probes
             if subprocess.run(
-                [sys.executable, "-c", f"from rnr_lens.probes import parse_probe; parse_probe({spec!r})"], cwd=tree, env=env, capture_output=True
+                [sys.executable, "-c", f"from rnr_lens.measure.probes import parse_probe; parse_probe({spec!r})"],
+                cwd=tree,
+                env=env,
+                capture_output=True,
             ).returncode
             == 0
         ]

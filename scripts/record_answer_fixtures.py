@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import rnr_lens as R
-from rnr_lens import tasks
+from rnr_lens.questions import tasks
 
 CASES = [
     # (label, prompt, max_new_tokens)

@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 
 import rnr_lens as R
-from rnr_lens.reuse import REUSES
-from rnr_lens.reuse_check import check
+from rnr_lens.model.reuse import REUSES
+from rnr_lens.model.reuse_check import check
 
 MODELS = ("smollm2-135m-instruct", "gemma3-270m", "tiny")
 

@@ -40,9 +40,9 @@ SHOTS = (0, 1, 3, 5, 8)
 
 def measure(out: Path) -> None:
     import rnr_lens as R
-    from rnr_lens import tasks
-    from rnr_lens.files import write_atomic
-    from rnr_lens.shots import Shots
+    from rnr_lens.core.files import write_atomic
+    from rnr_lens.questions import tasks
+    from rnr_lens.questions.shots import Shots
 
     done: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {"model": MODEL, "runs": {}}
     model = R.load_model(MODEL)
@@ -74,9 +74,9 @@ def measure(out: Path) -> None:
 def on_test(out: Path) -> None:
     """Every ``add-small`` test question under the model's default deployment and zero-shot."""
     import rnr_lens as R
-    from rnr_lens import tasks
-    from rnr_lens.deploy import deployment_for_task
-    from rnr_lens.files import write_atomic
+    from rnr_lens.core.files import write_atomic
+    from rnr_lens.questions import tasks
+    from rnr_lens.questions.deploy import deployment_for_task
 
     model = R.load_model(MODEL)
     task = tasks.get("add-small", n="all")
@@ -96,7 +96,7 @@ def on_test(out: Path) -> None:
 def on_test_sentence(check: dict[str, Any]) -> str:
     """What ``--on-test`` found, as the page's sentence: each deployment's realized accuracy and
     their paired difference."""
-    from rnr_lens.stats import paired_difference, wilson
+    from rnr_lens.core.stats import paired_difference, wilson
 
     def correct(label: str) -> list[int]:
         return [int(q["correct"]) for q in check["runs"][label]["questions"]]
@@ -116,9 +116,9 @@ def on_test_sentence(check: dict[str, Any]) -> str:
 def repeats(name: str, n: int, questions: list[dict[str, Any]]) -> int:
     """How many of a run's answers repeat the answer of one of the worked examples placed before
     that question (the examples drawn again by their seeded rule, from the task alone)."""
-    from rnr_lens import tasks
-    from rnr_lens.answers import canonical_number
-    from rnr_lens.shots import Shots, resolve
+    from rnr_lens.questions import tasks
+    from rnr_lens.questions.answers import canonical_number
+    from rnr_lens.questions.shots import Shots, resolve
 
     if not n:
         return 0
@@ -134,7 +134,7 @@ def repeats(name: str, n: int, questions: list[dict[str, Any]]) -> int:
 def decide(study: dict[str, Any]) -> tuple[str, int]:
     """The page's table (realized per task and N, pooled, each N against the best, and how many
     answers repeat an example's) and the default N by the rule above."""
-    from rnr_lens.stats import paired_difference, wilson
+    from rnr_lens.core.stats import paired_difference, wilson
 
     def correct(n: int) -> list[bool]:
         return [q["correct"] for name in TASKS for q in study["runs"][f"{name} {n}"]["questions"]]

@@ -49,7 +49,7 @@ def train_at(commit: str, work: Path, steps: int, threads: int | None, config: s
     row = {"commit": commit, "steps": steps, "threads": threads, "config": config, "batch_size": batch_size}
     if run.returncode != 0:
         return {**row, "error": run.stderr.strip().splitlines()[-1:]}
-    from rnr_lens.models import load_model
+    from rnr_lens.model.models import load_model
 
     model = load_model(str(out / "final"))
     history = (out / "history.jsonl").read_text().splitlines()

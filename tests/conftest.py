@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import rnr_lens as R
-from rnr_lens.records import AuditRecord
-from rnr_lens.reuse import ReuseVerdict
-from rnr_lens.reuse_check import stored_bits
+from rnr_lens.core.records import AuditRecord
+from rnr_lens.model.reuse import ReuseVerdict
+from rnr_lens.model.reuse_check import stored_bits
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
@@ -24,7 +24,7 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 def reuse_holds(
     model: R.LensModel, name: str, workload: Callable[[], Sequence[Any]], bits: Callable[[Sequence[Any]], list] = stored_bits
 ) -> ReuseVerdict:
-    """Reuse ``name`` (:mod:`rnr_lens.reuse`) on ``model`` as its check decided on this machine:
+    """Reuse ``name`` (:mod:`rnr_lens.model.reuse`) on ``model`` as its check decided on this machine:
     where on, ``workload`` ran it and every bit equals the workload without it; where off, the
     workload never ran it. Both branches assert, so the test holds on every CPU and skips on
     none (issue 58)."""
@@ -161,7 +161,7 @@ def format_miss_rows(model: R.LensModel, n: int = 12) -> list[dict]:
     """Question records whose golds are planted from the model's own greedy text: for even
     rows a number it states but not the one the default extractor reads (format misses), for
     odd rows the number it reads (realized). JSON-lines records with ``id``."""
-    from rnr_lens.answers import numbers_in
+    from rnr_lens.questions.answers import numbers_in
 
     config = R.deployment_for(model, "number")
     base = list(R.tasks.get("add-two-digit", n=60, seed=3))

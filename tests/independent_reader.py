@@ -1,6 +1,6 @@
 """An independent reading of ``concluding-exact`` (config version 4), written from
 ``docs/extractors.md`` and ``docs/concepts.md`` alone by a referee who never read
-``rnr_lens/answers.py`` (issue 54's "Done when": every committed try read by an independent
+``rnr_lens/questions/answers.py`` (issue 54's "Done when": every committed try read by an independent
 implementation of the documented rule agrees with its stored correctness).
 
 It shares no code with the package, on purpose: a change to the reader that the documentation

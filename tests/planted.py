@@ -4,10 +4,10 @@ on the tiny model whose failures are answered right exactly when MLP 2 is silenc
 import re
 
 import rnr_lens as R
-from rnr_lens.audits import audit
-from rnr_lens.deploy import DeploymentConfig
-from rnr_lens.store import RunStore
-from rnr_lens.tasks import Question, Task, get
+from rnr_lens.measure.audits import audit
+from rnr_lens.measure.store import RunStore
+from rnr_lens.questions.deploy import DeploymentConfig
+from rnr_lens.questions.tasks import Question, Task, get
 
 PLANTED = R.Ablation(2, "mlp")
 CONFIG = DeploymentConfig.default_for("string").with_(max_new_tokens=6)

@@ -1,4 +1,5 @@
-"""The package's shape: one-way imports, layer by layer, and the README's picture of it.
+"""The package's shape: concept folders on floors, one-way imports between them, and the
+README's picture of it.
 
 Guards against an import cycle or an upward import creeping back (a store module importing
 shards that import the store, generation importing the model that imports generation) and
@@ -16,90 +17,85 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Bottom to top. A module imports only modules of its own layer or below, and never in a cycle.
-LAYERS: list[tuple[str, list[str]]] = [
-    (
-        "values",
-        [
-            "errors",
-            "faults",
-            "files",
-            "untrusted",
-            "records",
-            "ablation_methods",
-            "probe_specs",
-            "display",
-            "stats",
-            "verdict_words",
-            "verdicts",
-            "sweeps",
-            "claims",
-            "routes",
-            "prompts",
-            "answers",
-            "shards",
-            "dapo",
-            "phases",
-            "provenance",
-            "passk_models",
-            "ceiling",
-        ],
-    ),
-    (
-        "model",
-        [
-            "adapters",
-            "prefix_states",
-            "reuse",
-            "engine",
-            "interventions",
-            "generation",
-            "reuse_check",
-            "route_trace",
-            "lens",
-            "gguf_header",
-            "model_cache",
-            "model_folder",
-            "models",
-            "tiny",
-        ],
-    ),
-    ("questions", ["tasks", "shots", "deploy"]),
-    ("store", ["store", "evidence"]),
-    ("measurement", ["selectors", "probes", "results", "audits", "formats", "attribution", "checkpoints", "training"]),
-    ("analysis", ["comparison", "failures", "sweep_results", "executors", "miner", "regrade", "spot_check", "grid", "setting_claims"]),
-    ("people", ["viz_export", "viz", "claim_columns", "report_page", "claims_markdown", "claims_compared", "reports", "widgets", "cli"]),
+FLOORS: list[tuple[str, ...]] = [
+    ("errors",),
+    ("core",),
+    ("model", "judge"),
+    ("questions",),
+    ("measure",),
+    ("bottleneck", "trained_pair"),
+    ("present",),
+    ("grids",),
+    ("cli",),
 ]
+"""The package's folders, bottom to top: a folder imports only its own modules and the folders
+on the floors beneath it (never a folder on its own floor), and no two modules import each
+other in a cycle. ``errors`` is the one module at the top beside ``__init__`` and ``__main__``."""
+
+FLOOR = {folder: i for i, folders in enumerate(FLOORS) for folder in folders}
+TOP = {"__init__", "__main__", "errors"}
+
+
+def folder_of(module: str) -> str:
+    """``rnr_lens.judge.verdicts`` -> ``judge``; ``rnr_lens.errors`` -> ``errors``; the package
+    itself (its lazy public names) -> ``rnr_lens``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "rnr_lens"
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package by its dotted name (a package by its ``__init__``'s)."""
+    out = {}
+    for path in sorted((ROOT / "rnr_lens").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
 
 
 def import_graph() -> dict[str, set[str]]:
-    """Module -> the rnr_lens modules it imports (``tasks/`` counts as one module)."""
+    """Module -> the rnr_lens modules it imports (``from rnr_lens.judge import verdicts`` names
+    ``rnr_lens.judge.verdicts``; a name that is not a module names its package)."""
+    known = modules()
     graph: dict[str, set[str]] = {}
-    for path in sorted((ROOT / "rnr_lens").rglob("*.py")):
-        rel = path.relative_to(ROOT / "rnr_lens")
-        name = rel.parts[0] if len(rel.parts) > 1 else rel.stem
-        if name in ("__init__", "__main__"):
-            continue
+    for name, path in known.items():
         deps = graph.setdefault(name, set())
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "rnr_lens":
-                parts = node.module.split(".")
-                deps.update([parts[1]] if len(parts) > 1 else [a.name for a in node.names])
+                for a in node.names:
+                    sub = f"{node.module}.{a.name}"
+                    deps.add(sub if sub in known else node.module)
             elif isinstance(node, ast.Import):
-                deps.update(a.name.split(".")[1] for a in node.names if a.name.startswith("rnr_lens."))
+                deps.update(a.name for a in node.names if a.name.startswith("rnr_lens"))
     return {m: {d for d in deps if d != m} for m, deps in graph.items()}
 
 
-def test_every_module_has_a_layer():
-    placed = [m for _, modules in LAYERS for m in modules]
-    assert sorted(placed) == sorted(import_graph()), "add the new module to LAYERS (and the README picture)"
+def test_the_package_is_its_folders():
+    """At most a handful of modules at the top; every folder has a floor, and every floor's
+    folder is there, its ``__init__`` listing exactly its modules."""
+    import importlib
+
+    top = {p.stem for p in (ROOT / "rnr_lens").glob("*.py")}
+    folders = {p.name for p in (ROOT / "rnr_lens").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert top == TOP, f"move {sorted(top - TOP)} into the folder of its concept"
+    assert folders == set(FLOOR) - {"errors"}, "give the new folder a floor in FLOORS (and the README picture)"
+    for folder in folders - {"cli"}:
+        package = importlib.import_module(f"rnr_lens.{folder}")
+        here = {p.stem for p in (ROOT / "rnr_lens" / folder).glob("*.py")} - {"__init__"}
+        here |= {p.name for p in (ROOT / "rnr_lens" / folder).iterdir() if (p / "__init__.py").exists()}
+        assert set(package.MODULES) == here, f"rnr_lens/{folder}/__init__.py lists its modules"
 
 
 def test_imports_point_down_and_never_cycle():
-    layer = {m: i for i, (_, modules) in enumerate(LAYERS) for m in modules}
     graph = import_graph()
-    upward = [f"{m} -> {d}" for m, deps in graph.items() for d in deps if d in layer and layer[d] > layer[m]]
-    assert not upward, f"imports that point up a layer: {upward}"
+    wrong = []
+    for m, deps in graph.items():
+        for d in deps:
+            here, there = folder_of(m), folder_of(d)
+            if here == there or here in ("rnr_lens", "__main__"):  # the package's lazy API and `python -m rnr_lens` sit on top
+                continue
+            if there == "rnr_lens" or FLOOR[there] >= FLOOR[here]:
+                wrong.append(f"{m} -> {d}")
+    assert not wrong, f"imports that point up, or across one floor: {wrong}"
     seen: dict[str, int] = {}  # 1: on the current path, 2: done
 
     def visit(m: str, path: tuple[str, ...]) -> None:
@@ -109,40 +105,62 @@ def test_imports_point_down_and_never_cycle():
             return
         seen[m] = 1
         for d in sorted(graph.get(m, ())):
-            visit(d, path + (m,))
+            if folder_of(d) != "rnr_lens" and not d.endswith(tuple(f".{f}" for f in FLOOR)):  # a folder's lazy __init__ imports nothing
+                visit(d, path + (m,))
         seen[m] = 2
 
     for m in graph:
         visit(m, ())
 
 
-def test_the_readme_picture_matches_the_layers():
+def picture() -> list[tuple[str, list[str]]]:
+    """The folders top to bottom, each with its modules, as the README and docs draw them."""
+    import importlib
+
+    rows = []
+    for folders in reversed(FLOORS):
+        for folder in folders:
+            if folder == "errors":
+                mods = ["errors"]  # a module of its own, at the top
+            elif folder == "cli":
+                mods = sorted(p.stem for p in (ROOT / "rnr_lens" / "cli").glob("*.py") if p.stem != "__init__")
+            else:
+                mods = list(importlib.import_module(f"rnr_lens.{folder}").MODULES)
+            rows.append((folder, mods))
+    return rows
+
+
+def test_the_readme_picture_matches_the_folders():
     text = (ROOT / "README.md").read_text()
     block = re.search(r"<!-- layers -->\n```\n(.*?)```", text, re.S)
-    assert block, "README.md needs the layer picture between <!-- layers --> and a fenced block"
+    assert block, "README.md needs the folder picture between <!-- layers --> and a fenced block"
     drawn = [line.split(":", 1) for line in block.group(1).strip().splitlines()]
-    got = [(name.strip(), [m.strip().removesuffix(".py").rstrip("/") for m in mods.split()]) for name, mods in drawn]
-    assert got == list(reversed(LAYERS))
+    got = [(name.strip().rstrip("/").removesuffix(".py"), mods.split()) for name, mods in drawn]
+    assert got == picture()
 
 
 def test_every_module_stays_reachable_as_a_module():
     """``import rnr_lens.audit as A`` once gave the function ``audit``, which the package
-    re-exported under its module's name; no public name may shadow a module."""
+    re-exported under its module's name; no public name may shadow a module. Every module is
+    an attribute of the package by its own name (``R.viz``), loaded on first use."""
     import importlib
 
     import rnr_lens
 
-    for name in import_graph():
-        module = importlib.import_module(f"rnr_lens.{name}")
-        assert getattr(rnr_lens, name) is module, f"rnr_lens.{name} is not the module rnr_lens/{name}: rename what shadows it"
+    for name in modules():
+        parts = name.split(".")
+        if len(parts) != 3 or parts[1] == "cli":
+            continue
+        module = importlib.import_module(name)
+        assert getattr(rnr_lens, parts[2]) is module, f"rnr_lens.{parts[2]} is not the module {name}: rename what shadows it"
 
 
 def test_the_docs_layout_page_shows_the_same_floors():
-    """docs/architecture.md's table of floors is the picture the imports are checked against."""
+    """docs/architecture.md's table of folders is the picture the imports are checked against."""
     page = (ROOT / "docs" / "architecture.md").read_text()
-    rows = dict(re.findall(r"^\| (\w+) \| ((?:`[\w/]+` ?)+) \|$", page, flags=re.M))
-    shown = {floor: [m.rstrip("/") for m in re.findall(r"`([\w/]+)`", mods)] for floor, mods in rows.items()}
-    assert shown == {floor: modules for floor, modules in LAYERS}, "update docs/architecture.md's floors"
+    rows = re.findall(r"^\| `(\w+)/?` \| ((?:`[\w/]+` ?)+) \|$", page, flags=re.M)
+    shown = [(folder, [m.rstrip("/") for m in re.findall(r"`([\w/]+)`", mods)]) for folder, mods in rows]
+    assert shown == picture(), "update docs/architecture.md's folders"
 
 
 def test_every_test_file_the_package_names_exists():
@@ -160,11 +178,19 @@ def test_every_test_file_the_package_names_exists():
 
 
 def test_every_module_has_its_mirror_test_file():
-    """Tests mirror the source tree: ``rnr_lens/NAME.py`` is tested in ``tests/test_NAME.py``,
-    a package ``rnr_lens/NAME/`` in ``tests/NAME/`` (issue 57: six modules had none)."""
-    root = Path(__file__).resolve().parents[1]
-    missing = [m for m in import_graph() if not (root / "tests" / f"test_{m}.py").is_file() and not (root / "tests" / m).is_dir()]
-    assert not missing, f"add tests/test_NAME.py for: {missing}"
+    """Tests mirror the source tree: ``rnr_lens/FOLDER/NAME.py`` is tested in
+    ``tests/FOLDER/test_NAME.py``, a package ``rnr_lens/FOLDER/NAME/`` in ``tests/FOLDER/NAME/``,
+    ``rnr_lens/errors.py`` in ``tests/test_errors.py`` (issue 57: six modules had none)."""
+    missing = []
+    for name in modules():
+        parts = name.split(".")
+        if len(parts) < 3 or parts[1] == "cli":
+            continue  # the package, its top modules (errors: below) and the command line (tests/cli/)
+        mirror = ROOT / "tests" / Path(*parts[1:-1]) / f"test_{parts[-1]}.py"
+        if not mirror.is_file() and not (ROOT / "tests" / Path(*parts[1:])).is_dir():
+            missing.append(name)
+    assert not missing, f"add tests/FOLDER/test_NAME.py for: {missing}"
+    assert (ROOT / "tests" / "test_errors.py").is_file() and (ROOT / "tests" / "cli").is_dir()
 
 
 def test_the_values_floor_and_the_cli_parser_load_no_torch():
@@ -173,10 +199,14 @@ def test_the_values_floor_and_the_cli_parser_load_no_torch():
     in a fresh interpreter without torch (the package loads its public names on first use; a
     probe loads the model floor when it runs). A module that pulls torch in is named: the
     imports run one by one and the first that loads it fails."""
-    values = dict(LAYERS)["values"]
+    import importlib
+
+    values = [f"core.{m}" for m in importlib.import_module("rnr_lens.core").MODULES]
+    values += [f"judge.{m}" for m in importlib.import_module("rnr_lens.judge").MODULES]
+    values += ["model.routes", "model.prompts", "questions.answers", "measure.probe_specs", "trained_pair.dapo", "errors"]
     code = f"""
 import contextlib, importlib, io, sys
-readers = ["probes", "results", "comparison", "failures", "sweep_results", "regrade", "grid", "setting_claims", "reports", "cli"]  # a probe's name, a stored audit, a failure set: read without a model
+readers = ["measure.probes", "measure.results", "trained_pair.comparison", "bottleneck.failures", "bottleneck.sweep_results", "grids.regrade", "grids.grid", "grids.setting_claims", "grids.reports", "cli"]  # a probe's name, a stored audit, a failure set: read without a model
 for name in ["rnr_lens", *("rnr_lens." + m for m in [*{values!r}, *readers])]:
     importlib.import_module(name)
     assert "torch" not in sys.modules, name + " loaded torch"

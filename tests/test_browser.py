@@ -15,7 +15,7 @@ from tests.jupyterlab import CHROMIUM_ARGS, jupyterlab, run_all
 REPO = Path(__file__).resolve().parents[1]
 CELLS = [
     f"import sys; sys.path.insert(0, {str(REPO)!r})",
-    "import rnr_lens as R\nfrom rnr_lens import failures, widgets\nfrom rnr_lens.miner import mine\nfrom tests.planted import build_planted\n"
+    "import rnr_lens as R\nfrom rnr_lens import failures, widgets\nfrom rnr_lens.bottleneck.miner import mine\nfrom tests.planted import build_planted\n"
     "tiny = R.tiny_model()\nresult, store = build_planted(tiny, 'planted.db')\n"
     "sweep = mine(tiny, failures.freeze(result, store, probe='ablation'), strategy='exhaustive', break_bound=1.0, progress=False)",
     "widgets.layer_explorer(sweep)",

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rnr_lens.claims import Claims
-from rnr_lens.evidence import EVIDENCE_FILE
-from rnr_lens.reports import rederive
+from rnr_lens.grids.reports import rederive
+from rnr_lens.judge.claims import Claims
+from rnr_lens.measure.evidence import EVIDENCE_FILE
 
 RESULTS = Path(__file__).resolve().parents[1] / "assets" / "results"
 FOLDERS = sorted(p.parent for p in RESULTS.glob("*/claims.json"))
@@ -51,9 +51,9 @@ def test_every_committed_try_reads_as_its_config_reads_it(folder):
     """Issue 54's referee: every stored answer and correctness flag (tries and kept sweep
     evaluations) is what the audit's own config reads from the stored text today, so a reader
     changed without a new name, or evidence never re-graded after one, fails here."""
-    from rnr_lens.deploy import DeploymentConfig
-    from rnr_lens.evidence import read
-    from rnr_lens.regrade import regrade
+    from rnr_lens.grids.regrade import regrade
+    from rnr_lens.measure.evidence import read
+    from rnr_lens.questions.deploy import DeploymentConfig
 
     document = read(folder / EVIDENCE_FILE)
     own = [a for a in document["audits"] if not DeploymentConfig.from_json(a["audit"]["config_json"]).harness]
@@ -76,8 +76,8 @@ def test_an_independent_reading_agrees_with_every_stored_flag(folder):
     run into further digits ("42,2222")."""
     import re
 
-    from rnr_lens.deploy import DeploymentConfig
-    from rnr_lens.evidence import read
+    from rnr_lens.measure.evidence import read
+    from rnr_lens.questions.deploy import DeploymentConfig
 
     from .independent_reader import correct, value
     from .independent_reader import read as read_independently
@@ -147,11 +147,11 @@ def test_tampered_evidence_is_refused_before_anything_is_derived(tamper, tmp_pat
     import gzip
 
     from rnr_lens.errors import RnrLensError
-    from rnr_lens.evidence import read
+    from rnr_lens.measure.evidence import read
 
     document = read(RESULTS / "grid-deep-gemma" / EVIDENCE_FILE)
     columns = ("question_id", "probe", "try_index", "text", "extracted", "correct")
-    from rnr_lens.records import TRY_COLUMNS
+    from rnr_lens.core.records import TRY_COLUMNS
 
     at = {c: TRY_COLUMNS.index(c) for c in columns}
     payload = next(p for p in document["audits"] if any(not t[at["correct"]] for t in p["tries"] if t[at["probe"]] == "default"))
@@ -187,8 +187,8 @@ def test_tampered_evidence_is_refused_before_anything_is_derived(tamper, tmp_pat
             t[at["correct"]] = 1
         said = "reads"
     else:  # each gold becomes what the greedy try read, and every flag follows it: consistent, but not the task audited
-        from rnr_lens.answers import is_correct_as
-        from rnr_lens.deploy import DeploymentConfig
+        from rnr_lens.questions.answers import is_correct_as
+        from rnr_lens.questions.deploy import DeploymentConfig
 
         reader = DeploymentConfig.from_json(payload["audit"]["config_json"]).extractor
         gold = {}
@@ -221,7 +221,7 @@ def test_a_harness_audit_whose_flags_cannot_be_read_again_is_named_not_passed_ov
 
     from rnr_lens.cli import main
     from rnr_lens.errors import RnrLensError
-    from rnr_lens.evidence import read
+    from rnr_lens.measure.evidence import read
 
     source = RESULTS / "grid-lm-eval" / EVIDENCE_FILE
     assert main(["report", "--from-evidence", str(source), "--out", str(tmp_path / "referee")]) == 0
@@ -244,7 +244,7 @@ def test_a_harness_audits_tampered_flag_is_refused_where_the_referee_names_its_t
 
     pytest.importorskip("lm_eval")
     from rnr_lens.cli import main
-    from rnr_lens.evidence import read
+    from rnr_lens.measure.evidence import read
 
     monkeypatch.chdir(RESULTS.parents[1])  # the task file reads ../shared/data relative to the repository root
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")

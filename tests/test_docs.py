@@ -82,7 +82,7 @@ def test_example_files_in_assets_load():
     assert R.DeploymentConfig.load(ROOT / "assets" / "deployment.yaml") == R.DeploymentConfig()
     task = R.tasks.load_file(ROOT / "assets" / "questions.jsonl", id="id")
     assert [q.id for q in task][:2] == ["apples", "pencils"]
-    # assets/grid.yaml is checked with the report (tests/test_reports.py)
+    # assets/grid.yaml is checked with the report (tests/grids/test_reports.py)
 
 
 def test_readme_figures_exist():

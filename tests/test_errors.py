@@ -9,7 +9,7 @@ import pytest
 import rnr_lens as R
 from rnr_lens.cli import main
 from rnr_lens.errors import SPELLINGS, arg, cli_spelling
-from rnr_lens.store import RunStore
+from rnr_lens.measure.store import RunStore
 
 
 def test_each_argument_has_one_spelling_per_caller():
@@ -51,7 +51,7 @@ def test_freeze_after_a_multi_probe_audit_names_probe_in_python_and_the_flag_in_
 
 def test_fix_it_hints_name_python_arguments_from_python_and_flags_from_the_cli(tiny, tmp_path, capsys):
     """The hints that once named both spellings inline (or a flag alone): each says one, by caller."""
-    from rnr_lens.failures import check_weights
+    from rnr_lens.bottleneck.failures import check_weights
 
     unnamed = tmp_path / "t.jsonl"
     unnamed.write_text('{"q": "2 + 2?", "a": "4"}\n')

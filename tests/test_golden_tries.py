@@ -49,7 +49,7 @@ another CPU's kernels sum floats in another order (a relative 1e-7 or so), so th
 pass there too and cannot ask for equal bits. A speed-up that moves a stored bit on the
 machine it runs on passes here unnoticed (issue 58: the prefix store moved a log-probability
 by 4e-7 on an Intel Xeon). Bit-identity with and without each reuse of computed states is
-guarded on every machine by ``tests/test_reuse_check.py`` and the tests that call
+guarded on every machine by ``tests/model/test_reuse_check.py`` and the tests that call
 ``tests.conftest.reuse_holds``, against the same run without the reuse, not against a file."""
 
 
@@ -57,7 +57,7 @@ def record(model: Any, n_questions: int) -> dict[str, Any]:
     """Every spec's tries (and the default answer's) on ``add-small``'s first questions, seed 0,
     the default deployment with 8 new tokens, keyed by the canonical probe name."""
     import rnr_lens as R
-    from rnr_lens.probes import parse_probe
+    from rnr_lens.measure.probes import parse_probe
 
     task = R.tasks.get("add-small", n=n_questions, seed=0)
     # recorded under config version 3, and kept there: the reader is part of what a try's

@@ -43,7 +43,7 @@ def test_the_built_wheel_installs_and_runs_outside_the_repository(tmp_path):
     away.mkdir()
     code = (
         "import rnr_lens as R\n"
-        "from rnr_lens.provenance import checkout\n"
+        "from rnr_lens.core.provenance import checkout\n"
         "print(R.__file__)\nprint(R.__version__)\nprint(checkout())\n"
         "print(len(R.tasks.get('add-small', n=3)))\n"
     )

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rnr_lens import claims_compared as compared
-from rnr_lens import claims_markdown as md
-from rnr_lens.claims import Claims
+from rnr_lens.judge.claims import Claims
+from rnr_lens.present import claims_compared as compared
+from rnr_lens.present import claims_markdown as md
 from tests.readme_run import python_blocks, ran, readme_child
 
 REPO = Path(__file__).resolve().parents[1]
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def pages_script():
     """``scripts/claims_tables.py``, the plumbing that says which committed file feeds which
-    rendered block of the pages (the tables and sentences are :mod:`rnr_lens.claims_markdown`'s)."""
+    rendered block of the pages (the tables and sentences are :mod:`rnr_lens.present.claims_markdown`'s)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("claims_tables", REPO / "scripts" / "claims_tables.py")
@@ -66,7 +66,7 @@ RESULTS_PAGE = REPO / "docs" / "results.md"
 
 def test_the_results_page_grid_tables_are_the_committed_claims():
     """The results page's grid tables are printed from the committed claims.json by
-    rnr_lens.claims_markdown (guards against a hand-edited number, or a rerun whose claims were
+    rnr_lens.present.claims_markdown (guards against a hand-edited number, or a rerun whose claims were
     committed without its tables)."""
     import json
 
@@ -88,7 +88,7 @@ def test_the_results_page_grid_tables_are_the_committed_claims():
 
 def test_sentences_about_results_are_rendered_from_the_committed_claims():
     """Issue 54: a sentence that states a count, a direction or which tasks a statement covers
-    is rendered from claims.json by rnr_lens.claims_markdown, not written by hand (the deep
+    is rendered from claims.json by rnr_lens.present.claims_markdown, not written by hand (the deep
     grid's "against wherever it is decided (5 of 9)" covered a task DAPO never trained on; the
     README's extrapolation interval was misrounded)."""
     import json
@@ -140,8 +140,8 @@ def test_the_results_say_which_committed_claims_are_an_earlier_rules_version():
     import json
     import re
 
-    from rnr_lens.claims import Claims
-    from rnr_lens.verdicts import RULES
+    from rnr_lens.judge.claims import Claims
+    from rnr_lens.judge.verdicts import RULES
 
     page, readme = RESULTS_PAGE.read_text(), (REPO / "README.md").read_text()
     for results in sorted((REPO / "assets" / "results").glob("*/claims.json")):
@@ -210,11 +210,12 @@ def test_the_readme_python_block_runs_as_written(readme_ran):
     a frozen failure set of the questions sampling reached and greedy missed, a sweep that
     names its bottleneck or says why not, a PDF, and a grid's claims re-derived byte for
     byte; each read back from the store the block wrote, as its comments say it is kept."""
-    from rnr_lens import failures, tasks
-    from rnr_lens.claims import Claims
-    from rnr_lens.results import AuditResult
-    from rnr_lens.store import RunStore
-    from rnr_lens.sweep_results import SweepResult
+    from rnr_lens.bottleneck import failures
+    from rnr_lens.bottleneck.sweep_results import SweepResult
+    from rnr_lens.judge.claims import Claims
+    from rnr_lens.measure.results import AuditResult
+    from rnr_lens.measure.store import RunStore
+    from rnr_lens.questions import tasks
 
     folder = readme_ran
     store = RunStore(folder / "run.db")
@@ -315,7 +316,7 @@ def test_no_table_prints_a_reach_without_its_chance_level():
     and any column or row that names a reach must hold the chance level too."""
     import json
 
-    from rnr_lens.report_page import render_html
+    from rnr_lens.present.report_page import render_html
 
     tables = pages_script()
     checked = []

@@ -22,9 +22,9 @@ from typing import TextIO
 
 from rnr_lens.cli import audit, check_format, compare, export, merge, mine, models, report, show, train
 from rnr_lens.cli.shell import Parser, UsageError
+from rnr_lens.core.files import refusal, release_all
+from rnr_lens.core.untrusted import MESSAGE_CHARS, one_line, printable, quoted
 from rnr_lens.errors import RnrLensError, cli_spelling
-from rnr_lens.files import refusal, release_all
-from rnr_lens.untrusted import MESSAGE_CHARS, one_line, printable, quoted
 
 _MODULES = (models, audit, show, export, mine, compare, train, merge, report, check_format)
 """The commands, in the order ``rnr-lens --help`` lists them."""

@@ -23,16 +23,16 @@ from rnr_lens.cli.shell import (
 )
 
 if TYPE_CHECKING:
-    from rnr_lens.audits import AuditPlan
-    from rnr_lens.results import AuditResult
-    from rnr_lens.store import RunStore
+    from rnr_lens.measure.audits import AuditPlan
+    from rnr_lens.measure.results import AuditResult
+    from rnr_lens.measure.store import RunStore
 
 NAME = "audit"
 HELP = "realized versus reachable, question by question"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from rnr_lens.model_cache import DEFAULT_MODEL
+    from rnr_lens.model.model_cache import DEFAULT_MODEL
 
     p.add_argument("--model", default=DEFAULT_MODEL, help="known name, HF id, local folder or .gguf file")
     add_task_args(p)
@@ -48,9 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rnr_lens.audits import plan, prepared
-    from rnr_lens.probes import parse_probe
-    from rnr_lens.store import RunStore
+    from rnr_lens.measure.audits import plan, prepared
+    from rnr_lens.measure.probes import parse_probe
+    from rnr_lens.measure.store import RunStore
 
     # everything cheap is checked before a model loads or the store is touched (audits.prepared)
     probes = [parse_probe(p) for p in args.probe]  # a bad spec is named before the task is read
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, planned: AuditPlan, out: Path, load: dict, resume: bool | str) -> tuple[AuditResult, str]:
     """The audit itself, on Ray or here, under ``run``'s resume policy; the result and the model's name."""
     if args.executor:
-        from rnr_lens.executors import run_audit
+        from rnr_lens.measure.executors import run_audit
 
         result = run_audit(
             args.model,
@@ -101,8 +101,8 @@ def _run(args: argparse.Namespace, planned: AuditPlan, out: Path, load: dict, re
             resume=resume,
         )
         return result, result.info.model
-    from rnr_lens.audits import audit
-    from rnr_lens.models import load_model
+    from rnr_lens.measure.audits import audit
+    from rnr_lens.model.models import load_model
 
     model = load_model(args.model, **load)
     with warnings.catch_warnings():
@@ -141,8 +141,8 @@ def next_steps(result: AuditResult, store: RunStore, args: argparse.Namespace) -
             model += f" --{flag.replace('_', '-')} {q(str(getattr(args, flag)))}"
     if getattr(args, "trust_remote_code", False):
         model += " --trust-remote-code"
-    from rnr_lens.failures import MIN_FAILURES
-    from rnr_lens.probes import shortest_form
+    from rnr_lens.bottleneck.failures import MIN_FAILURES
+    from rnr_lens.measure.probes import shortest_form
 
     gaps = {p: len(result.reachable_not_realized(p)) for p in result.probes}
     wrong = int((result.questions["has_default"] & ~result.questions["realized"]).sum())

@@ -13,7 +13,7 @@ HELP = "share of outputs from which an answer can be extracted"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from rnr_lens.model_cache import DEFAULT_MODEL
+    from rnr_lens.model.model_cache import DEFAULT_MODEL
 
     p.add_argument("--model", default=DEFAULT_MODEL)
     add_task_args(p)
@@ -22,9 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rnr_lens.display import short_text
-    from rnr_lens.formats import check_format
-    from rnr_lens.models import load_model
+    from rnr_lens.core.display import short_text
+    from rnr_lens.measure.formats import check_format
+    from rnr_lens.model.models import load_model
 
     task = load_task(args)
     note_repeats(task)

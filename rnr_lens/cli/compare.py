@@ -10,7 +10,7 @@ from rnr_lens.cli.shell import est, existing_store, print_table
 from rnr_lens.errors import RnrLensError
 
 if TYPE_CHECKING:
-    from rnr_lens.ceiling import Ceiling
+    from rnr_lens.judge.ceiling import Ceiling
 
 NAME = "compare"
 HELP = "matched comparison of two audits: delta realized, delta reachable, transitions"
@@ -30,8 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rnr_lens.comparison import compare, compare_ceiling
-    from rnr_lens.results import AuditResult
+    from rnr_lens.measure.results import AuditResult
+    from rnr_lens.trained_pair.comparison import compare, compare_ceiling
 
     if args.figure and not args.ceiling:
         raise RnrLensError("--figure draws the ceiling's curves: add --ceiling PROBE (a sampling probe both audits ran)")
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     result = compare(AuditResult.load(store, args.a), AuditResult.load(store, args.b))
     ceiling = compare_ceiling(result.a, result.b, args.ceiling) if args.ceiling else None
     if ceiling is not None and args.figure:
-        from rnr_lens import viz
+        from rnr_lens.present import viz
 
         viz.save(viz.ceiling_curves(ceiling), args.figure)
     if args.json:

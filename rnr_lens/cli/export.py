@@ -7,10 +7,10 @@ import io
 from pathlib import Path
 
 from rnr_lens.cli.shell import existing_store
+from rnr_lens.core.files import write_atomic
+from rnr_lens.core.records import check_audit_id
+from rnr_lens.core.untrusted import safe_csv
 from rnr_lens.errors import RnrLensError
-from rnr_lens.files import write_atomic
-from rnr_lens.records import check_audit_id
-from rnr_lens.untrusted import safe_csv
 
 NAME = "export"
 HELP = "write an audit's tries and questions as parquet or csv"
@@ -30,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
 
-    from rnr_lens.results import AuditResult
+    from rnr_lens.measure.results import AuditResult
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():

@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rnr_lens.store import merge
+    from rnr_lens.measure.store import merge
 
     store = merge(args.stores, args.out)
     audits = store.audits()

@@ -12,10 +12,10 @@ HELP = "sweep single-block ablations over a frozen failure set; name the bottlen
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from rnr_lens.ablation_methods import COMPONENTS, names
-    from rnr_lens.failures import SELECTIONS
-    from rnr_lens.sweeps import NULL_BLOCKS, STRATEGIES, SWEEP_COMPONENTS, SWEEP_METHODS, TOP_M
-    from rnr_lens.verdicts import BREAK_BOUND
+    from rnr_lens.bottleneck.failures import SELECTIONS
+    from rnr_lens.core.ablation_methods import COMPONENTS, names
+    from rnr_lens.judge.sweeps import NULL_BLOCKS, STRATEGIES, SWEEP_COMPONENTS, SWEEP_METHODS, TOP_M
+    from rnr_lens.judge.verdicts import BREAK_BOUND
 
     p.add_argument("store")
     p.add_argument("--audit", help="audit id (may be left out when the store holds one)")
@@ -48,15 +48,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rnr_lens import failures
-    from rnr_lens.ablation_methods import ablation_method
+    from rnr_lens.bottleneck import failures
+    from rnr_lens.bottleneck.miner import mine, null_beside
+    from rnr_lens.core.ablation_methods import ablation_method
+    from rnr_lens.core.untrusted import quoted
     from rnr_lens.errors import RnrLensError
-    from rnr_lens.miner import mine, null_beside
-    from rnr_lens.model_cache import KNOWN_MODELS
-    from rnr_lens.models import load_model
-    from rnr_lens.results import AuditResult
-    from rnr_lens.sweeps import SWEEP_COMPONENTS, SWEEP_METHODS
-    from rnr_lens.untrusted import quoted
+    from rnr_lens.judge.sweeps import SWEEP_COMPONENTS, SWEEP_METHODS
+    from rnr_lens.measure.results import AuditResult
+    from rnr_lens.model.model_cache import KNOWN_MODELS
+    from rnr_lens.model.models import load_model
 
     for method in args.method or ():  # a method that is not registered is named before the store is read
         ablation_method(method)
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         result, store, selection="ids" if ids else args.failure_set, probe=args.probe, ids=ids or None, name=args.name, seed=args.seed
     )
     if args.shard:
-        from rnr_lens.shards import Shard
+        from rnr_lens.core.shards import Shard
 
         Shard.parse(args.shard)
     model = load_model(args.model or result.info.model, **load_kwargs(args))

@@ -16,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rnr_lens.model_cache import list_models
+    from rnr_lens.model.model_cache import list_models
 
     rows = list_models()
     if args.json:

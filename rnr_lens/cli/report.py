@@ -13,9 +13,9 @@ from rnr_lens.cli.shell import add_executor_args, add_task_trust_arg, check_exec
 from rnr_lens.errors import RnrLensError
 
 if TYPE_CHECKING:
-    from rnr_lens.deploy import DeploymentConfig
-    from rnr_lens.reports import Report
-    from rnr_lens.tasks import Task
+    from rnr_lens.grids.reports import Report
+    from rnr_lens.questions.deploy import DeploymentConfig
+    from rnr_lens.questions.tasks import Task
 
 NAME = "report"
 HELP = "the three claims over a grid of models and tasks: claims.json and report.html"
@@ -83,9 +83,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
 
-    from rnr_lens.grid import Grid
-    from rnr_lens.phases import profiling
-    from rnr_lens.reports import mine_again, profile_file, rederive, report
+    from rnr_lens.core.phases import profiling
+    from rnr_lens.grids.grid import Grid
+    from rnr_lens.grids.reports import mine_again, profile_file, rederive, report
 
     if args.verify is not None or args.model is not None:
         return _verify(args)
@@ -136,8 +136,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    """``--verify N``: a sample of the evidence's tries generated again (:mod:`rnr_lens.spot_check`)."""
-    from rnr_lens.spot_check import verify
+    """``--verify N``: a sample of the evidence's tries generated again (:mod:`rnr_lens.grids.spot_check`)."""
+    from rnr_lens.grids.spot_check import verify
 
     if args.verify is None:
         raise RnrLensError("--model names the weights --verify loads: give --verify N too")
@@ -161,7 +161,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _harness_tasks(args: argparse.Namespace) -> tuple[Task, ...]:
     """``--task``'s harness tasks, loaded as the user named them (never a path the evidence names)."""
-    from rnr_lens import tasks
+    from rnr_lens.questions import tasks
 
     named = []
     for spec in args.task or ():
@@ -173,7 +173,7 @@ def _harness_tasks(args: argparse.Namespace) -> tuple[Task, ...]:
 
 def _regrade_to(spec: str | None) -> bool | DeploymentConfig:
     """``--regrade``'s value: no re-grade, each task's default (``default``), or a config file."""
-    from rnr_lens.deploy import DeploymentConfig
+    from rnr_lens.questions.deploy import DeploymentConfig
 
     if spec is None:
         return False
@@ -181,7 +181,7 @@ def _regrade_to(spec: str | None) -> bool | DeploymentConfig:
 
 
 def _print_report(result: Report, args: argparse.Namespace, *, rederived: bool) -> int:
-    from rnr_lens.provenance import code_differences
+    from rnr_lens.core.provenance import code_differences
 
     if rederived:  # said on stderr under --json, which keeps stdout for the claims
         recorded = result.claims.provenance

@@ -13,17 +13,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from rnr_lens.core.records import MAX_SEED
+from rnr_lens.core.shards import EXECUTORS
+from rnr_lens.core.untrusted import one_line
 from rnr_lens.errors import RnrLensError
-from rnr_lens.records import MAX_SEED
-from rnr_lens.shards import EXECUTORS
-from rnr_lens.untrusted import one_line
 
 if TYPE_CHECKING:
-    from rnr_lens.deploy import DeploymentConfig
-    from rnr_lens.results import AuditResult
-    from rnr_lens.stats import Estimate
-    from rnr_lens.store import RunStore
-    from rnr_lens.tasks.core import Task
+    from rnr_lens.core.stats import Estimate
+    from rnr_lens.measure.results import AuditResult
+    from rnr_lens.measure.store import RunStore
+    from rnr_lens.questions.deploy import DeploymentConfig
+    from rnr_lens.questions.tasks.core import Task
 
 
 TERMINAL_WIDTH = 100
@@ -60,7 +60,7 @@ def _fmt(value: object) -> str:
 
 
 def load_task(args: argparse.Namespace) -> Task:
-    from rnr_lens import tasks
+    from rnr_lens.questions import tasks
 
     params: dict = {}
     if getattr(args, "n", None) is not None:
@@ -92,8 +92,8 @@ def load_config(args: argparse.Namespace, task: Task) -> DeploymentConfig:
     """--config, else the task's default deployment for the model: raw text where its
     tokenizer has no chat template (read without loading the weights, as the library and Ray
     workers do), the harness's own for an lm-eval task."""
-    from rnr_lens.deploy import DeploymentConfig, check_shots_file, deployment_for_task
-    from rnr_lens.models import load_tokenizer
+    from rnr_lens.model.models import load_tokenizer
+    from rnr_lens.questions.deploy import DeploymentConfig, check_shots_file, deployment_for_task
 
     config = DeploymentConfig.load(args.config) if args.config else None
     shots_file = getattr(args, "shots_file", None)
@@ -108,7 +108,7 @@ def existing_store(path: str, hint: str = "", mode: str = "read") -> RunStore:
     """The run store at ``path``, which must exist (``hint`` says how to make one); opened
     read-only unless ``mode`` says otherwise, so a reader never modifies the file."""
 
-    from rnr_lens.store import RunStore
+    from rnr_lens.measure.store import RunStore
 
     if not Path(path).is_file():
         raise RnrLensError(f"run store {path} does not exist{hint}")
@@ -128,9 +128,9 @@ def load_kwargs(args: argparse.Namespace) -> dict:
 
 
 def est(e: Estimate | None) -> str:
-    """:func:`rnr_lens.display.estimate_text`, imported when first printed (it pulls scipy,
+    """:func:`rnr_lens.core.display.estimate_text`, imported when first printed (it pulls scipy,
     which ``rnr-lens --help`` should not wait for)."""
-    from rnr_lens.display import estimate_text
+    from rnr_lens.core.display import estimate_text
 
     return estimate_text(e)
 

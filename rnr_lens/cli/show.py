@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rnr_lens.results import AuditResult
+    from rnr_lens.measure.results import AuditResult
 
     store = existing_store(args.store, f"; create one with 'rnr-lens audit --out {args.store}'")
     results = [AuditResult.load(store, info.id) for info in store.audits()]
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         if r.config.chat and r.config.system_prompt is None:
             print("system prompt: null in the config, so the chat template's own default (show --json: rendered_prompt)")
         if args.misses:
-            from rnr_lens.display import short_text
+            from rnr_lens.core.display import short_text
 
             misses = r.format_misses()
             print(f"\nformat misses of the default deployment (extractor {r.config.extractor!r}): {len(misses)}")

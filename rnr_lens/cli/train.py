@@ -13,8 +13,8 @@ HELP = "RL fine-tune with verifiable rewards (DAPO) on a task's training split"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from rnr_lens.dapo import TRAINABLE, TrainConfig
-    from rnr_lens.model_cache import DEFAULT_MODEL
+    from rnr_lens.model.model_cache import DEFAULT_MODEL
+    from rnr_lens.trained_pair.dapo import TRAINABLE, TrainConfig
 
     training = TrainConfig()
     p.add_argument("--model", default=DEFAULT_MODEL, help="known name, HF id, local folder or .gguf file")
@@ -39,10 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
 
-    from rnr_lens import tasks
-    from rnr_lens.checkpoints import check_folder
-    from rnr_lens.models import load_model
-    from rnr_lens.training import TrainConfig, train
+    from rnr_lens.model.models import load_model
+    from rnr_lens.questions import tasks
+    from rnr_lens.trained_pair.checkpoints import check_folder
+    from rnr_lens.trained_pair.training import TrainConfig, train
 
     config = TrainConfig(
         steps=args.steps,
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     check_folder(out)  # a file, another folder's content or a damaged run.json, before the model loads
     model = load_model(args.model, **load_kwargs(args))
     result = train(model, task, config, deployment, out=out, resume=not args.no_resume, progress=not args.json, batch_size=args.batch_size)
-    from rnr_lens.viz import reward_curve, save
+    from rnr_lens.present.viz import reward_curve, save
 
     summary = result.summary() | {"reward_curve": str(save(reward_curve(result.history), out / "reward_curve.html"))}
     if args.json:
