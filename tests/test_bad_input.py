@@ -42,8 +42,8 @@ CLI_CASES = [
         "ablation probe: unknown ablation component 'foo'; use one of mlp, attn, block",
     ),
     (
-        "probe-unknown-ablation-kind",
-        _audit("--probe", "ablation:kind=smear"),
+        "probe-unknown-ablation-method",
+        _audit("--probe", "ablation:method=smear"),
         {},
         "ablation probe: unknown ablation method 'smear'; use one of zero, mean, resample",
     ),

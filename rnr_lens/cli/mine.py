@@ -31,7 +31,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         help=f"ablation method, one of {', '.join(names(installed=False))}, or one an installed package registers (default: {' '.join(SWEEP_METHODS)})",
     )
-    p.add_argument("--kind", dest="method", action="append", help=argparse.SUPPRESS)  # the old name, still read
     p.add_argument("--strategy", default=STRATEGIES[0], choices=STRATEGIES)
     p.add_argument("--top-m", type=positive_int, default=TOP_M)
     p.add_argument("--break-bound", type=float, default=BREAK_BOUND)

@@ -109,26 +109,23 @@ def _flag(text: str) -> bool:
     return text.lower() in ("1", "true", "yes")
 
 
-def setting(default: Any, *, parse: Callable[[str], Any] | None = None, what: str | None = None, key: str | None = None) -> Any:
-    """A probe's setting, declared once: its default, how its text in a probe name is read
+def setting(default: Any, *, parse: Callable[[str], Any] | None = None, what: str | None = None, was: str | None = None) -> Any:
+    """A probe's setting, declared once: its default and how its text in a probe name is read
     (by the default's type unless ``parse`` is given; ``what`` names the expected text in an
-    error), and its key in the name (the field's own name unless ``key`` is given).
-    :func:`parse_probe` reads every setting by its declaration (a plain dataclass field, as a
-    notebook's own probe may have, reads as ``setting(its default)``)."""
-    return field(default=default, metadata={"parse": parse, "what": what, "key": key})
+    error). Its key in the name is the field's own name; ``was`` is the key it had in names
+    stored before a rename, read as this one so that a stored audit's probes still read (a
+    name is written with the new key only). :func:`parse_probe` reads every setting by its
+    declaration (a plain dataclass field, as a notebook's own probe may have, reads as
+    ``setting(its default)``)."""
+    return field(default=default, metadata={"parse": parse, "what": what, "was": was})
 
 
-def _reading(f: Any) -> tuple[str, Callable[[str], Any], str]:
-    """A setting's key in the name, how its text is read and what an error calls that text."""
+def _reading(f: Any) -> tuple[Callable[[str], Any], str]:
+    """How a setting's text is read, and what an error calls that text."""
     meta = f.metadata
     default = f.default
     parse = meta.get("parse") or (_flag if isinstance(default, bool) else type(default))
-    return meta.get("key") or f.name, parse, meta.get("what") or type(default).__name__
-
-
-def setting_key(cls: type, name: str) -> str:
-    """The key field ``name`` of probe class ``cls`` is written with in a probe name."""
-    return next(_reading(f)[0] for f in fields(cls) if f.name == name)
+    return parse, meta.get("what") or type(default).__name__
 
 
 class Probe(ABC):
@@ -604,18 +601,17 @@ def _apply(edits: tuple[int, ...], action: tuple[int, int]) -> tuple[int, ...]:
 @register_probe
 @dataclass(repr=False)
 class AblationProbe(Probe):
-    """One try per block with that block's ``component`` silenced by ``method`` (its key in the
-    name is ``kind``, the name stored audit ids were made with). Only a method that takes no
-    reference prompts (``zero``): mean and resample take their activations from reference
-    prompts, which the miner has and a probe does not."""
+    """One try per block with that block's ``component`` silenced by ``method`` (``kind`` in
+    names stored before 0.2.0, read as ``method``). Only a method that takes no reference
+    prompts (``zero``): mean and resample take their activations from reference prompts, which
+    the miner has and a probe does not."""
 
     component: str = setting("mlp")
-    method: str = setting("zero", key="kind")
+    method: str = setting("zero", was="kind")
     layers: tuple[int, ...] | None = setting(None, parse=lambda text: tuple(int(x) for x in text.split("+")), what="list of blocks, e.g. 3+4+12")
     family: ClassVar[str] = "ablation"
 
     def __post_init__(self) -> None:
-        key = setting_key(AblationProbe, "method")
         try:
             check_component(self.component)
             method = ablation_method(self.method)
@@ -623,7 +619,7 @@ class AblationProbe(Probe):
             raise RnrLensError(f"ablation probe: {unknown}") from None
         if method.needs_reference:  # a probe has no reference prompts to take a mean or a donor from
             raise RnrLensError(
-                f"ablation probe: {key}={self.method} needs reference prompts, which a probe is not given; use {key}=zero, "
+                f"ablation probe: method={self.method} needs reference prompts, which a probe is not given; use method=zero, "
                 f"or 'rnr-lens mine --method {self.method}' (it takes them from the failure set's control questions)"
             )
         if self.layers is not None and (not self.layers or len(set(self.layers)) != len(self.layers)):
@@ -639,7 +635,7 @@ class AblationProbe(Probe):
         return len(self.layers) if self.layers is not None else None  # every block of the model
 
     def params(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"component": self.component, setting_key(AblationProbe, "method"): self.method}  # "kind": part of stored audit ids
+        out: dict[str, Any] = {"component": self.component, "method": self.method}
         if self.layers is not None:
             out["layers"] = "+".join(map(str, self.layers))
         return out
@@ -753,13 +749,16 @@ def parse_probe(text: str) -> Probe:
     rest left at their defaults."""
     spec = ProbeSpec.parse(text)
     cls = probe_class(text)
-    declared = {_reading(f)[0]: f for f in fields(cls)}  # type: ignore[arg-type]  # every probe class is a dataclass
+    declared = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]  # every probe class is a dataclass
+    renamed = {f.metadata["was"]: f for f in declared.values() if f.metadata.get("was")}
     kwargs: dict[str, Any] = {}
     for key, value in spec.settings:
-        if key not in declared:
+        f = declared.get(key) or renamed.get(key)
+        if f is None:
             raise RnrLensError(f"probe {text!r}: unknown setting {key!r}; {spec.family} takes {', '.join(declared)}")
-        f = declared[key]
-        _, parse, what = _reading(f)
+        if f.name in kwargs:  # the new key beside the old one
+            raise RnrLensError(f"probe {text!r}: {f.name} is given twice ({key} is its name in probes stored before 0.2.0)")
+        parse, what = _reading(f)
         try:
             kwargs[f.name] = parse(value)
         except ValueError:

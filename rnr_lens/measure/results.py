@@ -247,6 +247,9 @@ class AuditResult:
             canonical = parse_probe(probe).name
             if canonical in self.probes:
                 return canonical
+            stored = {parse_probe(p).name: p for p in self.probes if p != DEFAULT_PROBE}  # a name stored before a setting's rename
+            if canonical in stored:
+                return stored[canonical]
         raise RnrLensError(f"audit {self.id[:12]} has no probe {probe!r}; it has {', '.join(self.probes) or 'none'}")
 
     def realized_ids(self) -> list[str]:

@@ -397,18 +397,16 @@ def test_an_audit_warns_when_format_misses_may_decide_the_realized_rate(tiny_fol
     assert all(r["id"] in listed for i, r in enumerate(rows) if i % 2 == 0)
 
 
-def test_mine_reads_the_ablation_method_under_its_old_flag_too(capsys):
-    """``--kind`` was the flag's name before the ablation's kind became its ``method``: scripts
-    written with it keep working, and --help shows only the new name."""
+def test_mine_names_the_ablation_method_once():
+    """Issue 74: ``--kind`` was a hidden second name of ``--method`` (one meaning, two names);
+    0.2.0 keeps only ``--method``, and the old flag is refused by name."""
     from rnr_lens.cli import build_parser
+    from rnr_lens.cli.shell import UsageError
 
     parser = build_parser()
-    new, old = (parser.parse_args(["mine", "run.db", flag, "mean"]) for flag in ("--method", "--kind"))
-    assert new.method == old.method == ["mean"]
-    with pytest.raises(SystemExit):
-        parser.parse_args(["mine", "--help"])
-    shown = capsys.readouterr().out
-    assert "--method" in shown and "--kind" not in shown
+    assert parser.parse_args(["mine", "run.db", "--method", "mean"]).method == ["mean"]
+    with pytest.raises(UsageError, match="unrecognized arguments: --kind mean"):
+        parser.parse_args(["mine", "run.db", "--kind", "mean"])
 
 
 FOREIGN_FLAGS = {

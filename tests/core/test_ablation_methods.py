@@ -78,8 +78,8 @@ def test_a_method_registered_from_outside_runs_through_python(tiny, tmp_path, re
         clean = tiny.bridge(ids)
     assert torch.allclose(ours, reference, atol=1e-5) and not torch.allclose(ours, clean, atol=1e-3)
 
-    result = R.audit(tiny, R.tasks.get("add-small", n=2), ["ablation:kind=halved,layers=0+1"], progress=False)
-    tries = result.tries[result.tries.probe == "ablation:component=mlp,kind=halved,layers=0+1"]
+    result = R.audit(tiny, R.tasks.get("add-small", n=2), ["ablation:method=halved,layers=0+1"], progress=False)
+    tries = result.tries[result.tries.probe == "ablation:component=mlp,method=halved,layers=0+1"]
     assert sorted(set(tries.ablation)) == ["mlp0:halved", "mlp1:halved"] and len(tries) == 4
 
     task = R.tasks.get("add-small", n=3)
@@ -108,7 +108,7 @@ def test_an_installed_method_is_read_from_its_entry_point_by_the_command_line(tm
     def cli(*argv: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "rnr_lens", *argv], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
 
-    audit = cli("audit", "--model", str(folder), "--task", "add-small", "--n", "2", "--probe", "ablation:kind=halved", "--out", "run.db", "--json")
+    audit = cli("audit", "--model", str(folder), "--task", "add-small", "--n", "2", "--probe", "ablation:method=halved", "--out", "run.db", "--json")
     assert audit.returncode == 0, audit.stderr[-2000:]
     assert json.loads(audit.stdout)["status"] == "complete"
     with sqlite3.connect(tmp_path / "run.db") as db:

@@ -14,7 +14,7 @@ CANONICAL = [
         "sampling:k=8,t=0.5",
         "routes:k=8,edits=2",
         "search:k=8,reward=oracle",
-        "ablation:kind=zero,layers=3+4",
+        "ablation:method=zero,layers=3+4",
         "sampling:k=128,draw=inverse-cdf",
     )
 ]
@@ -68,8 +68,8 @@ def test_the_shortest_form_names_its_probe_in_a_real_audit(tiny):
         ("routes:k=3,shared=true", "routes:k=3,edit_rate=0.25,max_segment=4,protect=1,shared=true"),
         ("routes:k=3,shared=yes,edits=1", "routes:k=3,edits=1,protect=1,shared=true"),
         ("routes:k=3,shared=", "routes:k=3,edit_rate=0.25,max_segment=4,protect=1,shared=false"),
-        ("ablation:kind=zero,layers=3+4", "ablation:component=mlp,kind=zero,layers=3+4"),
-        ("ablation:component=attn", "ablation:component=attn,kind=zero"),
+        ("ablation:method=zero,layers=3+4", "ablation:component=mlp,method=zero,layers=3+4"),
+        ("ablation:component=attn", "ablation:component=attn,method=zero"),
         ("search:k=4,reward=oracle", "search:k=4,reward=oracle,algo=mcts,c=1.0,length_penalty=0.1,epsilon=0.1,protect=1,expand=distinct"),
     ],
 )

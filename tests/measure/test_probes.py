@@ -42,7 +42,7 @@ def test_parse_and_canonical_names():
         ("sampling:q=1", "unknown setting 'q'; sampling takes k, t, top_p, draw"),
         ("sampling:k", "malformed setting 'k'; write each setting as key=value"),
         ("ablation:layers=3+x", "layers='3\\+x' is not a valid list of blocks"),
-        ("ablation:ablation=zero", "unknown setting 'ablation'; ablation takes component, kind, layers"),
+        ("ablation:ablation=zero", "unknown setting 'ablation'; ablation takes component, method, layers"),
         ("sampling:k=x", "not a valid int"),
         ("sampling:k=0", "budget k must be"),
         ("search:reward=gold", "reward"),
@@ -255,19 +255,19 @@ def test_ablation_probe_covers_every_block(tiny):
 
 @pytest.mark.parametrize("method", ["mean", "resample"])
 def test_an_ablation_probe_that_needs_reference_prompts_is_refused_before_any_model_loads(tmp_path, capsys, method):
-    """Issue 74: ``ablation:kind=mean`` was accepted when read, and the audit failed after the
+    """Issue 74: ``ablation:kind=mean`` (now ``method=mean``) was accepted when read, and the audit failed after the
     model had loaded and the default tries had run ("a mean ablation needs reference prompts").
     A probe is given no reference prompts, so it is refused where it is read, in one line that
     names the way that has them; the model named here does not exist, so its error would come
     first were the probe read after it."""
     from rnr_lens.cli import main
 
-    with pytest.raises(RnrLensError, match=rf"kind={method} needs reference prompts, .* use kind=zero, or 'rnr-lens mine --method {method}'"):
-        parse_probe(f"ablation:kind={method},layers=1")
-    argv = ["audit", "--model", str(tmp_path / "no-model"), "--task", "add-small", "--n", "2", "--probe", f"ablation:kind={method}"]
+    with pytest.raises(RnrLensError, match=rf"method={method} needs reference prompts, .* use method=zero, or 'rnr-lens mine --method {method}'"):
+        parse_probe(f"ablation:method={method},layers=1")
+    argv = ["audit", "--model", str(tmp_path / "no-model"), "--task", "add-small", "--n", "2", "--probe", f"ablation:method={method}"]
     assert main([*argv, "--out", str(tmp_path / "run.db")]) == 2
     said = capsys.readouterr().err.strip().splitlines()
-    assert len(said) == 1 and said[0].startswith(f"error: ablation probe: kind={method} needs reference prompts")
+    assert len(said) == 1 and said[0].startswith(f"error: ablation probe: method={method} needs reference prompts")
     assert not list(tmp_path.iterdir()), "nothing written"
 
 
@@ -387,3 +387,30 @@ def test_a_legacy_name_says_why_it_cannot_be_resumed():
     assert "fad12eb" in legacy_name_note(old_search) and "expand=tree" in legacy_name_note(old_search)
     assert "6b624c3" in legacy_name_note("sampling:k=8,t=0.7,top_p=1.0"), "sampling changed its seeding under one name"
     assert legacy_name_note(parse_probe("search:k=8").name) is None and legacy_name_note(parse_probe("routes:k=8").name) is None
+
+
+def test_an_ablation_probe_names_its_method_as_method_and_reads_names_stored_with_kind(tiny, tmp_path):
+    """Issue 74: the ablation probe stored ``method`` under the key ``kind``. Its name now says
+    ``method=``; a name stored before 0.2.0 (``kind=``) still reads as the same probe, and an
+    audit stored under it is found by either spelling; both keys at once are refused."""
+    import json
+    import sqlite3
+
+    from rnr_lens.measure.audits import audit
+    from rnr_lens.measure.results import AuditResult
+    from rnr_lens.measure.store import RunStore
+
+    assert parse_probe("ablation:kind=zero,layers=1").name == "ablation:component=mlp,method=zero,layers=1"
+    assert parse_probe("ablation:kind=zero") == parse_probe("ablation:method=zero")
+    with pytest.raises(RnrLensError, match="method is given twice"):
+        parse_probe("ablation:kind=zero,method=zero")
+    result = audit(tiny, tasks.get("add-small", n=2), ["ablation:layers=0+1"], store=tmp_path / "run.db", progress=False)
+    old = "ablation:component=mlp,kind=zero,layers=0+1"
+    with sqlite3.connect(tmp_path / "run.db") as conn:  # as a store written before 0.2.0 names it
+        conn.execute("UPDATE tries SET probe = ? WHERE probe = ?", (old, "ablation:component=mlp,method=zero,layers=0+1"))
+        conn.execute("UPDATE audits SET probes_json = ? WHERE id = ?", (json.dumps([old]), result.id))
+    conn.close()
+    stored = AuditResult.load(RunStore(tmp_path / "run.db"), result.id)
+    assert old in stored.probes
+    for spelling in ("ablation:kind=zero,layers=0+1", "ablation:method=zero,layers=0+1"):
+        assert stored.probe_name(spelling) == old and stored.budget(spelling) == 2
