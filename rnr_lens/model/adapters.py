@@ -54,6 +54,12 @@ def transformer_lens_layout(bridge: Any) -> BlockLayout:
     ``ln2_post``): every architecture's, unless one registers its own (:func:`register_layout`)."""
     blocks = bridge.adapter.component_mapping["blocks"]
     subs = blocks.submodules
+    missing = [name for name in ("attn", "mlp") if name not in subs]
+    if missing:
+        raise RnrLensError(
+            f"{type(bridge.adapter).__name__}: TransformerLens' mapping names no {' or '.join(missing)} module in a block; "
+            "say where it lives with one @adapters.register_layout entry for this architecture"
+        )
     return BlockLayout(
         layers=blocks.name,
         modules={"attn": subs["attn"].name, "mlp": subs["mlp"].name},

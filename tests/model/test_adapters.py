@@ -231,6 +231,16 @@ def test_each_architectures_layout_is_read_from_transformer_lens(arch_model):
     assert arch_model.engine.component(1, "mlp", "twin").module is twin_block.get_submodule(layout.outputs["mlp"])
 
 
+def test_a_mapping_that_names_no_mlp_is_refused_in_one_line(tiny, monkeypatch):
+    """An architecture whose MLP sits under another name than TransformerLens' ``mlp`` was a bare
+    ``KeyError``; it is one line saying how to register where the module lives."""
+    blocks = tiny.bridge.adapter.component_mapping["blocks"]
+    monkeypatch.setattr(blocks, "submodules", {k: v for k, v in blocks.submodules.items() if k != "mlp"})
+    with pytest.raises(R.RnrLensError, match=r"names no mlp module in a block; say where it lives with one @adapters.register_layout") as refused:
+        adapters.transformer_lens_layout(tiny.bridge)
+    assert "\n" not in str(refused.value)
+
+
 def test_a_registered_layout_is_what_routes_and_ablations_ask(tiny, monkeypatch):
     """A layout registered for an architecture replaces TransformerLens' for it: here one that
     names the post-attention norm as the MLP's output (wrong for Llama, and so visible), and no
