@@ -326,6 +326,20 @@ def remembered_check(model: ModelLike, name: str) -> ReuseVerdict:
     return verdict
 
 
+_MOVED: dict[str, str | None] = {}
+""":func:`rows_move_with_batch`'s reading per model and machine, within this process: every
+reuse's check starts from it, and it is one reading of the model's kernels, not of a reuse."""
+
+
+def _rows_moved(model: ModelLike) -> str | None:
+    """:func:`rows_move_with_batch` read once per model and machine (keyed as the remembered
+    verdicts are, :func:`setting_key`, with no reuse's name), however many reuses are checked."""
+    key = setting_key(model, "rows move with batch")
+    if key not in _MOVED:
+        _MOVED[key] = rows_move_with_batch(model)
+    return _MOVED[key]
+
+
 def check(model: ModelLike, name: str) -> ReuseVerdict:
     """Try reuse ``name`` on ``model`` with and without, and say whether every bit is kept.
 
@@ -338,7 +352,7 @@ def check(model: ModelLike, name: str) -> ReuseVerdict:
         return ReuseVerdict(name, False, "a one-block model has no route prefix to share")
     compared, labels = 0, []
     with phase("reuse-check"), reuses.checking():
-        moved = rows_move_with_batch(model)
+        moved = _rows_moved(model)
         if moved is not None:
             return ReuseVerdict(name, False, f"moves bits on this machine: {moved}")
         for label, run in RUNS[name]:

@@ -71,6 +71,7 @@ def test_a_check_that_finds_a_moved_bit_turns_its_reuse_off(tiny, monkeypatch):
         return gens
 
     monkeypatch.setitem(reuse_check.RUNS, "shared-prefix", (("2 rows", nudged),))
+    monkeypatch.setattr(reuse_check, "_MOVED", {})
     monkeypatch.setattr(reuse_check, "rows_move_with_batch", lambda model: None)  # this test reads the generations alone
     verdict = reuse_check.check(tiny, "shared-prefix")
     assert not verdict.on
@@ -82,6 +83,7 @@ def test_a_reuse_the_check_cannot_exercise_stays_off(tiny, monkeypatch):
     (here the shared opening's prompts differ in length, so no batch shares its opening)."""
     uneven = [reuse_check.OPENING + q for q in reuse_check.MIXED[:3]]
     monkeypatch.setitem(reuse_check.RUNS, "shared-prefix", (("3 uneven rows", lambda model: model.generate(uneven, max_new_tokens=2)),))
+    monkeypatch.setattr(reuse_check, "_MOVED", {})
     monkeypatch.setattr(reuse_check, "rows_move_with_batch", lambda model: None)
     verdict = reuse_check.check(tiny, "shared-prefix")
     assert not verdict.on and verdict.why == "its check could not exercise it on this model (3 uneven rows)"
@@ -133,10 +135,30 @@ def test_rows_that_move_with_a_products_size_turn_every_reuse_off(tiny):
             assert not verdict.why.startswith("moves bits on this machine: a "), verdict.why
 
 
+def test_the_rows_are_read_once_per_model_however_many_reuses_are_checked(tiny, monkeypatch):
+    """Issue 75: every reuse's check read the model's rows again (the ladder and the placements:
+    the costliest part of a check); the reading is one of the model's kernels, not of a reuse,
+    so checking every reuse reads it once, and another model reads its own."""
+    real, reads = reuse_check.rows_move_with_batch, []
+
+    def counted(model):
+        reads.append(model)
+        return real(model)
+
+    monkeypatch.setattr(reuse_check, "_MOVED", {})
+    monkeypatch.setattr(reuse_check, "rows_move_with_batch", counted)
+    verdicts = [reuse_check.check(tiny, name) for name in reuse_check.RUNS]
+    assert reads == [tiny] and len(verdicts) == len(reuse_check.RUNS) > 1
+    other = R.tiny_model(seed=1, n_layers=3)
+    reuse_check.check(other, "shared-prefix")
+    assert reads == [tiny, other], "a model of other shapes reads its own rows"
+
+
 def test_a_moved_row_turns_every_reuse_off_before_any_generation(tiny, monkeypatch):
     """The ladder's failure branch on every CPU (on one whose products keep their rows, the
     test above never reaches it): every reuse is off with the reading's words, and the check
     generates nothing."""
+    monkeypatch.setattr(reuse_check, "_MOVED", {})  # read afresh under the stand-in reading
     monkeypatch.setattr(reuse_check, "rows_move_with_batch", lambda model: "a 64-to-64 block layer's rows differ between products of 2 and 3 rows")
     before = dict(tiny.engine.reuses.used)
     for name in reuse_check.RUNS:
